@@ -1,0 +1,170 @@
+"""Forward and backward stacks of projected LSTMs with cell/projection clipping (ELMo's biLM).
+
+Both directions run in the same loop: direction is the leading dimension of every weight
+(``[2, ...]``, 0 = forward LM, 1 = backward LM) so each time step is one batched matmul.
+The backward direction sees each row reversed *within its own length*, so padding is never
+fed to either LSTM. Rows are sorted by length and the active batch shrinks as short rows end,
+which also leaves every row's state at its last valid step (needed for ``stateful`` mode).
+
+Per layer, per direction, per step (the TensorFlow ``LSTMCell`` with ``num_proj``)::
+
+    z = x_t W_x + h_{t-1} W_h + b          # gate blocks in TF order: i, j, f, o
+    c_t = clip(sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(j), cell_clip)
+    h_t = clip((sigmoid(o) * tanh(c_t)) W_p, proj_clip)
+
+``b`` already includes TensorFlow's run-time forget bias of +1. With ``residual``, layers after
+the first output ``h_t + x_t`` (the recurrent state stays ``h_t``).
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import torch
+from torch import nn
+
+LstmState = Tuple[torch.Tensor, torch.Tensor]  # h [L, 2, B, P], c [L, 2, B, H]
+
+
+class BiLstmLayer(nn.Module):
+    """Weights of one layer for both directions."""
+
+    def __init__(self, input_dim: int, cell_dim: int, proj_dim: int) -> None:
+        super().__init__()
+        self.input_dim, self.cell_dim, self.proj_dim = input_dim, cell_dim, proj_dim
+        self.w_input = nn.Parameter(torch.empty(2, input_dim, 4 * cell_dim))
+        self.w_state = nn.Parameter(torch.empty(2, proj_dim, 4 * cell_dim))
+        self.bias = nn.Parameter(torch.zeros(2, 4 * cell_dim))
+        self.w_proj = nn.Parameter(torch.empty(2, cell_dim, proj_dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound_in = 1.0 / (self.input_dim + self.proj_dim) ** 0.5
+        nn.init.uniform_(self.w_input, -bound_in, bound_in)
+        nn.init.uniform_(self.w_state, -bound_in, bound_in)
+        nn.init.uniform_(self.w_proj, -1.0 / self.cell_dim**0.5, 1.0 / self.cell_dim**0.5)
+        with torch.no_grad():
+            self.bias.zero_()
+            self.bias[:, 2 * self.cell_dim : 3 * self.cell_dim] = 1.0  # forget gate
+
+
+class BiLstmStack(nn.Module):
+    """``n_layers`` of :class:`BiLstmLayer`, forward and backward, with optional residuals."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        cell_dim: int,
+        proj_dim: int,
+        n_layers: int,
+        cell_clip: Optional[float],
+        proj_clip: Optional[float],
+        residual: bool,
+    ) -> None:
+        super().__init__()
+        self.cell_dim, self.proj_dim, self.n_layers = cell_dim, proj_dim, n_layers
+        self.cell_clip, self.proj_clip, self.residual = cell_clip, proj_clip, residual
+        self.layers = nn.ModuleList(
+            BiLstmLayer(input_dim if i == 0 else proj_dim, cell_dim, proj_dim) for i in range(n_layers)
+        )
+
+    def zero_state(self, batch_size: int, like: torch.Tensor) -> LstmState:
+        h = like.new_zeros(self.n_layers, 2, batch_size, self.proj_dim)
+        c = like.new_zeros(self.n_layers, 2, batch_size, self.cell_dim)
+        return h, c
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        lengths: torch.Tensor,
+        state: Optional[LstmState] = None,
+    ) -> Tuple[List[torch.Tensor], LstmState]:
+        """Run both directions over a padded batch.
+
+        inputs: ``[B, T, D]`` token vectors (the same input for both directions).
+        lengths: ``[B]`` valid lengths (every row's positions ``>= length`` are padding).
+        state: optional initial ``(h, c)`` per row, ``[L, 2, B, P]`` and ``[L, 2, B, H]``;
+            zeros when omitted.
+        Returns the ``L`` layer outputs ``[B, T, 2P]`` (forward half first, zeros at padding)
+        and the final state, each row's state at its last valid step.
+        """
+        batch, width, _ = inputs.shape
+        lengths = lengths.to(torch.long).cpu()
+        if batch == 0 or width == 0:
+            empty = inputs.new_zeros(batch, width, 2 * self.proj_dim)
+            return [empty for _ in self.layers], state or self.zero_state(batch, inputs)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        unorder = torch.argsort(order)
+        sorted_lengths = lengths[order]
+        # active[t] = number of (sorted) rows still running at step t
+        steps = torch.arange(width)
+        active = (sorted_lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()
+        n_steps = int(sorted_lengths[0])
+        mask = (steps.unsqueeze(0) < sorted_lengths.unsqueeze(1)).to(inputs.device)  # [B, T]
+        # reverse each row within its length: position t <-> length - 1 - t
+        rev = torch.where(
+            steps.unsqueeze(0) < sorted_lengths.unsqueeze(1),
+            sorted_lengths.unsqueeze(1) - 1 - steps.unsqueeze(0),
+            steps.unsqueeze(0),
+        ).to(inputs.device)
+        x = inputs[order.to(inputs.device)]
+        x_rev = torch.gather(x, 1, rev.unsqueeze(-1).expand_as(x))
+        layer_input = torch.stack([x, x_rev])  # [2, B, T, D]
+
+        if state is None:
+            h0, c0 = self.zero_state(batch, inputs)
+        else:
+            h0, c0 = (s.index_select(2, order.to(s.device)) for s in state)
+        outputs: List[torch.Tensor] = []
+        final_h, final_c = [], []
+        for index, layer in enumerate(self.layers):
+            out, (h, c) = self._run_layer(layer, layer_input, active, n_steps, h0[index], c0[index])
+            if self.residual and index > 0:
+                out = out + layer_input
+            out = out * mask.unsqueeze(-1).to(out.dtype)
+            final_h.append(h)
+            final_c.append(c)
+            outputs.append(out)
+            layer_input = out
+        results = []
+        for out in outputs:
+            fwd, bwd = out[0], torch.gather(out[1], 1, rev.unsqueeze(-1).expand_as(out[1]))
+            results.append(torch.cat([fwd, bwd], dim=-1)[unorder.to(out.device)])
+        unorder_d = unorder.to(inputs.device)
+        final = (torch.stack(final_h).index_select(2, unorder_d), torch.stack(final_c).index_select(2, unorder_d))
+        return results, final
+
+    def _run_layer(
+        self,
+        layer: BiLstmLayer,
+        inputs: torch.Tensor,
+        active: List[int],
+        n_steps: int,
+        h: torch.Tensor,
+        c: torch.Tensor,
+    ) -> Tuple[torch.Tensor, LstmState]:
+        """inputs ``[2, B, T, D]`` -> outputs ``[2, B, T, P]`` and the final ``(h, c)``."""
+        _, batch, width, _ = inputs.shape
+        # The input-to-hidden part of every step in one matmul, laid out time-major.
+        projected = torch.baddbmm(
+            layer.bias.unsqueeze(1), inputs.reshape(2, batch * width, -1), layer.w_input
+        ).view(2, batch, width, -1).permute(2, 0, 1, 3)  # [T, 2, B, 4H]
+        out = inputs.new_zeros(width, 2, batch, self.proj_dim)
+        cell_clip, proj_clip = self.cell_clip, self.proj_clip
+        for t in range(n_steps):
+            n = active[t]
+            h_prev, c_prev = (h, c) if n == batch else (h[:, :n], c[:, :n])
+            gates = torch.baddbmm(projected[t, :, :n], h_prev, layer.w_state)
+            i, j, f, o = gates.chunk(4, dim=-1)
+            c_new = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(j)
+            if cell_clip:
+                c_new = c_new.clamp(-cell_clip, cell_clip)
+            h_new = torch.bmm(torch.sigmoid(o) * torch.tanh(c_new), layer.w_proj)
+            if proj_clip:
+                h_new = h_new.clamp(-proj_clip, proj_clip)
+            out[t, :, :n] = h_new
+            if n == batch:
+                h, c = h_new, c_new
+            else:
+                h = torch.cat([h_new, h[:, n:]], dim=1)
+                c = torch.cat([c_new, c[:, n:]], dim=1)
+        return out.permute(1, 2, 0, 3), (h, c)

@@ -1,0 +1,247 @@
+"""The biLM: shared token encoder + forward/backward LSTM stacks -> L+1 layers per token."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from .characters import MAX_CHARS, N_CHARACTERS, TokenBatch, batch_to_char_ids
+from .lstm import BiLstmStack, LstmState
+from .token_encoder import CharCnnEncoder
+
+
+class OptionsError(ValueError):
+    """options.json (or our config.json) lacks a key or holds an impossible value."""
+
+
+@dataclass(frozen=True)
+class BiLMConfig:
+    """Architecture of a biLM, in the vocabulary of the original ``options.json``."""
+
+    lstm_dim: int = 4096
+    projection_dim: int = 512
+    n_layers: int = 2
+    cell_clip: Optional[float] = 3.0
+    proj_clip: Optional[float] = 3.0
+    use_skip_connections: bool = True
+    char_dim: int = 16
+    filters: Tuple[Tuple[int, int], ...] = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
+    n_highway: int = 2
+    activation: str = "relu"
+    n_characters: int = N_CHARACTERS
+    max_characters_per_token: int = MAX_CHARS
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_options(cls, options: Dict[str, Any], source: str = "options") -> "BiLMConfig":
+        """Read the original options.json layout; unknown keys are ignored (kept in ``extra``)."""
+
+        def get(section: str, key: str, default: Any = KeyError) -> Any:
+            try:
+                return options[section][key]
+            except (KeyError, TypeError):
+                if default is KeyError:
+                    raise OptionsError(f"{source}: missing required key '{section}.{key}'") from None
+                return default
+
+        try:
+            embedding = options["char_cnn"]["embedding"]["dim"]
+        except (KeyError, TypeError):
+            raise OptionsError(f"{source}: missing required key 'char_cnn.embedding.dim'") from None
+        filters = tuple((int(w), int(n)) for w, n in get("char_cnn", "filters"))
+        n_chars = int(get("char_cnn", "n_characters", N_CHARACTERS))
+        if n_chars not in (261, 262):
+            raise OptionsError(f"{source}: char_cnn.n_characters must be 261 (training) or 262, got {n_chars}")
+        max_chars = int(get("char_cnn", "max_characters_per_token", MAX_CHARS))
+        if max_chars != MAX_CHARS:
+            raise OptionsError(f"{source}: char_cnn.max_characters_per_token must be {MAX_CHARS}, got {max_chars}")
+        config = cls(
+            lstm_dim=int(get("lstm", "dim")),
+            projection_dim=int(get("lstm", "projection_dim")),
+            n_layers=int(get("lstm", "n_layers")),
+            cell_clip=_clip(get("lstm", "cell_clip", None)),
+            proj_clip=_clip(get("lstm", "proj_clip", None)),
+            use_skip_connections=bool(get("lstm", "use_skip_connections", False)),
+            char_dim=int(embedding),
+            filters=filters,
+            n_highway=int(get("char_cnn", "n_highway", 0) or 0),
+            activation=str(get("char_cnn", "activation", "relu")),
+            n_characters=N_CHARACTERS,
+            max_characters_per_token=max_chars,
+            extra={k: v for k, v in options.items() if k not in ("lstm", "char_cnn")},
+        )
+        if config.n_layers < 1 or config.projection_dim < 1 or config.lstm_dim < 1 or not filters:
+            raise OptionsError(f"{source}: lstm.dim, lstm.projection_dim, lstm.n_layers and char_cnn.filters must be positive")
+        if config.activation not in ("relu", "tanh"):
+            raise OptionsError(f"{source}: char_cnn.activation must be 'relu' or 'tanh', got {config.activation!r}")
+        return config
+
+    def to_options(self) -> Dict[str, Any]:
+        """The original ``options.json`` layout."""
+        options = dict(self.extra)
+        options["lstm"] = {
+            "dim": self.lstm_dim,
+            "projection_dim": self.projection_dim,
+            "n_layers": self.n_layers,
+            "cell_clip": self.cell_clip,
+            "proj_clip": self.proj_clip,
+            "use_skip_connections": self.use_skip_connections,
+        }
+        options["char_cnn"] = {
+            "embedding": {"dim": self.char_dim},
+            "filters": [list(f) for f in self.filters],
+            "n_highway": self.n_highway,
+            "n_characters": self.n_characters,
+            "max_characters_per_token": self.max_characters_per_token,
+            "activation": self.activation,
+        }
+        return options
+
+    @property
+    def output_dim(self) -> int:
+        """Width of every output layer: ``2 * projection_dim``."""
+        return 2 * self.projection_dim
+
+    @property
+    def n_filters(self) -> int:
+        return sum(n for _, n in self.filters)
+
+
+def _clip(value: Any) -> Optional[float]:
+    return float(value) if value not in (None, 0, False) else None
+
+
+class BiLM(nn.Module):
+    """ELMo's bidirectional language model (inference side).
+
+    ``forward`` maps a :class:`TokenBatch` to ``[L+1, B, T, 2P]``: layer 0 is the token
+    encoder's output duplicated (``[x; x]``), layer ``k`` is ``[forward_k; backward_k]``.
+    Every context starts from a zero LSTM state, so a token's vectors depend only on its own
+    context. With ``stateful=True`` each batch row instead starts from the final state of the
+    same row in the previous call (the original implementations' behaviour).
+    """
+
+    def __init__(self, config: BiLMConfig, stateful: bool = False) -> None:
+        super().__init__()
+        self.config = config
+        self.token_encoder = CharCnnEncoder(
+            n_characters=config.n_characters,
+            char_dim=config.char_dim,
+            filters=config.filters,
+            n_highway=config.n_highway,
+            output_dim=config.projection_dim,
+            activation=config.activation,
+        )
+        self.lstm = BiLstmStack(
+            input_dim=config.projection_dim,
+            cell_dim=config.lstm_dim,
+            proj_dim=config.projection_dim,
+            n_layers=config.n_layers,
+            cell_clip=config.cell_clip,
+            proj_clip=config.proj_clip,
+            residual=config.use_skip_connections,
+        )
+        self.stateful = stateful
+        self._state: Optional[LstmState] = None
+
+    @property
+    def n_output_layers(self) -> int:
+        return self.config.n_layers + 1
+
+    @property
+    def output_dim(self) -> int:
+        return self.config.output_dim
+
+    def reset_state(self) -> None:
+        """Forget the carried LSTM state (``stateful`` mode only)."""
+        self._state = None
+
+    def forward(self, batch: TokenBatch) -> torch.Tensor:
+        """All layers ``[L+1, B, T, 2P]`` with the ``<S>``/``</S>`` positions still in place."""
+        device = self.token_encoder.char_embedding.weight.device
+        vectors = self.token_encoder(batch.char_ids.to(device))  # [U, P]
+        tokens = vectors[batch.token_index.to(device)]  # [B, T, P]
+        initial = self._initial_state(tokens) if self.stateful else None
+        layers, final = self.lstm(tokens, batch.lengths, initial)
+        if self.stateful:
+            self._store_state(final)
+        steps = torch.arange(tokens.shape[1], device=device)
+        mask = (steps.unsqueeze(0) < batch.lengths.to(device).unsqueeze(1)).unsqueeze(-1)
+        token_layer = torch.cat([tokens, tokens], dim=-1) * mask.to(tokens.dtype)
+        return torch.stack([token_layer, *layers])
+
+    def forward_char_ids(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """AllenNLP-style entry: ``[B, T, 50]`` ids *with* boundaries -> (layers, mask ``[B, T]``)."""
+        mask = (char_ids > 0).any(-1)
+        batch, width, _ = char_ids.shape
+        index = torch.arange(1, batch * width + 1).view(batch, width) * mask
+        chars = torch.cat([char_ids.new_zeros(1, char_ids.shape[-1]), char_ids.reshape(-1, char_ids.shape[-1])])
+        token_batch = TokenBatch(index, chars, mask.sum(1), [])
+        return self.forward(token_batch), mask
+
+    def _initial_state(self, like: torch.Tensor) -> LstmState:
+        rows = like.shape[0]
+        if self._state is None or self._state[0].shape[2] < rows:
+            fresh = self.lstm.zero_state(rows, like)
+            if self._state is not None:
+                kept = self._state[0].shape[2]
+                fresh[0][:, :, :kept] = self._state[0]
+                fresh[1][:, :, :kept] = self._state[1]
+            self._state = fresh
+        return self._state[0][:, :, :rows], self._state[1][:, :, :rows]
+
+    def _store_state(self, final: LstmState) -> None:
+        assert self._state is not None
+        rows = final[0].shape[2]
+        h, c = self._state[0].clone(), self._state[1].clone()
+        h[:, :, :rows] = final[0].detach()
+        c[:, :, :rows] = final[1].detach()
+        self._state = (h, c)
+
+    @torch.inference_mode()
+    def embed_batch(self, sentences: Sequence[Sequence[str]], keep_boundaries: bool = False) -> List[np.ndarray]:
+        """One float32 ``[L+1, n_i, 2P]`` array per sentence (``n_i + 2`` rows with boundaries)."""
+        if not sentences:
+            return []
+        layers = self.forward(TokenBatch.from_sentences(sentences)).float().cpu().numpy()
+        out = []
+        for row, sentence in enumerate(sentences):
+            n = len(sentence)
+            out.append(np.ascontiguousarray(layers[:, row, : n + 2] if keep_boundaries else layers[:, row, 1 : n + 1]))
+        return out
+
+    def embed_sentences(
+        self, sentences: Sequence[Sequence[str]], batch_size: int = 64, keep_boundaries: bool = False
+    ) -> List[np.ndarray]:
+        """Like AllenNLP's ``ElmoEmbedder.embed_sentences``, but stateless and deterministic.
+
+        Returns one float32 array ``[L+1, n_tokens, 2P]`` per sentence, in input order (boundary
+        tokens removed unless ``keep_boundaries``; an empty sentence gives ``n_tokens = 0``).
+        Sentences are grouped by length, ``batch_size`` at a time, which does not change any
+        output. In ``stateful`` mode the given order and batching are kept instead.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        sentences = [list(s) for s in sentences]
+        order = list(range(len(sentences)))
+        if not self.stateful:
+            order.sort(key=lambda i: len(sentences[i]))
+        result: List[Optional[np.ndarray]] = [None] * len(sentences)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            for index, array in zip(chunk, self.embed_batch([sentences[i] for i in chunk], keep_boundaries)):
+                result[index] = array
+        return result  # type: ignore[return-value]
+
+    def char_ids(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        """The dense ``[B, T, 50]`` character ids (with boundaries) the model would see."""
+        return batch_to_char_ids(sentences)
+
+    def describe(self) -> Dict[str, Any]:
+        return {"options": self.config.to_options(), "parameters": sum(p.numel() for p in self.parameters())}
+
+
+__all__ = ["BiLM", "BiLMConfig", "OptionsError"]

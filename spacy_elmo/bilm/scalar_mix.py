@@ -1,0 +1,87 @@
+"""ScalarMix: ELMo = gamma * sum_j softmax(s)_j * h_j over the biLM layers."""
+from __future__ import annotations
+
+import math
+from typing import Sequence, Union
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+MixSpec = Union[str, Sequence[float]]
+_NEG = -1e4  # softmax weight exactly 0.0 in float32, finite gradients
+
+
+def mix_logits(spec: MixSpec, n_layers: int) -> torch.Tensor:
+    """Initial logits ``s`` for a mix spec.
+
+    ``"average"``: equal weights. ``"top"``: the last layer only. ``"layer:N"``: layer N only
+    (0 = the context-free token layer). A list of ``n_layers`` non-negative numbers: those
+    weights, normalised to sum to 1.
+    """
+    if isinstance(spec, str):
+        if spec == "average":
+            return torch.zeros(n_layers)
+        if spec == "top":
+            spec = f"layer:{n_layers - 1}"
+        if spec.startswith("layer:"):
+            try:
+                index = int(spec.split(":", 1)[1])
+            except ValueError:
+                raise ValueError(f"mix {spec!r}: expected 'layer:N' with an integer N") from None
+            if not 0 <= index < n_layers:
+                raise ValueError(f"mix {spec!r}: the biLM has layers 0..{n_layers - 1}")
+            logits = torch.full((n_layers,), _NEG)
+            logits[index] = 0.0
+            return logits
+        raise ValueError(f"mix must be 'average', 'top', 'layer:N' or a list of weights, got {spec!r}")
+    weights = [float(w) for w in spec]
+    if len(weights) != n_layers:
+        raise ValueError(f"mix weights {weights} must have one entry per biLM layer ({n_layers})")
+    if any(w < 0 or not math.isfinite(w) for w in weights) or sum(weights) <= 0:
+        raise ValueError(f"mix weights {weights} must be finite, non-negative and not all zero")
+    total = sum(weights)
+    return torch.tensor([math.log(w / total) if w > 0 else _NEG for w in weights])
+
+
+class ScalarMix(nn.Module):
+    """Task-specific weighted sum of ``n_layers`` same-shaped layers.
+
+    ``layer_norm`` normalises each layer per token over its features (mean 0, variance 1, no
+    affine parameters) before mixing; unlike AllenNLP's batch-wide statistics this keeps a
+    token's vector independent of the rest of the batch. ``l2_coef`` scales the penalty
+    :meth:`regularization` that pulls the weights toward the uniform average.
+    """
+
+    def __init__(
+        self,
+        n_layers: int,
+        init: MixSpec = "average",
+        gamma: float = 1.0,
+        layer_norm: bool = False,
+        trainable: bool = True,
+        l2_coef: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.n_layers, self.layer_norm, self.l2_coef = n_layers, layer_norm, l2_coef
+        self.scalar_parameters = nn.Parameter(mix_logits(init, n_layers), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.tensor([float(gamma)]), requires_grad=trainable)
+
+    @property
+    def weights(self) -> torch.Tensor:
+        """The normalised layer weights ``softmax(s)``."""
+        return torch.softmax(self.scalar_parameters, dim=0)
+
+    def forward(self, layers: torch.Tensor) -> torch.Tensor:
+        """layers: ``[n_layers, ..., dim]`` -> ``[..., dim]``."""
+        if layers.shape[0] != self.n_layers:
+            raise ValueError(f"ScalarMix expects {self.n_layers} layers, got {layers.shape[0]}")
+        if self.layer_norm:
+            layers = F.layer_norm(layers, layers.shape[-1:], eps=1e-12)
+        weights = self.weights.to(layers.dtype).view(-1, *([1] * (layers.dim() - 1)))
+        return self.gamma.to(layers.dtype) * (weights * layers).sum(0)
+
+    def regularization(self) -> torch.Tensor:
+        """``l2_coef * ||s - mean(s)||^2``: zero exactly when all layers weigh the same."""
+        s = self.scalar_parameters
+        return self.l2_coef * ((s - s.mean()) ** 2).sum()

@@ -1,0 +1,73 @@
+"""The context-free token encoder: character CNN -> highway layers -> projection (layer 0)."""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
+
+
+class Highway(nn.Module):
+    """One highway layer as in bilm-tf: ``y = g * relu(x W_t + b_t) + (1 - g) * x``.
+
+    The gate is ``g = sigmoid(x W_c + b_c)``; ``carry`` holds ``W_c``/``b_c`` (the name bilm-tf
+    uses), ``transform`` holds ``W_t``/``b_t``. Both are evaluated with one fused matmul.
+    """
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+        self.transform = nn.Linear(dim, dim)
+        self.carry = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = torch.cat([self.transform.weight, self.carry.weight], 0)
+        bias = torch.cat([self.transform.bias, self.carry.bias], 0)
+        transformed, gate = F.linear(x, weight, bias).split(self.dim, dim=-1)
+        gate = torch.sigmoid(gate)
+        return gate * torch.relu(transformed) + (1.0 - gate) * x
+
+
+class CharCnnEncoder(nn.Module):
+    """Character ids ``[N, max_chars]`` -> context-free token vectors ``[N, output_dim]``.
+
+    One convolution per (width, n_filters) pair, max over character positions, then the
+    activation, ``n_highway`` highway layers, and a linear projection to ``output_dim`` (omitted
+    when the filter total already equals it, as in bilm-tf).
+    """
+
+    def __init__(
+        self,
+        n_characters: int,
+        char_dim: int,
+        filters: Sequence[Tuple[int, int]],
+        n_highway: int,
+        output_dim: int,
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"char_cnn activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        self.activation = activation
+        self.char_embedding = nn.Embedding(n_characters, char_dim, padding_idx=0)
+        self.convs = nn.ModuleList(nn.Conv1d(char_dim, n, kernel_size=w) for w, n in filters)
+        self.n_filters = sum(n for _, n in filters)
+        self.highways = nn.ModuleList(Highway(self.n_filters) for _ in range(n_highway))
+        self.projection: nn.Module
+        if self.n_filters == output_dim:
+            self.projection = nn.Identity()
+        else:
+            self.projection = nn.Linear(self.n_filters, output_dim)
+        self.output_dim = output_dim
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        act = _ACTIVATIONS[self.activation]
+        x = self.char_embedding(char_ids).transpose(1, 2)  # [N, char_dim, max_chars]
+        pooled: List[torch.Tensor] = [conv(x).amax(dim=-1) for conv in self.convs]
+        h = act(torch.cat(pooled, dim=-1))
+        for highway in self.highways:
+            h = highway(h)
+        return self.projection(h)

@@ -1,0 +1,296 @@
+"""Reading and writing biLM weights.
+
+Two formats:
+
+* the published original: ``options.json`` + an HDF5 weights file (the layout bilm-tf writes
+  and AllenNLP reads; needs ``h5py``, the ``hdf5`` extra);
+* our native format: a directory with ``config.json`` (format tag + the original options) and
+  ``weights.pt`` (a plain torch state dict, loaded with ``weights_only=True``).
+
+TensorFlow stores ``y = x W + b`` matrices, TF ``conv2d`` kernels ``[1, width, in, out]`` and the
+LSTM bias *without* the forget-gate +1 that ``LSTMCell`` adds at run time; the conversions
+below are the only place that knows.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Union
+
+import numpy as np
+import srsly
+import torch
+
+from .model import BiLM, BiLMConfig, OptionsError
+
+PathLike = Union[str, os.PathLike]
+NATIVE_FORMAT = "spacy-elmo.bilm"
+NATIVE_VERSION = 1
+CONFIG_NAME, WEIGHTS_NAME = "config.json", "weights.pt"
+HDF5_SUFFIXES = (".hdf5", ".h5")
+
+
+class WeightsError(ValueError):
+    """A weights file or directory is missing, unreadable, incomplete or inconsistent."""
+
+
+def _require_h5py() -> Any:
+    try:
+        import h5py
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            "Reading or writing the original ELMo weight format (options.json + .hdf5) needs h5py: "
+            "pip install 'spacy-elmo[hdf5]'"
+        ) from None
+    return h5py
+
+
+def read_options(path: PathLike) -> Dict[str, Any]:
+    """Parse an ``options.json`` file, with errors that name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise WeightsError(f"options file not found: {path}")
+    try:
+        options = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise WeightsError(f"options file {path} is not valid JSON: {err}") from None
+    if not isinstance(options, dict):
+        raise WeightsError(f"options file {path} must hold a JSON object")
+    return options
+
+
+# ----------------------------------------------------------------------------------------------
+# original format
+# ----------------------------------------------------------------------------------------------
+
+
+def _lstm_prefix(direction: int, layer: int) -> str:
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+def load_original(options_file: PathLike, weight_file: PathLike, stateful: bool = False) -> BiLM:
+    """Build a :class:`BiLM` from the published ``options.json`` + ``weights.hdf5`` pair."""
+    h5py = _require_h5py()
+    options_file, weight_file = Path(options_file), Path(weight_file)
+    try:
+        config = BiLMConfig.from_options(read_options(options_file), source=f"options file {options_file}")
+    except OptionsError as err:
+        raise WeightsError(str(err)) from None
+    if not weight_file.is_file():
+        raise WeightsError(f"weights file not found: {weight_file}")
+    model = BiLM(config, stateful=stateful)
+    try:
+        handle = h5py.File(weight_file, "r")
+    except OSError as err:
+        raise WeightsError(f"weights file {weight_file} is not a readable HDF5 file (truncated or another format?): {err}") from None
+    with handle:
+        state = _read_original_state(handle, config, weight_file)
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    return model
+
+
+def _read_original_state(handle: Any, config: BiLMConfig, weight_file: Path) -> Dict[str, torch.Tensor]:
+    def read(name: str, shape: Tuple[int, ...]) -> np.ndarray:
+        if name not in handle:
+            raise WeightsError(f"weights file {weight_file}: dataset '{name}' is missing")
+        try:
+            array = np.asarray(handle[name][...], dtype=np.float32)
+        except (OSError, TypeError, ValueError) as err:
+            raise WeightsError(f"weights file {weight_file}: dataset '{name}' cannot be read ({err}); is the file truncated?") from None
+        if array.shape != shape:
+            raise WeightsError(
+                f"weights file {weight_file}: dataset '{name}' has shape {array.shape}, but the options imply {shape}"
+            )
+        if not np.isfinite(array).all():
+            raise WeightsError(f"weights file {weight_file}: dataset '{name}' holds NaN or infinite values")
+        return array
+
+    t = torch.from_numpy
+    state: Dict[str, torch.Tensor] = {}
+    char_dim, n_filters, proj, cell = config.char_dim, config.n_filters, config.projection_dim, config.lstm_dim
+    if "char_embed" in handle and handle["char_embed"].shape == (config.n_characters, char_dim):
+        embed = read("char_embed", (config.n_characters, char_dim))  # already holds the padding row
+    else:
+        embed = np.concatenate([np.zeros((1, char_dim), np.float32), read("char_embed", (config.n_characters - 1, char_dim))])
+    state["token_encoder.char_embedding.weight"] = t(embed)
+    for i, (width, count) in enumerate(config.filters):
+        kernel = read(f"CNN/W_cnn_{i}", (1, width, char_dim, count))
+        state[f"token_encoder.convs.{i}.weight"] = t(np.ascontiguousarray(kernel[0].transpose(2, 1, 0)))
+        state[f"token_encoder.convs.{i}.bias"] = t(read(f"CNN/b_cnn_{i}", (count,)))
+    for k in range(config.n_highway):
+        for ours, theirs in (("carry", "carry"), ("transform", "transform")):
+            w = read(f"CNN_high_{k}/W_{theirs}", (n_filters, n_filters))
+            state[f"token_encoder.highways.{k}.{ours}.weight"] = t(np.ascontiguousarray(w.T))
+            state[f"token_encoder.highways.{k}.{ours}.bias"] = t(read(f"CNN_high_{k}/b_{theirs}", (n_filters,)))
+    if n_filters != proj:
+        state["token_encoder.projection.weight"] = t(np.ascontiguousarray(read("CNN_proj/W_proj", (n_filters, proj)).T))
+        state["token_encoder.projection.bias"] = t(read("CNN_proj/b_proj", (proj,)))
+    for layer in range(config.n_layers):
+        w_in, w_state, bias, w_proj = [], [], [], []
+        for direction in (0, 1):
+            prefix = _lstm_prefix(direction, layer)
+            kernel = read(f"{prefix}/W_0", (2 * proj, 4 * cell))  # rows: [x ; h_prev]
+            w_in.append(kernel[:proj])
+            w_state.append(kernel[proj:])
+            b = read(f"{prefix}/B", (4 * cell,)).copy()
+            b[2 * cell : 3 * cell] += 1.0  # TF LSTMCell's forget_bias, added at run time there
+            bias.append(b)
+            w_proj.append(read(f"{prefix}/W_P_0", (cell, proj)))
+        state[f"lstm.layers.{layer}.w_input"] = t(np.stack(w_in))
+        state[f"lstm.layers.{layer}.w_state"] = t(np.stack(w_state))
+        state[f"lstm.layers.{layer}.bias"] = t(np.stack(bias))
+        state[f"lstm.layers.{layer}.w_proj"] = t(np.stack(w_proj))
+    return state
+
+
+def save_original(model: BiLM, out_dir: PathLike, weights_name: str = "weights.hdf5") -> Tuple[Path, Path]:
+    """Write ``options.json`` + an HDF5 file in the original layout (inverse of :func:`load_original`)."""
+    h5py = _require_h5py()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = model.config
+    sd = {k: v.detach().cpu().float().numpy() for k, v in model.state_dict().items()}
+    cell, proj = config.lstm_dim, config.projection_dim
+    options_path, weights_path = out / "options.json", out / weights_name
+    tmp = weights_path.with_suffix(weights_path.suffix + ".tmp")
+    with h5py.File(tmp, "w") as f:
+        f["char_embed"] = sd["token_encoder.char_embedding.weight"][1:]
+        for i in range(len(config.filters)):
+            f[f"CNN/W_cnn_{i}"] = sd[f"token_encoder.convs.{i}.weight"].transpose(2, 1, 0)[None]
+            f[f"CNN/b_cnn_{i}"] = sd[f"token_encoder.convs.{i}.bias"]
+        for k in range(config.n_highway):
+            for name in ("carry", "transform"):
+                f[f"CNN_high_{k}/W_{name}"] = sd[f"token_encoder.highways.{k}.{name}.weight"].T
+                f[f"CNN_high_{k}/b_{name}"] = sd[f"token_encoder.highways.{k}.{name}.bias"]
+        if config.n_filters != proj:
+            f["CNN_proj/W_proj"] = sd["token_encoder.projection.weight"].T
+            f["CNN_proj/b_proj"] = sd["token_encoder.projection.bias"]
+        for layer in range(config.n_layers):
+            for direction in (0, 1):
+                prefix = _lstm_prefix(direction, layer)
+                key = f"lstm.layers.{layer}"
+                f[f"{prefix}/W_0"] = np.concatenate([sd[f"{key}.w_input"][direction], sd[f"{key}.w_state"][direction]])
+                b = sd[f"{key}.bias"][direction].copy()
+                b[2 * cell : 3 * cell] -= 1.0
+                f[f"{prefix}/B"] = b
+                f[f"{prefix}/W_P_0"] = sd[f"{key}.w_proj"][direction]
+    os.replace(tmp, weights_path)
+    srsly.write_json(options_path, config.to_options())
+    return options_path, weights_path
+
+
+# ----------------------------------------------------------------------------------------------
+# native format
+# ----------------------------------------------------------------------------------------------
+
+
+def save_native(model: BiLM, out_dir: PathLike) -> Path:
+    """Write ``config.json`` + ``weights.pt`` into ``out_dir`` (created if needed)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    tmp = out / (WEIGHTS_NAME + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, out / WEIGHTS_NAME)
+    srsly.write_json(
+        out / CONFIG_NAME,
+        {"format": NATIVE_FORMAT, "version": NATIVE_VERSION, "options": model.config.to_options()},
+    )
+    return out
+
+
+def load_native(path: PathLike, stateful: bool = False) -> BiLM:
+    """Load a directory written by :func:`save_native`."""
+    path = Path(path)
+    config_path, weights_path = path / CONFIG_NAME, path / WEIGHTS_NAME
+    if not config_path.is_file():
+        raise WeightsError(f"{path} is not a spacy-elmo model directory: {CONFIG_NAME} is missing")
+    try:
+        meta = srsly.read_json(config_path)
+    except ValueError as err:
+        raise WeightsError(f"{config_path} is not valid JSON: {err}") from None
+    if not isinstance(meta, dict) or meta.get("format") != NATIVE_FORMAT:
+        raise WeightsError(f"{config_path} is not a spacy-elmo biLM config (expected format '{NATIVE_FORMAT}')")
+    if meta.get("version") != NATIVE_VERSION:
+        raise WeightsError(f"{config_path}: unsupported format version {meta.get('version')!r} (this release reads {NATIVE_VERSION})")
+    try:
+        config = BiLMConfig.from_options(meta.get("options"), source=str(config_path))
+    except OptionsError as err:
+        raise WeightsError(str(err)) from None
+    if not weights_path.is_file():
+        raise WeightsError(f"weights file not found: {weights_path}")
+    try:
+        state = torch.load(weights_path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several types for a damaged archive
+        raise WeightsError(f"weights file {weights_path} cannot be read (truncated or not a torch state dict): {err}") from None
+    model = BiLM(config, stateful=stateful)
+    _load_checked(model, state, weights_path)
+    model.eval()
+    return model
+
+
+def _load_checked(model: BiLM, state: Any, source: Path) -> None:
+    if not isinstance(state, dict):
+        raise WeightsError(f"weights file {source} does not hold a state dict")
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        raise WeightsError(f"weights file {source}: tensors missing: {', '.join(missing[:5])}")
+    for name, tensor in expected.items():
+        if tuple(state[name].shape) != tuple(tensor.shape):
+            raise WeightsError(
+                f"weights file {source}: '{name}' has shape {tuple(state[name].shape)}, config implies {tuple(tensor.shape)}"
+            )
+    model.load_state_dict({k: state[k] for k in expected}, strict=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# one entry point
+# ----------------------------------------------------------------------------------------------
+
+
+def find_original_files(directory: Path) -> Tuple[Path, Path]:
+    """The ``options.json`` and the single HDF5 weights file inside ``directory``."""
+    options = directory / "options.json"
+    if not options.is_file():
+        raise WeightsError(f"{directory}: neither {CONFIG_NAME} (spacy-elmo format) nor options.json (original format) found")
+    candidates = sorted(p for p in directory.iterdir() if p.suffix.lower() in HDF5_SUFFIXES and p.is_file())
+    if not candidates:
+        raise WeightsError(f"{directory}: options.json found but no .hdf5 weights file beside it")
+    if len(candidates) > 1:
+        preferred = [p for p in candidates if "weight" in p.name.lower()]
+        if len(preferred) != 1:
+            names = ", ".join(p.name for p in candidates)
+            raise WeightsError(f"{directory}: several .hdf5 files ({names}); pass weight_file= to choose one")
+        candidates = preferred
+    return options, candidates[0]
+
+
+def load_bilm(
+    path: Optional[PathLike] = None,
+    *,
+    options_file: Optional[PathLike] = None,
+    weight_file: Optional[PathLike] = None,
+    stateful: bool = False,
+) -> BiLM:
+    """Load a biLM in eval mode from any supported location.
+
+    ``path`` may be a spacy-elmo model directory (``config.json`` + ``weights.pt``) or a
+    directory holding ``options.json`` and one ``.hdf5`` weights file (any name). Or pass
+    ``options_file`` and ``weight_file`` explicitly for the original format.
+    """
+    if path is None:
+        if options_file is None or weight_file is None:
+            raise ValueError("load_bilm needs a path, or both options_file= and weight_file=")
+        return load_original(options_file, weight_file, stateful=stateful)
+    path = Path(path)
+    if not path.exists():
+        raise WeightsError(f"ELMo weights not found: {path} does not exist")
+    if path.is_file():
+        raise WeightsError(f"{path} is a file: pass its directory, or options_file= and weight_file=")
+    if (path / CONFIG_NAME).is_file():
+        return load_native(path, stateful=stateful)
+    options, weights = find_original_files(path)
+    return load_original(options, weights, stateful=stateful)
