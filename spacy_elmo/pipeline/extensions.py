@@ -1,0 +1,125 @@
+"""Doc/Span/Token attributes and the ``.vector``/``.similarity`` hooks.
+
+Stored on the Doc (so they survive ``Doc.to_bytes``, ``DocBin(store_user_data=True)`` and
+``nlp.pipe(n_process=...)``):
+
+* ``doc._.elmo_vectors``: float32 ``[n_tokens, dim]``, the scalar mix per token (also written to
+  ``doc.tensor`` by default);
+* ``doc._.elmo_layers``: float32 ``[L+1, n_tokens, dim]``, the raw biLM layers (optional).
+
+Everything else is a getter over those two arrays. Whitespace tokens get zero vectors and are
+left out of the Span/Doc means.
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import numpy as np
+from spacy.tokens import Doc, Span, Token
+
+Floats = np.ndarray
+
+
+def _doc_vectors(doc: Doc) -> Optional[Floats]:
+    return doc._.elmo_vectors
+
+
+def _mean(doc: Doc, start: int, end: int) -> Optional[Floats]:
+    vectors = _doc_vectors(doc)
+    if vectors is None:
+        return None
+    rows = [i for i in range(start, end) if not doc[i].is_space]
+    if not rows:
+        return np.zeros(vectors.shape[1], dtype=np.float32)
+    return vectors[rows].mean(axis=0)
+
+
+def _token_elmo(token: Token) -> Optional[Floats]:
+    vectors = _doc_vectors(token.doc)
+    return None if vectors is None else vectors[token.i]
+
+
+def _token_layers(token: Token) -> Optional[Floats]:
+    layers = token.doc._.elmo_layers
+    return None if layers is None else layers[:, token.i]
+
+
+def _span_elmo(span: Span) -> Optional[Floats]:
+    return _mean(span.doc, span.start, span.end)
+
+
+def _span_layers(span: Span) -> Optional[Floats]:
+    layers = span.doc._.elmo_layers
+    return None if layers is None else layers[:, span.start : span.end]
+
+
+def _doc_elmo(doc: Doc) -> Optional[Floats]:
+    return _mean(doc, 0, len(doc))
+
+
+def install_extensions() -> None:
+    """Register the ``._.elmo*`` attributes (idempotent)."""
+    for name in ("elmo_vectors", "elmo_layers"):
+        if not Doc.has_extension(name):
+            Doc.set_extension(name, default=None)
+    getters = {
+        Doc: {"elmo": _doc_elmo},
+        Span: {"elmo": _span_elmo, "elmo_layers": _span_layers},
+        Token: {"elmo": _token_elmo, "elmo_layers": _token_layers},
+    }
+    for cls, attrs in getters.items():
+        for name, getter in attrs.items():
+            if not cls.has_extension(name):
+                cls.set_extension(name, getter=getter)
+
+
+# ----------------------------------------------------------------------------------------------
+# hooks
+# ----------------------------------------------------------------------------------------------
+
+Similar = Union[Doc, Span, Token]
+
+
+def _cosine(a: Floats, b: Floats, what: str) -> float:
+    if a.shape != b.shape:
+        raise ValueError(
+            f"{what}.similarity: ELMo vectors have shape {a.shape} but the other object's vector has "
+            f"{b.shape}; compare objects processed by the same 'elmo' component"
+        )
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return 0.0 if norm == 0.0 else float(np.dot(a, b) / norm)
+
+
+def _vector_of(obj: Similar) -> Floats:
+    if isinstance(obj, Token):
+        value = _token_elmo(obj)
+    elif isinstance(obj, Span):
+        value = _span_elmo(obj)
+    elif isinstance(obj, Doc):
+        value = _doc_elmo(obj)
+    else:
+        value = None
+    return np.asarray(obj.vector if value is None else value, dtype=np.float32)
+
+
+def set_hooks(doc: Doc) -> Doc:
+    """Make ``.vector``, ``.vector_norm``, ``.has_vector`` and ``.similarity`` use ELMo.
+
+    Hooks live on the Doc object only and do not survive serialisation; call this again on a
+    Doc that was deserialised (e.g. from a DocBin), it needs only ``doc._.elmo_vectors``.
+    """
+    if doc._.elmo_vectors is None:
+        raise ValueError("set_hooks: this Doc has no ELMo vectors (doc._.elmo_vectors is None); run the 'elmo' component first")
+    doc.user_hooks["vector"] = _doc_elmo
+    doc.user_hooks["vector_norm"] = lambda d: float(np.linalg.norm(_doc_elmo(d)))
+    doc.user_hooks["has_vector"] = lambda d: True
+    doc.user_hooks["similarity"] = lambda d, other: _cosine(_doc_elmo(d), _vector_of(other), "Doc")
+    doc.user_span_hooks["vector"] = _span_elmo
+    doc.user_span_hooks["vector_norm"] = lambda s: float(np.linalg.norm(_span_elmo(s)))
+    doc.user_span_hooks["has_vector"] = lambda s: True
+    doc.user_span_hooks["similarity"] = lambda s, other: _cosine(_span_elmo(s), _vector_of(other), "Span")
+    doc.user_token_hooks["vector"] = _token_elmo
+    doc.user_token_hooks["vector_norm"] = lambda t: float(np.linalg.norm(_token_elmo(t)))
+    doc.user_token_hooks["has_vector"] = lambda t: True
+    doc.user_token_hooks["similarity"] = lambda t, other: _cosine(_token_elmo(t), _vector_of(other), "Token")
+    return doc

@@ -1,0 +1,34 @@
+"""Shared fixtures. The authors' parity fixtures live beside the repository, in ../shared/data."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import spacy
+
+from spacy_elmo import load_bilm
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO.parent / "shared" / "data" / "elmo-fixture"
+ALLENNLP = FIXTURES / "allennlp"  # residual connections
+BILMTF = FIXTURES / "bilm-tf"  # no residual connections
+
+if not (ALLENNLP / "options.json").is_file():  # pragma: no cover - a broken checkout
+    raise RuntimeError(f"the ELMo parity fixtures are missing: expected {ALLENNLP} (../shared/data/elmo-fixture)")
+
+
+@pytest.fixture(scope="session")
+def allennlp_bilm():
+    return load_bilm(ALLENNLP)
+
+
+@pytest.fixture(scope="session")
+def bilmtf_bilm():
+    return load_bilm(BILMTF)
+
+
+@pytest.fixture()
+def nlp():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    return nlp

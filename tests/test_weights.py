@@ -1,0 +1,167 @@
+"""Weight formats: round trips, the convert command, and a clear error for every bad input."""
+import json
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from spacy_elmo import WeightsError, load_bilm, save_native, save_original
+from spacy_elmo.bilm.weights import load_native
+
+from .conftest import ALLENNLP, BILMTF
+
+SENTENCES = [["The", "bank", "of", "the", "river", "."], ["\u4e2d\u6587", "caf\u00e9", "\U0001F600"], []]
+
+
+def same_outputs(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(a.embed_sentences(SENTENCES), b.embed_sentences(SENTENCES)))
+
+
+@pytest.fixture()
+def original_copy(tmp_path):
+    """A writable copy of the allennlp fixture model under a non-default weights file name."""
+    target = tmp_path / "model"
+    target.mkdir()
+    shutil.copy(ALLENNLP / "options.json", target / "options.json")
+    shutil.copy(ALLENNLP / "lm_weights.hdf5", target / "lm_weights.hdf5")
+    return target
+
+
+def test_native_round_trip(allennlp_bilm, tmp_path):
+    save_native(allennlp_bilm, tmp_path / "native")
+    assert same_outputs(allennlp_bilm, load_bilm(tmp_path / "native"))
+
+
+@pytest.mark.parametrize("folder", [ALLENNLP, BILMTF])
+def test_original_export_round_trip(folder, tmp_path):
+    model = load_bilm(folder)
+    options, weights = save_original(model, tmp_path / "orig")
+    assert same_outputs(model, load_bilm(options_file=options, weight_file=weights))
+    with h5py.File(weights, "r") as ours, h5py.File(folder / "lm_weights.hdf5", "r") as theirs:
+        names = []
+        theirs.visit(lambda n: names.append(n) if isinstance(theirs[n], h5py.Dataset) else None)
+        for name in names:
+            assert np.allclose(ours[name][...], theirs[name][...], atol=1e-7), name
+
+
+def test_convert_command(tmp_path):
+    out = tmp_path / "converted"
+    cmd = [sys.executable, "-m", "spacy_elmo", "convert", str(ALLENNLP / "options.json"), str(ALLENNLP / "lm_weights.hdf5"), str(out)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (out / "config.json").is_file() and (out / "weights.pt").is_file()
+    assert same_outputs(load_bilm(ALLENNLP), load_bilm(out))
+    bad = subprocess.run(cmd[:5] + [str(tmp_path / "nope.hdf5"), str(out)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "nope.hdf5" in bad.stderr
+
+
+def test_any_weights_file_name_and_explicit_files(original_copy):
+    assert same_outputs(load_bilm(ALLENNLP), load_bilm(original_copy))
+
+
+def test_261_row_char_embedding_with_training_options(original_copy):
+    options = json.loads((original_copy / "options.json").read_text())
+    options["char_cnn"]["n_characters"] = 261
+    (original_copy / "options.json").write_text(json.dumps(options))
+    assert same_outputs(load_bilm(ALLENNLP), load_bilm(original_copy))
+
+
+# ------------------------------------------------------------------------------------- errors
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises(WeightsError, match="does not exist"):
+        load_bilm(tmp_path / "absent")
+
+
+def test_missing_weights_file(tmp_path):
+    with pytest.raises(WeightsError, match="weights file not found: .*absent.hdf5"):
+        load_bilm(options_file=ALLENNLP / "options.json", weight_file=tmp_path / "absent.hdf5")
+
+
+def test_directory_without_a_model(tmp_path):
+    with pytest.raises(WeightsError, match="neither config.json .* nor options.json"):
+        load_bilm(tmp_path)
+
+
+def test_options_without_weights(original_copy):
+    (original_copy / "lm_weights.hdf5").unlink()
+    with pytest.raises(WeightsError, match="no .hdf5 weights file"):
+        load_bilm(original_copy)
+
+
+def test_several_hdf5_files_are_ambiguous(original_copy):
+    shutil.copy(original_copy / "lm_weights.hdf5", original_copy / "other_weights.hdf5")
+    with pytest.raises(WeightsError, match="several .hdf5 files"):
+        load_bilm(original_copy)
+
+
+def test_truncated_hdf5(original_copy):
+    path = original_copy / "lm_weights.hdf5"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(WeightsError, match="lm_weights.hdf5"):
+        load_bilm(original_copy)
+
+
+def test_not_hdf5(original_copy):
+    (original_copy / "lm_weights.hdf5").write_text("these are not weights\n")
+    with pytest.raises(WeightsError, match="lm_weights.hdf5 is not a readable HDF5 file"):
+        load_bilm(original_copy)
+
+
+def test_dataset_missing(original_copy):
+    with h5py.File(original_copy / "lm_weights.hdf5", "a") as f:
+        del f["CNN_high_1/W_carry"]
+    with pytest.raises(WeightsError, match="dataset 'CNN_high_1/W_carry' is missing"):
+        load_bilm(original_copy)
+
+
+def test_shape_disagrees_with_options(original_copy):
+    options = json.loads((original_copy / "options.json").read_text())
+    options["lstm"]["dim"] = 32
+    (original_copy / "options.json").write_text(json.dumps(options))
+    with pytest.raises(WeightsError, match=r"LSTMCell/W_0' has shape \(32, 256\), but the options imply \(32, 128\)"):
+        load_bilm(original_copy)
+
+
+@pytest.mark.parametrize("section,key", [("lstm", "dim"), ("lstm", "projection_dim"), ("char_cnn", "filters")])
+def test_options_missing_a_key(original_copy, section, key):
+    options = json.loads((original_copy / "options.json").read_text())
+    del options[section][key]
+    (original_copy / "options.json").write_text(json.dumps(options))
+    with pytest.raises(WeightsError, match=f"options.json: missing required key '{section}.{key}'"):
+        load_bilm(original_copy)
+
+
+def test_options_not_json(original_copy):
+    (original_copy / "options.json").write_text("{lstm: ")
+    with pytest.raises(WeightsError, match="options.json is not valid JSON"):
+        load_bilm(original_copy)
+
+
+def test_nan_weights(original_copy):
+    with h5py.File(original_copy / "lm_weights.hdf5", "a") as f:
+        f["CNN_proj/b_proj"][0] = np.nan
+    with pytest.raises(WeightsError, match="'CNN_proj/b_proj' holds NaN"):
+        load_bilm(original_copy)
+
+
+def test_native_truncated_and_mismatched(allennlp_bilm, tmp_path):
+    folder = save_native(allennlp_bilm, tmp_path / "native")
+    weights = folder / "weights.pt"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    with pytest.raises(WeightsError, match="weights.pt cannot be read"):
+        load_native(folder)
+    weights.write_bytes(data)
+    meta = json.loads((folder / "config.json").read_text())
+    meta["options"]["lstm"]["projection_dim"] = 8
+    (folder / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(WeightsError, match="has shape"):
+        load_bilm(folder)
+    (folder / "config.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(WeightsError, match="not a spacy-elmo biLM config"):
+        load_bilm(folder)
