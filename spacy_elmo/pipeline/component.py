@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import os
 import warnings
 import weakref
 from pathlib import Path
@@ -109,6 +110,7 @@ class Elmo(Pipe):
         self._nlp_ref = weakref.ref(nlp) if nlp is not None else None
         self._tensor_decision: Optional[Tuple[Tuple[str, ...], bool]] = None
         self._bilm: Optional[BiLM] = None
+        self._pid = os.getpid()
         self.mixer: Optional[ScalarMix] = None
         if model is not None:
             self._set_model(model)
@@ -157,6 +159,11 @@ class Elmo(Pipe):
 
     def predict(self, docs: Sequence[Doc]) -> List[Tuple[np.ndarray, Optional[np.ndarray]]]:
         """Per Doc: (mixed vectors ``[n, dim]``, all layers ``[L+1, n, dim]`` or None)."""
+        if os.getpid() != self._pid:
+            # A forked worker (nlp.pipe(n_process=N)): the parent's OpenMP pool does not survive
+            # fork, and N workers already fill the cores, so each worker computes on one thread.
+            torch.set_num_threads(1)
+            self._pid = os.getpid()
         bilm, mixer = self.bilm, self.mixer
         assert mixer is not None
         n_layers, dim = bilm.n_output_layers, bilm.output_dim

@@ -1,0 +1,304 @@
+"""The `elmo` spaCy component: annotations, batching invariants, edge cases, IO, pipelines."""
+import shutil
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import spacy
+from spacy.tokens import Doc, DocBin
+
+from spacy_elmo import WeightsError, load_bilm
+from spacy_elmo.pipeline.contexts import split_windows
+
+from .conftest import ALLENNLP
+
+TEXTS = [
+    "The bank raised its interest rates. We sat on the bank of the river!",
+    "Short one.",
+    "A much longer text about many things , going on and on without much of a point , until it ends here .",
+    "Caf\u00e9 cr\u00e8me \u00e0 la carte. \u4e2d\u6587\u6587\u672c\u3002 I \u2764\ufe0f emoji \U0001F600 !",
+]
+
+
+def vectors(doc):
+    return np.asarray(doc._.elmo_vectors)
+
+
+def test_factory_found_without_importing_the_package():
+    code = (
+        "import sys, spacy; nlp = spacy.blank('en');"
+        f"nlp.add_pipe('elmo', config={{'weights': {str(ALLENNLP)!r}}});"
+        "doc = nlp('It works.'); print(doc.tensor.shape)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "(3, 32)"
+
+
+def test_annotations(nlp):
+    doc = nlp(TEXTS[0])
+    n = len(doc)
+    assert doc.tensor.shape == (n, 32) and doc.tensor.dtype == np.float32
+    assert doc._.elmo_layers.shape == (3, n, 32)
+    assert np.allclose(doc.tensor, doc._.elmo_layers.mean(0), atol=1e-6)  # the "average" mix
+    assert np.array_equal(doc[3]._.elmo, doc.tensor[3])
+    assert np.array_equal(doc[3]._.elmo_layers, doc._.elmo_layers[:, 3])
+    assert np.allclose(doc[1:4]._.elmo, doc.tensor[1:4].mean(0))
+    assert doc[1:4]._.elmo_layers.shape == (3, 3, 32)
+    assert np.allclose(doc._.elmo, doc.tensor.mean(0), atol=1e-6)
+
+
+def test_matches_the_raw_bilm_per_sentence(nlp, allennlp_bilm):
+    doc = nlp(TEXTS[0])
+    sentences = [["The", "bank", "raised", "its", "interest", "rates", "."], ["We", "sat", "on", "the", "bank", "of", "the", "river", "!"]]
+    assert [t.text for t in doc] == sentences[0] + sentences[1]
+    raw = allennlp_bilm.embed_sentences(sentences)
+    assert np.allclose(doc._.elmo_layers, np.concatenate(raw, axis=1), atol=1e-6)
+
+
+def test_given_sentence_boundaries_are_used(allennlp_bilm):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    doc = nlp("One two three. Four five")
+    raw = allennlp_bilm.embed_sentences([["One", "two", "three", "."], ["Four", "five"]])
+    assert np.allclose(doc._.elmo_layers, np.concatenate(raw, axis=1), atol=1e-6)
+
+
+def test_works_after_initialize(nlp):
+    nlp.initialize()
+    assert nlp("Hello there.").tensor.shape == (3, 32)
+
+
+def test_similarity_hooks(nlp):
+    doc = nlp(TEXTS[0])
+    bank1, bank2 = doc[1], doc[11]
+    assert bank1.text == bank2.text == "bank"
+    assert np.array_equal(bank1.vector, bank1._.elmo) and bank1.has_vector
+    sim = bank1.similarity(bank2)
+    expected = np.dot(bank1._.elmo, bank2._.elmo) / np.linalg.norm(bank1._.elmo) / np.linalg.norm(bank2._.elmo)
+    assert sim == pytest.approx(float(expected), abs=1e-6) and sim < 0.9999  # context makes them differ
+    assert doc[0:3].similarity(doc[0:3]) == pytest.approx(1.0, abs=1e-6)
+    assert doc.similarity(nlp(TEXTS[1])) == pytest.approx(
+        float(np.dot(doc._.elmo, nlp(TEXTS[1])._.elmo) / np.linalg.norm(doc._.elmo) / np.linalg.norm(nlp(TEXTS[1])._.elmo)),
+        abs=1e-6,
+    )
+    assert doc.vector_norm == pytest.approx(float(np.linalg.norm(doc._.elmo)), rel=1e-6)
+
+
+def test_hooks_can_be_turned_off():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "set_hooks": False, "store_layers": False})
+    doc = nlp("No hooks here.")
+    assert "vector" not in doc.user_token_hooks
+    assert doc._.elmo_layers is None and doc[0]._.elmo_layers is None
+    assert doc[0]._.elmo.shape == (32,)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 3, 64])
+@pytest.mark.parametrize("max_batch_tokens", [64, 4096])
+def test_batching_does_not_change_vectors(allennlp_bilm, batch_size, max_batch_tokens):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "max_batch_tokens": max_batch_tokens, "contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 40, "overlap": 10}})
+    alone = [vectors(nlp(text)) for text in TEXTS]
+    together = [vectors(doc) for doc in nlp.pipe(TEXTS, batch_size=batch_size)]
+    for a, b in zip(alone, together):
+        assert a.shape == b.shape and np.abs(a - b).max() < 1e-6
+
+
+def test_repeated_calls_identical(nlp):
+    assert np.array_equal(vectors(nlp(TEXTS[2])), vectors(nlp(TEXTS[2])))
+
+
+def test_empty_doc(nlp):
+    doc = nlp("")
+    assert doc.tensor.shape == (0, 32) and doc._.elmo_layers.shape == (3, 0, 32)
+    assert np.array_equal(doc._.elmo, np.zeros(32, dtype=np.float32))
+
+
+def test_whitespace_tokens_are_zero_and_change_nothing(nlp):
+    clean = nlp("Hello world. Good bye")
+    messy = nlp("Hello   world.\n\n  Good bye")
+    kept = [t.i for t in messy if not t.is_space]
+    assert len(kept) == len(clean)
+    assert np.abs(vectors(messy)[kept] - vectors(clean)).max() < 1e-6
+    spaces = [t.i for t in messy if t.is_space]
+    assert spaces and not vectors(messy)[spaces].any()
+    assert np.allclose(messy._.elmo, clean._.elmo, atol=1e-6)  # spaces left out of the mean
+
+
+def test_long_token_and_unicode(nlp, allennlp_bilm):
+    long_token = "x" * 200
+    doc = nlp(f"a {long_token} b")
+    assert doc[1].text == long_token and np.isfinite(doc.tensor).all()
+    truncated = allennlp_bilm.embed_sentences([["a", "x" * 48, "b"]])[0]
+    assert np.allclose(doc._.elmo_layers, truncated, atol=1e-6)  # only 48 bytes are read
+    doc = nlp(TEXTS[3])
+    assert np.isfinite(doc.tensor).all() and len({tuple(v) for v in doc.tensor}) == len(doc)
+
+
+def test_long_doc_without_boundaries_stays_within_the_token_budget():
+    nlp = spacy.blank("en")
+    budget = 1024
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "max_batch_tokens": budget})
+    shapes = []
+    component = nlp.get_pipe("elmo")
+    component.bilm.register_forward_pre_hook(lambda module, args: shapes.append(tuple(args[0].token_index.shape)))
+    words = ["word", "and", "more", "text", "here"]
+    doc = nlp(" ".join(words[i % 5] for i in range(5000)))
+    assert len(doc) == 5000 and doc.tensor.shape == (5000, 32)
+    assert len(shapes) > 1 and all(rows * width <= budget for rows, width in shapes)
+    assert max(width for _, width in shapes) == 202  # windows of max_length=200 plus <S>, </S>
+    assert np.abs(doc.tensor).sum(1).min() > 0  # every token got a vector
+
+
+def test_windows_cover_each_token_once_from_its_most_central_window(allennlp_bilm):
+    indices = list(range(23))
+    contexts = split_windows(indices, 8, 4)
+    kept = [i for c in contexts for i in c.indices[c.keep_start : c.keep_end]]
+    assert kept == indices
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 8, "overlap": 4}})
+    words = [f"w{i}" for i in indices]
+    doc = nlp(" ".join(words))
+    for context in contexts:
+        window = allennlp_bilm.embed_sentences([[words[i] for i in context.indices]])[0]
+        keep = slice(context.keep_start, context.keep_end)
+        assert np.allclose(doc._.elmo_layers[:, context.indices[keep]], window[:, keep], atol=1e-6)
+
+
+def test_extension_data_survives_doc_bytes_and_docbin(nlp):
+    doc = nlp(TEXTS[0])
+    with pytest.warns(UserWarning, match="W109"):  # spaCy: hooks are not serialised
+        restored = Doc(nlp.vocab).from_bytes(doc.to_bytes())
+    assert np.array_equal(restored._.elmo_vectors, doc._.elmo_vectors)
+    assert np.array_equal(restored._.elmo_layers, doc._.elmo_layers)
+    assert np.array_equal(restored[4]._.elmo, doc[4]._.elmo)
+    assert np.array_equal(restored.tensor, doc.tensor)
+    docbin = DocBin(store_user_data=True, docs=[doc])
+    (loaded,) = DocBin().from_bytes(docbin.to_bytes()).get_docs(nlp.vocab)
+    assert np.array_equal(loaded._.elmo_layers, doc._.elmo_layers)
+    from spacy_elmo.pipeline import set_hooks
+
+    set_hooks(loaded)  # hooks do not serialise; one call restores them
+    assert loaded[1].similarity(loaded[11]) == pytest.approx(doc[1].similarity(doc[11]), abs=1e-7)
+
+
+@pytest.mark.slow
+def test_n_process_2_equals_n_process_1(nlp):
+    texts = TEXTS * 3
+    single = [vectors(doc) for doc in nlp.pipe(texts, n_process=1)]
+    multi = list(nlp.pipe(texts, n_process=2, batch_size=2))
+    assert len(multi) == len(texts)
+    for a, doc in zip(single, multi):
+        assert np.abs(a - vectors(doc)).max() < 1e-6
+        assert doc._.elmo_layers.shape[1] == len(doc)
+
+
+def test_to_disk_and_spacy_load_carry_the_weights(tmp_path, allennlp_bilm):
+    source = tmp_path / "weights"
+    shutil.copytree(ALLENNLP, source)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(source), "mix": [1, 2, 3], "gamma": 0.5})
+    before = [vectors(doc) for doc in nlp.pipe(TEXTS)]
+    nlp.to_disk(tmp_path / "pipeline")
+    shutil.rmtree(source)  # the saved pipeline must not need the original files
+    loaded = spacy.load(tmp_path / "pipeline")
+    after = [vectors(doc) for doc in loaded.pipe(TEXTS)]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    from_bytes = spacy.blank("en")
+    from_bytes.add_pipe("elmo", config={"weights": str(source), "mix": [1, 2, 3], "gamma": 0.5})
+    from_bytes.get_pipe("elmo").from_bytes(loaded.get_pipe("elmo").to_bytes())
+    assert [np.array_equal(vectors(d), b) for d, b in zip(from_bytes.pipe(TEXTS), before)] == [True] * len(TEXTS)
+
+
+def test_mix_presets_in_the_component(nlp):
+    doc = nlp(TEXTS[1])
+    top = spacy.blank("en")
+    top.add_pipe("elmo", config={"weights": str(ALLENNLP), "mix": "top", "gamma": 2.0})
+    assert np.allclose(vectors(top(TEXTS[1])), 2.0 * doc._.elmo_layers[2], atol=1e-6)
+    normed = spacy.blank("en")
+    normed.add_pipe("elmo", config={"weights": str(ALLENNLP), "mix": "layer:1", "layer_norm": True})
+    out = vectors(normed(TEXTS[1]))
+    assert np.allclose(out.mean(1), 0, atol=1e-5) and np.allclose(out.std(1), 1, atol=1e-3)
+
+
+def test_no_weights_is_a_clear_error():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    with pytest.raises(WeightsError, match="no weights configured"):
+        nlp("text")
+
+
+def test_missing_weights_path_is_a_clear_error(tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(tmp_path / "missing")})
+    with pytest.raises(WeightsError, match="missing does not exist"):
+        nlp.initialize()
+
+
+@pytest.mark.parametrize(
+    "config,match",
+    [
+        ({"mix": "bottom"}, "mix must be"),
+        ({"max_batch_tokens": 100}, "max_batch_tokens=100"),
+        ({"contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 10, "overlap": 10}}, "overlap"),
+    ],
+)
+def test_bad_config(config, match):
+    nlp = spacy.blank("en")
+    with pytest.raises(ValueError, match=match):
+        nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), **config})
+        nlp("x")
+
+
+LISTENING_TAGGER = {
+    "model": {
+        "@architectures": "spacy.Tagger.v2",
+        "tok2vec": {"@architectures": "spacy.Tok2VecListener.v1", "width": 96, "upstream": "*"},
+    }
+}
+
+
+def test_tok2vec_listener_after_elmo_is_protected():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("tok2vec")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    tagger = nlp.add_pipe("tagger", config=LISTENING_TAGGER)
+    tagger.add_label("X")
+    nlp.initialize()
+    with pytest.warns(UserWarning, match="tok2vec.*tagger.*add 'elmo' before 'tok2vec'"):
+        doc = nlp("A tagged sentence .")
+    assert doc.tensor.shape[1] != 32  # still the tok2vec output the tagger reads
+    assert doc._.elmo_vectors.shape == (4, 32)
+    assert all(t.tag_ == "X" for t in doc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once per pipeline layout
+        nlp("Again .")
+
+
+def test_elmo_first_then_tok2vec_is_fine():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    nlp.add_pipe("tok2vec")
+    tagger = nlp.add_pipe("tagger", config=LISTENING_TAGGER)
+    tagger.add_label("X")
+    nlp.initialize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        doc = nlp("A tagged sentence .")
+    assert doc._.elmo_vectors.shape == (4, 32) and doc[0]._.elmo.shape == (32,)
+
+
+def test_raw_bilm_loader_in_component_is_shared_format(tmp_path):
+    model = load_bilm(ALLENNLP)
+    from spacy_elmo import save_native
+
+    save_native(model, tmp_path / "native")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(tmp_path / "native")})
+    ref = spacy.blank("en")
+    ref.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    assert np.array_equal(vectors(nlp(TEXTS[0])), vectors(ref(TEXTS[0])))
