@@ -21,6 +21,7 @@ from typing import List, Optional, Tuple
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # h [L, 2, B, P], c [L, 2, B, H]
 
@@ -63,6 +64,7 @@ class BiLstmStack(nn.Module):
         super().__init__()
         self.cell_dim, self.proj_dim, self.n_layers = cell_dim, proj_dim, n_layers
         self.cell_clip, self.proj_clip, self.residual = cell_clip, proj_clip, residual
+        self.dropout = 0.0  # on each layer's input, in training mode only
         self.layers = nn.ModuleList(
             BiLstmLayer(input_dim if i == 0 else proj_dim, cell_dim, proj_dim) for i in range(n_layers)
         )
@@ -117,7 +119,10 @@ class BiLstmStack(nn.Module):
         outputs: List[torch.Tensor] = []
         final_h, final_c = [], []
         for index, layer in enumerate(self.layers):
-            out, (h, c) = self._run_layer(layer, layer_input, active, n_steps, h0[index], c0[index])
+            run_input = layer_input
+            if self.training and self.dropout > 0:
+                run_input = F.dropout(layer_input, self.dropout, training=True)
+            out, (h, c) = self._run_layer(layer, run_input, active, n_steps, h0[index], c0[index])
             if self.residual and index > 0:
                 out = out + layer_input
             out = out * mask.unsqueeze(-1).to(out.dtype)
@@ -147,13 +152,13 @@ class BiLstmStack(nn.Module):
         # The input-to-hidden part of every step in one matmul, laid out time-major.
         projected = torch.baddbmm(
             layer.bias.unsqueeze(1), inputs.reshape(2, batch * width, -1), layer.w_input
-        ).view(2, batch, width, -1).permute(2, 0, 1, 3)  # [T, 2, B, 4H]
-        out = inputs.new_zeros(width, 2, batch, self.proj_dim)
+        ).view(2, batch, width, -1).permute(2, 0, 1, 3).unbind(0)  # T x [2, B, 4H]
+        steps: List[torch.Tensor] = []
         cell_clip, proj_clip = self.cell_clip, self.proj_clip
         for t in range(n_steps):
             n = active[t]
             h_prev, c_prev = (h, c) if n == batch else (h[:, :n], c[:, :n])
-            gates = torch.baddbmm(projected[t, :, :n], h_prev, layer.w_state)
+            gates = torch.baddbmm(projected[t] if n == batch else projected[t][:, :n], h_prev, layer.w_state)
             i, j, f, o = gates.chunk(4, dim=-1)
             c_new = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(j)
             if cell_clip:
@@ -161,10 +166,14 @@ class BiLstmStack(nn.Module):
             h_new = torch.bmm(torch.sigmoid(o) * torch.tanh(c_new), layer.w_proj)
             if proj_clip:
                 h_new = h_new.clamp(-proj_clip, proj_clip)
-            out[t, :, :n] = h_new
             if n == batch:
                 h, c = h_new, c_new
+                steps.append(h_new)
             else:
                 h = torch.cat([h_new, h[:, n:]], dim=1)
                 c = torch.cat([c_new, c[:, n:]], dim=1)
+                steps.append(F.pad(h_new, (0, 0, 0, batch - n)))
+        if n_steps < width:
+            steps.extend([h.new_zeros(2, batch, self.proj_dim)] * (width - n_steps))
+        out = torch.stack(steps)  # [T, 2, B, P]
         return out.permute(1, 2, 0, 3), (h, c)

@@ -159,8 +159,8 @@ class BiLM(nn.Module):
         """Forget the carried LSTM state (``stateful`` mode only)."""
         self._state = None
 
-    def forward(self, batch: TokenBatch) -> torch.Tensor:
-        """All layers ``[L+1, B, T, 2P]`` with the ``<S>``/``</S>`` positions still in place."""
+    def encode(self, batch: TokenBatch) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        """Token vectors ``[B, T, P]`` and the L LSTM layer outputs ``[B, T, 2P]``."""
         device = self.token_encoder.char_embedding.weight.device
         vectors = self.token_encoder(batch.char_ids.to(device))  # [U, P]
         tokens = vectors[batch.token_index.to(device)]  # [B, T, P]
@@ -168,6 +168,12 @@ class BiLM(nn.Module):
         layers, final = self.lstm(tokens, batch.lengths, initial)
         if self.stateful:
             self._store_state(final)
+        return tokens, layers
+
+    def forward(self, batch: TokenBatch) -> torch.Tensor:
+        """All layers ``[L+1, B, T, 2P]`` with the ``<S>``/``</S>`` positions still in place."""
+        tokens, layers = self.encode(batch)
+        device = tokens.device
         steps = torch.arange(tokens.shape[1], device=device)
         mask = (steps.unsqueeze(0) < batch.lengths.to(device).unsqueeze(1)).unsqueeze(-1)
         token_layer = torch.cat([tokens, tokens], dim=-1) * mask.to(tokens.dtype)

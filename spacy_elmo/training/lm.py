@@ -1,0 +1,107 @@
+"""The biLM language-modelling objective: a softmax shared by both directions.
+
+The forward LM's top layer at position k predicts token k+1, the backward LM's predicts token
+k-1; the loss is the sum of both mean negative log likelihoods. Training can use a sampled
+softmax (log-uniform candidates, as bilm-tf) for large vocabularies; :meth:`nll` always
+normalises over the full vocabulary, so reported perplexities are exact.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Tuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..bilm import BiLM
+from .data import LMBatch
+
+
+class BiLMLanguageModel(nn.Module):
+    """A :class:`BiLM` plus the shared softmax over a word vocabulary."""
+
+    def __init__(self, bilm: BiLM, vocab_size: int, dropout: float = 0.1, n_samples: int = 0) -> None:
+        super().__init__()
+        self.bilm = bilm
+        self.softmax = nn.Linear(bilm.config.projection_dim, vocab_size)
+        self.dropout = dropout
+        self.n_samples = n_samples
+        self.bilm.lstm.dropout = dropout
+        nn.init.normal_(self.softmax.weight, std=1.0 / math.sqrt(bilm.config.projection_dim))
+        nn.init.zeros_(self.softmax.bias)
+
+    def hidden_and_targets(self, batch: LMBatch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(forward states, forward targets, backward states, backward targets), valid pairs only."""
+        _, layers = self.bilm.encode(batch.tokens)
+        top = layers[-1]  # [B, T, 2P]
+        if self.training and self.dropout > 0:
+            top = F.dropout(top, self.dropout, training=True)
+        proj = self.bilm.config.projection_dim
+        ids = batch.word_ids.to(top.device)
+        width = ids.shape[1]
+        lengths = batch.tokens.lengths.to(top.device)
+        # pair (t, t+1) is valid when t + 1 < length
+        valid = torch.arange(width - 1, device=top.device).unsqueeze(0) + 1 < lengths.unsqueeze(1)
+        fwd_h = top[:, :-1, :proj][valid]
+        fwd_y = ids[:, 1:][valid]
+        bwd_h = top[:, 1:, proj:][valid]
+        bwd_y = ids[:, :-1][valid]
+        return fwd_h, fwd_y, bwd_h, bwd_y
+
+    def forward(self, batch: LMBatch) -> Tuple[torch.Tensor, Dict[str, float]]:
+        """Training loss (sum of the two directions' mean NLL) and per-direction NLL stats."""
+        fwd_h, fwd_y, bwd_h, bwd_y = self.hidden_and_targets(batch)
+        if self.training and self.n_samples and self.n_samples < self.softmax.out_features:
+            fwd, bwd = self._sampled_nll(fwd_h, fwd_y), self._sampled_nll(bwd_h, bwd_y)
+        else:
+            fwd = F.cross_entropy(self.softmax(fwd_h), fwd_y)
+            bwd = F.cross_entropy(self.softmax(bwd_h), bwd_y)
+        return fwd + bwd, {"nll_fwd": float(fwd.detach()), "nll_bwd": float(bwd.detach())}
+
+    @torch.no_grad()
+    def nll(self, batch: LMBatch) -> Tuple[float, float, int]:
+        """Summed exact NLL of (forward, backward) and the number of predictions per direction."""
+        fwd_h, fwd_y, bwd_h, bwd_y = self.hidden_and_targets(batch)
+        fwd = F.cross_entropy(self.softmax(fwd_h).float(), fwd_y, reduction="sum")
+        bwd = F.cross_entropy(self.softmax(bwd_h).float(), bwd_y, reduction="sum")
+        return float(fwd), float(bwd), int(fwd_y.numel())
+
+    def _sampled_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Sampled softmax with log-uniform candidates and the log-expected-count correction."""
+        vocab = self.softmax.out_features
+        k = self.n_samples
+        # log-uniform (Zipf) over frequency-ranked ids: P(i) = log((i + 2) / (i + 1)) / log(V + 1)
+        u = torch.rand(k, device=hidden.device)
+        samples = (torch.exp(u * math.log(vocab + 1)) - 1).long().clamp_(0, vocab - 1)
+
+        def log_q(ids: torch.Tensor) -> torch.Tensor:
+            p = torch.log((ids.float() + 2) / (ids.float() + 1)) / math.log(vocab + 1)
+            return torch.log(k * p)
+
+        w, b = self.softmax.weight, self.softmax.bias
+        true_logit = (hidden * w[targets]).sum(-1) + b[targets] - log_q(targets)
+        sample_logit = hidden @ w[samples].t() + b[samples] - log_q(samples)
+        sample_logit = sample_logit.masked_fill(targets.unsqueeze(1) == samples.unsqueeze(0), float("-inf"))
+        logits = torch.cat([true_logit.unsqueeze(1), sample_logit], dim=1)
+        return F.cross_entropy(logits, torch.zeros_like(targets))
+
+    @torch.no_grad()
+    def init_softmax_from_encoder(self, vocab_tokens: list, counts: list) -> None:
+        """Softmax for a biLM that comes without one (the published weights).
+
+        Each word's output vector is its own context-free token vector (layer 0), scaled to
+        unit-ish logits, and the bias is its log unigram probability: before any training the
+        head predicts the unigram distribution, nudged toward words that resemble the state.
+        """
+        from ..bilm.characters import TokenBatch
+
+        chunks = []
+        for start in range(0, len(vocab_tokens), 2048):
+            tokens = TokenBatch.from_sentences([list(vocab_tokens[start : start + 2048])])
+            chunks.append(self.bilm.token_encoder(tokens.char_ids)[tokens.token_index[0, 1:-1]])
+        vectors = torch.cat(chunks)
+        vectors = vectors / vectors.norm(dim=1, keepdim=True).clamp_min(1e-6)
+        self.softmax.weight.copy_(vectors / math.sqrt(self.bilm.config.projection_dim))
+        total = float(sum(counts)) + len(counts)
+        self.softmax.bias.copy_(torch.tensor([math.log((c + 1) / total) for c in counts]))

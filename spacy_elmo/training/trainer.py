@@ -1,0 +1,323 @@
+"""Pretraining and fine-tuning loop for the biLM language model.
+
+One readable loop: build or load the model, stream bucketed batches, step the optimizer,
+log, evaluate, checkpoint atomically, and resume exactly (model, optimizer, schedule, RNG and
+data position). Runs alone or under ``torchrun`` with DistributedDataParallel (gloo on CPU,
+nccl on GPU); on a GPU ``amp=True`` uses bfloat16 autocast.
+
+Output folder::
+
+    train_config.json  vocab.txt  metrics.jsonl  learning_curve.png
+    checkpoints/last.pt            (replaced atomically)
+    model/                         the exported biLM (native format) + softmax.pt + vocab.txt
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import srsly
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from ..bilm import BiLM, BiLMConfig, load_bilm, save_native
+from .data import Position, Vocabulary, evaluation_batches, training_batches
+from .lm import BiLMLanguageModel
+
+SOFTMAX_NAME, VOCAB_NAME = "softmax.pt", "vocab.txt"
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a run (saved as train_config.json)."""
+
+    data_dir: str = ""
+    out_dir: str = ""
+    init_model: Optional[str] = None  # fine-tune from this biLM directory
+    # architecture (ignored when init_model is set)
+    lstm_dim: int = 512
+    projection_dim: int = 128
+    n_layers: int = 2
+    cell_clip: float = 3.0
+    proj_clip: float = 3.0
+    use_skip_connections: bool = True
+    char_dim: int = 16
+    filters: List[List[int]] = field(default_factory=lambda: [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256]])
+    n_highway: int = 1
+    # objective and optimisation
+    n_samples: int = 0  # 0 = full softmax; else sampled softmax with this many candidates
+    dropout: float = 0.1
+    lr: float = 2e-3
+    weight_decay: float = 0.0
+    warmup_steps: int = 200
+    max_steps: int = 1000
+    max_minutes: float = 0.0  # stop (and export) after this wall time; 0 = no limit
+    max_tokens: int = 4096  # token budget per batch (rows * (longest + 2)), per process
+    max_length: int = 50
+    grad_clip: float = 1.0
+    seed: int = 0
+    # bookkeeping
+    log_every: int = 20
+    eval_every: int = 200
+    eval_sentences: int = 2000
+    checkpoint_every: int = 200
+    threads: int = 0
+    amp: bool = False
+
+
+def _distributed() -> Tuple[int, int]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not torch.distributed.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        torch.distributed.init_process_group(backend=backend)
+    rank = torch.distributed.get_rank() if world > 1 else 0
+    return rank, world
+
+
+def build_model(config: TrainConfig, vocab: Vocabulary) -> BiLMLanguageModel:
+    """A fresh model from the config, or the biLM of ``init_model`` with its (or a new) softmax."""
+    if config.init_model is None:
+        bilm = BiLM(
+            BiLMConfig(
+                lstm_dim=config.lstm_dim,
+                projection_dim=config.projection_dim,
+                n_layers=config.n_layers,
+                cell_clip=config.cell_clip or None,
+                proj_clip=config.proj_clip or None,
+                use_skip_connections=config.use_skip_connections,
+                char_dim=config.char_dim,
+                filters=tuple((int(w), int(n)) for w, n in config.filters),
+                n_highway=config.n_highway,
+            )
+        )
+        return BiLMLanguageModel(bilm, len(vocab), dropout=config.dropout, n_samples=config.n_samples)
+    bilm = load_bilm(config.init_model)
+    model = BiLMLanguageModel(bilm, len(vocab), dropout=config.dropout, n_samples=config.n_samples)
+    softmax = Path(config.init_model) / SOFTMAX_NAME
+    if softmax.is_file():
+        model.softmax.load_state_dict(torch.load(softmax, map_location="cpu", weights_only=True))
+    else:
+        model.init_softmax_from_encoder(vocab.tokens, vocab.counts)
+    return model
+
+
+def training_vocab(config: TrainConfig) -> Vocabulary:
+    """The init model's vocabulary when it has one (kept when fine-tuning), else the corpus's."""
+    if config.init_model is not None and (Path(config.init_model) / VOCAB_NAME).is_file():
+        return Vocabulary.load(Path(config.init_model) / VOCAB_NAME)
+    return Vocabulary.load(Path(config.data_dir) / VOCAB_NAME)
+
+
+def lr_at(step: int, config: TrainConfig) -> float:
+    """Linear warm-up, then cosine decay to 10% of ``lr`` at ``max_steps``."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    progress = min(1.0, (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps))
+    return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def save_checkpoint(path: Path, state: Dict[str, Any]) -> None:
+    """Write to a temporary file and rename: a crash mid-write keeps the previous checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def export_model(model: BiLMLanguageModel, vocab: Vocabulary, out_dir: Path) -> Path:
+    """The biLM in our native format, plus the softmax and vocabulary for later fine-tuning."""
+    save_native(model.bilm, out_dir)
+    torch.save({k: v.detach().cpu() for k, v in model.softmax.state_dict().items()}, out_dir / SOFTMAX_NAME)
+    vocab.save(out_dir / VOCAB_NAME)
+    return out_dir
+
+
+def load_language_model(model_dir: Path) -> Tuple[BiLMLanguageModel, Vocabulary]:
+    """An exported model with its softmax and vocabulary, ready for :func:`perplexity`."""
+    model_dir = Path(model_dir)
+    if not (model_dir / SOFTMAX_NAME).is_file():
+        raise FileNotFoundError(f"{model_dir} has no {SOFTMAX_NAME}: perplexity needs a model trained by spacy-elmo")
+    vocab = Vocabulary.load(model_dir / VOCAB_NAME)
+    model = BiLMLanguageModel(load_bilm(model_dir), len(vocab))
+    model.softmax.load_state_dict(torch.load(model_dir / SOFTMAX_NAME, map_location="cpu", weights_only=True))
+    return model.eval(), vocab
+
+
+@torch.no_grad()
+def perplexity(
+    model: BiLMLanguageModel, vocab: Vocabulary, data_dir: Path, split: str, max_tokens: int = 4096, max_length: int = 50, limit: int = 0
+) -> Dict[str, float]:
+    """Exact (full-softmax) held-out perplexity: forward, backward and their mean."""
+    was_training = model.training
+    model.eval()
+    fwd = bwd = 0.0
+    count = 0
+    for batch in evaluation_batches(Path(data_dir), split, vocab, max_tokens, max_length, limit):
+        f, b, n = model.nll(batch)
+        fwd, bwd, count = fwd + f, bwd + b, count + n
+    model.train(was_training)
+    if count == 0:
+        raise ValueError(f"no {split} sentences in {data_dir}")
+    ppl_f, ppl_b = math.exp(fwd / count), math.exp(bwd / count)
+    return {"ppl_fwd": ppl_f, "ppl_bwd": ppl_b, "ppl_avg": (ppl_f + ppl_b) / 2, "tokens": count}
+
+
+def train(config: TrainConfig, resume: bool = False, dump_weights: Optional[Path] = None) -> Dict[str, Any]:
+    """Run (or resume) a training job; returns the final metrics."""
+    rank, world = _distributed()
+    main = rank == 0
+    out = Path(config.out_dir)
+    checkpoint_path = out / "checkpoints" / "last.pt"
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
+    checkpoint = None
+    if resume and checkpoint_path.is_file():
+        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+        config = TrainConfig(**{**asdict(config), **checkpoint["config"], "max_steps": config.max_steps, "max_minutes": config.max_minutes})
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed + rank)
+    vocab = training_vocab(config)
+    model = build_model(config, vocab).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    step, tokens_seen, position = 0, 0, Position()
+    if checkpoint is not None:
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        step, tokens_seen, position = checkpoint["step"], checkpoint["tokens"], Position(**checkpoint["position"])
+        torch.set_rng_state(checkpoint["rng"]["torch"][rank] if rank < len(checkpoint["rng"]["torch"]) else torch.get_rng_state())
+    if main:
+        out.mkdir(parents=True, exist_ok=True)
+        srsly.write_json(out / "train_config.json", asdict(config))
+        vocab.save(out / VOCAB_NAME)
+    wrapped: nn.Module = model
+    if world > 1:
+        wrapped = nn.parallel.DistributedDataParallel(model, find_unused_parameters=False)
+    metrics_file = (out / "metrics.jsonl").open("a", encoding="utf-8") if main else None
+
+    def log(record: Dict[str, Any]) -> None:
+        if metrics_file is not None:
+            metrics_file.write(json.dumps(record) + "\n")
+            metrics_file.flush()
+
+    def checkpoint_now() -> None:
+        rng = [torch.get_rng_state()]
+        if world > 1:
+            rng = [torch.empty_like(rng[0]) for _ in range(world)]
+            torch.distributed.all_gather(rng, torch.get_rng_state())
+        if main:
+            save_checkpoint(
+                checkpoint_path,
+                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "tokens": tokens_seen,
+                 "position": asdict(position), "config": asdict(config), "rng": {"torch": rng}},
+            )
+
+    stream = training_batches(Path(config.data_dir), vocab, config.max_tokens, config.max_length, config.seed, position, rank, world)
+    start_time, window_tokens, window_start = time.time(), 0, time.time()
+    sums = {"loss": 0.0, "nll_fwd": 0.0, "nll_bwd": 0.0, "n": 0}
+    progress = tqdm(total=config.max_steps, initial=step, desc="train", unit="step", disable=not main, dynamic_ncols=True)
+    model.train()
+    stopped_early = False
+    while step < config.max_steps:
+        if config.max_minutes and (time.time() - start_time) / 60 >= config.max_minutes:
+            stopped_early = True
+            break
+        position, batch = next(stream)
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, config)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp and device.type == "cuda"):
+            loss, stats = wrapped(batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip))
+        optimizer.step()
+        step += 1
+        n = batch.n_targets * world
+        tokens_seen += n
+        window_tokens += n
+        sums["loss"] += float(loss.detach())
+        sums["nll_fwd"] += stats["nll_fwd"]
+        sums["nll_bwd"] += stats["nll_bwd"]
+        sums["n"] += 1
+        progress.update(1)
+        if step % config.log_every == 0 or step == config.max_steps:
+            elapsed = time.time() - window_start
+            record = {
+                "step": step, "tokens": tokens_seen, "lr": lr_at(step - 1, config), "grad_norm": grad_norm,
+                "loss": sums["loss"] / sums["n"], "train_ppl_fwd": math.exp(sums["nll_fwd"] / sums["n"]),
+                "train_ppl_bwd": math.exp(sums["nll_bwd"] / sums["n"]), "tokens_per_s": window_tokens / max(elapsed, 1e-9),
+                "epoch": position.epoch, "elapsed_s": time.time() - start_time,
+            }
+            progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
+            log(record)
+            sums = {"loss": 0.0, "nll_fwd": 0.0, "nll_bwd": 0.0, "n": 0}
+            window_tokens, window_start = 0, time.time()
+        if main and (step % config.eval_every == 0):
+            valid = perplexity(model, vocab, Path(config.data_dir), "valid", config.max_tokens, config.max_length, config.eval_sentences)
+            log({"step": step, "tokens": tokens_seen, **{f"valid_{k}": v for k, v in valid.items()}})
+            tqdm.write(f"step {step}: valid perplexity fwd {valid['ppl_fwd']:.1f} bwd {valid['ppl_bwd']:.1f}")
+        if step % config.checkpoint_every == 0:
+            checkpoint_now()
+    progress.close()
+    checkpoint_now()
+    result: Dict[str, Any] = {"step": step, "tokens": tokens_seen, "stopped_early": stopped_early}
+    if main:
+        valid = perplexity(model, vocab, Path(config.data_dir), "valid", config.max_tokens, config.max_length, config.eval_sentences)
+        log({"step": step, "tokens": tokens_seen, **{f"valid_{k}": v for k, v in valid.items()}})
+        result.update({f"valid_{k}": v for k, v in valid.items()})
+        export_model(model.cpu(), vocab, out / "model")
+        plot_learning_curve(out / "metrics.jsonl", out / "learning_curve.png")
+    if dump_weights is not None:
+        Path(dump_weights).mkdir(parents=True, exist_ok=True)
+        torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, Path(dump_weights) / f"rank{rank}.pt")
+    if metrics_file is not None:
+        metrics_file.close()
+    if world > 1:
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+    return result
+
+
+def plot_learning_curve(metrics_path: Path, png_path: Path) -> Optional[Path]:
+    """Training and validation perplexity against tokens seen (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        tqdm.write("matplotlib is not installed: no learning-curve plot (pip install 'spacy-elmo[train]')")
+        return None
+    records = [json.loads(line) for line in Path(metrics_path).read_text().splitlines() if line.strip()]
+    train = [r for r in records if "train_ppl_fwd" in r]
+    valid = [r for r in records if "valid_ppl_fwd" in r]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for key, label, rows, style in (
+        ("train_ppl_fwd", "train forward", train, "-"),
+        ("train_ppl_bwd", "train backward", train, "-"),
+        ("valid_ppl_fwd", "valid forward", valid, "o--"),
+        ("valid_ppl_bwd", "valid backward", valid, "s--"),
+    ):
+        if rows:
+            ax.plot([r["tokens"] / 1e6 for r in rows], [r[key] for r in rows], style, label=label, markersize=4)
+    ax.set_yscale("log")
+    ax.set_xlabel("training tokens (millions)")
+    ax.set_ylabel("perplexity")
+    ax.set_title("biLM learning curve")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path
