@@ -172,8 +172,14 @@ def perplexity(
     return {"ppl_fwd": ppl_f, "ppl_bwd": ppl_b, "ppl_avg": (ppl_f + ppl_b) / 2, "tokens": count}
 
 
-def train(config: TrainConfig, resume: bool = False, dump_weights: Optional[Path] = None) -> Dict[str, Any]:
-    """Run (or resume) a training job; returns the final metrics."""
+def train(
+    config: TrainConfig, resume: bool = False, dump_weights: Optional[Path] = None, interrupt_at: Optional[int] = None
+) -> Dict[str, Any]:
+    """Run (or resume) a training job; returns the final metrics.
+
+    ``interrupt_at``: stop right after that step as an interrupted run would (checkpoint, no
+    export), so that ``resume=True`` can continue it.
+    """
     rank, world = _distributed()
     main = rank == 0
     out = Path(config.out_dir)
@@ -267,8 +273,13 @@ def train(config: TrainConfig, resume: bool = False, dump_weights: Optional[Path
             valid = perplexity(model, vocab, Path(config.data_dir), "valid", config.max_tokens, config.max_length, config.eval_sentences)
             log({"step": step, "tokens": tokens_seen, **{f"valid_{k}": v for k, v in valid.items()}})
             tqdm.write(f"step {step}: valid perplexity fwd {valid['ppl_fwd']:.1f} bwd {valid['ppl_bwd']:.1f}")
-        if step % config.checkpoint_every == 0:
+        if step % config.checkpoint_every == 0 or step == interrupt_at:
             checkpoint_now()
+        if step == interrupt_at:
+            progress.close()
+            if metrics_file is not None:
+                metrics_file.close()
+            return {"step": step, "tokens": tokens_seen, "interrupted": True}
     progress.close()
     checkpoint_now()
     result: Dict[str, Any] = {"step": step, "tokens": tokens_seen, "stopped_early": stopped_early}

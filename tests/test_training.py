@@ -1,0 +1,206 @@
+"""biLM pretraining, resume, distributed training, fine-tuning and export on tiny corpora."""
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from spacy_elmo import load_bilm
+from spacy_elmo.training import TrainConfig, load_language_model, perplexity, prepare_corpus, train
+from spacy_elmo.training.baseline import unigram_perplexity
+from spacy_elmo.training.trainer import save_checkpoint
+
+from .conftest import ALLENNLP
+
+GENERAL = {
+    "det": ["the", "a", "every", "one"],
+    "adj": ["old", "quiet", "brave", "small", "dark", "happy"],
+    "noun": ["dog", "king", "river", "house", "sailor", "garden", "horse", "letter"],
+    "verb": ["sees", "finds", "follows", "loves", "keeps", "leaves"],
+}
+DOMAIN = {
+    "det": ["the", "a", "each"],
+    "adj": ["mutant", "mouse", "nuclear", "expressed", "retinal"],
+    "noun": ["protein", "gene", "receptor", "cell", "embryo", "allele", "kinase"],
+    "verb": ["binds", "regulates", "inhibits", "activates", "encodes"],
+}
+
+
+def sentences(words, n, seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        s = f"{rng.choice(words['det']).capitalize()} {rng.choice(words['adj'])} {rng.choice(words['noun'])} {rng.choice(words['verb'])} {rng.choice(words['det'])} {rng.choice(words['noun'])}."
+        out.append(s)
+    return out
+
+
+def write_corpus(folder: Path, words, seed=0, n_train=600) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "a.txt").write_text("\n\n".join(sentences(words, n_train // 2, seed)) + "\n", encoding="utf-8")
+    with gzip.open(folder / "b.txt.gz", "wt", encoding="utf-8") as fh:
+        fh.write("\n\n".join(sentences(words, n_train // 2, seed + 1)))
+    (folder / "valid.txt").write_text("\n\n".join(sentences(words, 80, seed + 2)), encoding="utf-8")
+    (folder / "test.txt").write_text("\n\n".join(sentences(words, 80, seed + 3)), encoding="utf-8")
+    rows = ["file\tsplit", "a.txt\ttrain", "b.txt.gz\ttrain", "valid.txt\tvalid", "test.txt\ttest"]
+    (folder / "manifest.tsv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+def tiny_config(data_dir, out_dir, **kw):
+    values = dict(
+        data_dir=str(data_dir), out_dir=str(out_dir), lstm_dim=32, projection_dim=16, char_dim=8,
+        filters=[[1, 16], [2, 16], [3, 32]], n_highway=1, max_steps=60, warmup_steps=5, lr=1e-2,
+        max_tokens=512, log_every=10, eval_every=1000, eval_sentences=100, checkpoint_every=20, threads=1, dropout=0.0,
+    )
+    values.update(kw)
+    return TrainConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpora")
+    general = prepare_corpus([write_corpus(root / "general", GENERAL)], root / "general-prep")
+    domain = prepare_corpus([write_corpus(root / "domain", DOMAIN, seed=10)], root / "domain-prep")
+    return root, general, domain
+
+
+@pytest.fixture(scope="module")
+def pretrained(prepared, tmp_path_factory):
+    root = prepared[0]
+    out = tmp_path_factory.mktemp("pretrained")
+    result = train(tiny_config(root / "general-prep", out))
+    return out, result
+
+
+def test_prepare_splits_vocab_and_bad_utf8(tmp_path):
+    folder = write_corpus(tmp_path / "c", GENERAL, n_train=40)
+    with (folder / "a.txt").open("ab") as fh:
+        fh.write(b"\n\nA broken \xff\xfe line\n\nThe end .\n")
+    stats = prepare_corpus([folder], tmp_path / "prep", min_count=2, max_vocab=20)
+    assert stats["train"].skipped_lines == 1 and stats["train"].files == 2
+    assert stats["valid"].sentences == 80 and stats["test"].sentences == 80
+    vocab = [line.split("\t") for line in (tmp_path / "prep" / "vocab.txt").read_text().splitlines()]
+    assert [t for t, _ in vocab[:3]] == ["<S>", "</S>", "<UNK>"] and len(vocab) == 20
+    counts = [int(c) for _, c in vocab[3:]]
+    assert counts == sorted(counts, reverse=True) and min(counts) >= 2
+    first = (tmp_path / "prep" / "train" / "shard-00000.txt").read_text().splitlines()[0].split(" ")
+    assert first[-1] == "." and len(first) == 7  # tokenized, one sentence per line
+
+
+def test_pretraining_learns_far_better_than_unigram(prepared, pretrained):
+    root = prepared[0]
+    out, result = pretrained
+    model, vocab = load_language_model(out / "model")
+    test = perplexity(model, vocab, root / "general-prep", "test")
+    unigram = unigram_perplexity(vocab, root / "general-prep", "test")
+    assert test["ppl_avg"] < 0.5 * unigram, (test, unigram)
+    assert abs(test["ppl_avg"] - (test["ppl_fwd"] + test["ppl_bwd"]) / 2) < 1e-9
+    records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["valid_ppl_avg"] < records[0]["train_ppl_fwd"]
+    assert (out / "learning_curve.png").stat().st_size > 1000
+    assert (out / "checkpoints" / "last.pt").is_file()
+
+
+def test_exported_model_works_in_the_component_and_original_format(pretrained, tmp_path):
+    out = pretrained[0]
+    bilm = load_bilm(out / "model")
+    cmd = [sys.executable, "-m", "spacy_elmo", "export", str(out / "model"), str(tmp_path / "orig")]
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    again = load_bilm(tmp_path / "orig")
+    sents = [["The", "old", "dog", "sees", "a", "river", "."]]
+    assert np.array_equal(bilm.embed_sentences(sents)[0], again.embed_sentences(sents)[0])
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(out / "model")})
+    assert nlp("The brave king leaves.").tensor.shape == (5, 32)
+
+
+def test_resume_after_interruption_is_exact(prepared, tmp_path):
+    data = prepared[0] / "general-prep"
+    straight = tmp_path / "straight"
+    train(tiny_config(data, straight, max_steps=12, checkpoint_every=4, dropout=0.2, n_samples=20))
+    interrupted = tmp_path / "interrupted"
+    assert train(tiny_config(data, interrupted, max_steps=12, checkpoint_every=4, dropout=0.2, n_samples=20), interrupt_at=7)["interrupted"]
+    assert not (interrupted / "model").exists()
+    train(tiny_config(data, interrupted, max_steps=12, checkpoint_every=4, dropout=0.2, n_samples=20), resume=True)
+    a = torch.load(straight / "checkpoints" / "last.pt", weights_only=False)
+    b = torch.load(interrupted / "checkpoints" / "last.pt", weights_only=False)
+    assert a["step"] == b["step"] == 12 and a["position"] == b["position"]
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    steps = [json.loads(x)["step"] for x in (interrupted / "metrics.jsonl").read_text().splitlines() if "train_ppl_fwd" in x]
+    assert steps == sorted(steps)
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {"step": 1})
+
+    def crash(obj, f, *args, **kwargs):
+        Path(f).write_bytes(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {"step": 2})
+    monkeypatch.undo()
+    assert torch.load(path, weights_only=False) == {"step": 1}
+
+
+def test_finetune_lowers_in_domain_perplexity(prepared, pretrained, tmp_path):
+    root = prepared[0]
+    base = pretrained[0] / "model"
+    model, vocab = load_language_model(base)
+    before = perplexity(model, vocab, root / "domain-prep", "test")
+    out = tmp_path / "ft"
+    cmd = [sys.executable, "-m", "spacy_elmo", "finetune", str(base), str(root / "domain-prep"), str(out),
+           "--max-steps", "40", "--threads", "1", "--lr", "0.005", "--warmup-steps", "5"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    tuned, tuned_vocab = load_language_model(out / "model")
+    assert tuned_vocab.tokens == vocab.tokens  # the vocabulary is kept
+    after = perplexity(tuned, tuned_vocab, root / "domain-prep", "test")
+    assert after["ppl_avg"] < 0.7 * before["ppl_avg"], (before, after)
+
+
+def test_finetune_from_original_weights_without_softmax(prepared, tmp_path):
+    root = prepared[0]
+    out = tmp_path / "ft-orig"
+    config = tiny_config(root / "domain-prep", out, init_model=str(ALLENNLP), max_steps=30, lr=3e-3)
+    train(config)
+    model, vocab = load_language_model(out / "model")
+    records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    first = next(r for r in records if "train_ppl_fwd" in r)
+    assert records[-1]["valid_ppl_avg"] < first["train_ppl_fwd"]
+    assert vocab.tokens[:3] == ["<S>", "</S>", "<UNK>"] and len(vocab) == len((root / "domain-prep" / "vocab.txt").read_text().splitlines())
+
+
+@pytest.mark.slow
+def test_two_process_ddp_replicas_stay_identical(prepared, tmp_path):
+    data = prepared[0] / "general-prep"
+    config = tmp_path / "cfg.json"
+    cfg = tiny_config(data, tmp_path / "ddp", max_steps=6, checkpoint_every=3, dropout=0.1).__dict__
+    config.write_text(json.dumps(cfg))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "spacy_elmo",
+           "pretrain", str(data), str(tmp_path / "ddp"), "--config", str(config), "--dump-weights", str(tmp_path / "dump")]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    a = torch.load(tmp_path / "dump" / "rank0.pt")
+    b = torch.load(tmp_path / "dump" / "rank1.pt")
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    assert json.loads(result.stdout.strip().splitlines()[-1])["step"] == 6
+    exported = load_bilm(tmp_path / "ddp" / "model").state_dict()
+    assert all(torch.equal(exported[n], a[f"bilm.{n}"]) for n in exported)  # rank 0 exported what it trained
+    steps = [json.loads(x) for x in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines() if "train_ppl_fwd" in x]
+    assert steps and steps[-1]["tokens"] > 0
