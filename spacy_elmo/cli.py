@@ -121,6 +121,20 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _package(args: argparse.Namespace) -> int:
+    import spacy
+
+    nlp = spacy.blank(args.lang)
+    nlp.add_pipe("elmo", config={"weights": str(args.model)})
+    nlp.initialize()
+    nlp.meta["name"] = args.name
+    nlp.meta["description"] = f"ELMo vectors from the biLM in {args.model.name} (spacy-elmo)"
+    nlp.to_disk(args.out_dir)
+    doc = spacy.load(args.out_dir)("A quick check .")
+    print(f"wrote {args.out_dir}: spacy.load() gives ELMo vectors of shape {doc.tensor.shape}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m spacy_elmo", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -176,6 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--threads", type=int)
     evaluate.add_argument("--output", type=Path, help="also write the figures as JSON")
     evaluate.set_defaults(func=_evaluate)
+
+    package = commands.add_parser("package", help="a spaCy pipeline directory with the elmo component and the biLM inside")
+    package.add_argument("model", type=Path)
+    package.add_argument("out_dir", type=Path)
+    package.add_argument("--lang", default="en")
+    package.add_argument("--name", default="elmo")
+    package.set_defaults(func=_package)
 
     export = commands.add_parser("export", help="write a biLM in the original options.json + weights.hdf5 format")
     export.add_argument("model", type=Path)

@@ -148,6 +148,8 @@ class BiLstmStack(nn.Module):
         c: torch.Tensor,
     ) -> Tuple[torch.Tensor, LstmState]:
         """inputs ``[2, B, T, D]`` -> outputs ``[2, B, T, P]`` and the final ``(h, c)``."""
+        if not torch.is_grad_enabled():
+            return self._run_layer_inplace(layer, inputs, active, n_steps, h, c)
         _, batch, width, _ = inputs.shape
         # The input-to-hidden part of every step in one matmul, laid out time-major.
         projected = torch.baddbmm(
@@ -176,4 +178,41 @@ class BiLstmStack(nn.Module):
         if n_steps < width:
             steps.extend([h.new_zeros(2, batch, self.proj_dim)] * (width - n_steps))
         out = torch.stack(steps)  # [T, 2, B, P]
+        return out.permute(1, 2, 0, 3), (h, c)
+
+    def _run_layer_inplace(
+        self,
+        layer: BiLstmLayer,
+        inputs: torch.Tensor,
+        active: List[int],
+        n_steps: int,
+        h: torch.Tensor,
+        c: torch.Tensor,
+    ) -> Tuple[torch.Tensor, LstmState]:
+        """Same maths as :meth:`_run_layer` without autograd: every step updates preallocated
+        buffers in place (no per-step allocation of the ``[2, B, 4H]`` gate tensor)."""
+        _, batch, width, dim = inputs.shape
+        # [2, T, B, 4H]: step t of both directions is the view projected[:, t] (rows contiguous)
+        projected = torch.baddbmm(
+            layer.bias.unsqueeze(1), inputs.transpose(1, 2).reshape(2, width * batch, dim), layer.w_input
+        ).view(2, width, batch, -1)
+        h, c = h.clone(), c.clone()
+        out = inputs.new_zeros(width, 2, batch, self.proj_dim)
+        cell_clip, proj_clip, cell = self.cell_clip, self.proj_clip, self.cell_dim
+        for t in range(n_steps):
+            n = active[t]
+            gates = projected[:, t, :n].baddbmm_(h[:, :n], layer.w_state)
+            gates[..., : cell].sigmoid_()  # i
+            gates[..., cell : 2 * cell].tanh_()  # j
+            gates[..., 2 * cell :].sigmoid_()  # f, o
+            i, j, f, o = gates.chunk(4, dim=-1)
+            c_n = c[:, :n]
+            c_n.mul_(f).addcmul_(i, j)
+            if cell_clip:
+                c_n.clamp_(-cell_clip, cell_clip)
+            h_new = torch.bmm(torch.tanh(c_n).mul_(o), layer.w_proj)
+            if proj_clip:
+                h_new.clamp_(-proj_clip, proj_clip)
+            h[:, :n] = h_new
+            out[t, :, :n] = h_new
         return out.permute(1, 2, 0, 3), (h, c)

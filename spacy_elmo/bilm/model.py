@@ -10,6 +10,7 @@ from torch import nn
 
 from .characters import MAX_CHARS, N_CHARACTERS, TokenBatch, batch_to_char_ids
 from .lstm import BiLstmStack, LstmState
+from .token_cache import TokenVectorCache
 from .token_encoder import CharCnnEncoder
 
 
@@ -124,7 +125,7 @@ class BiLM(nn.Module):
     same row in the previous call (the original implementations' behaviour).
     """
 
-    def __init__(self, config: BiLMConfig, stateful: bool = False) -> None:
+    def __init__(self, config: BiLMConfig, stateful: bool = False, token_cache_size: int = 0) -> None:
         super().__init__()
         self.config = config
         self.token_encoder = CharCnnEncoder(
@@ -146,6 +147,12 @@ class BiLM(nn.Module):
         )
         self.stateful = stateful
         self._state: Optional[LstmState] = None
+        self.token_cache: Optional[TokenVectorCache] = None
+        self.set_token_cache(token_cache_size)
+
+    def set_token_cache(self, size: int) -> None:
+        """Cache up to ``size`` context-free token vectors at inference (0 turns the cache off)."""
+        self.token_cache = TokenVectorCache(size) if size > 0 else None
 
     @property
     def n_output_layers(self) -> int:
@@ -162,7 +169,11 @@ class BiLM(nn.Module):
     def encode(self, batch: TokenBatch) -> Tuple[torch.Tensor, List[torch.Tensor]]:
         """Token vectors ``[B, T, P]`` and the L LSTM layer outputs ``[B, T, 2P]``."""
         device = self.token_encoder.char_embedding.weight.device
-        vectors = self.token_encoder(batch.char_ids.to(device))  # [U, P]
+        char_ids = batch.char_ids.to(device)
+        if self.token_cache is not None and not torch.is_grad_enabled() and len(batch.strings) == len(char_ids):
+            vectors = self.token_cache.encode(self.token_encoder, batch.strings, char_ids)
+        else:
+            vectors = self.token_encoder(char_ids)  # [U, P]
         tokens = vectors[batch.token_index.to(device)]  # [B, T, P]
         initial = self._initial_state(tokens) if self.stateful else None
         layers, final = self.lstm(tokens, batch.lengths, initial)

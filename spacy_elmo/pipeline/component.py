@@ -30,6 +30,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "layer_norm": False,
     "contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 200, "overlap": 40},
     "max_batch_tokens": 4096,
+    "token_cache_size": 20000,
     "store_layers": True,
     "set_hooks": True,
     "set_doc_tensor": None,
@@ -46,6 +47,7 @@ def make_elmo(
     layer_norm: bool,
     contexts: ContextGetter,
     max_batch_tokens: int,
+    token_cache_size: int,
     store_layers: bool,
     set_hooks: bool,
     set_doc_tensor: Optional[bool],
@@ -60,6 +62,7 @@ def make_elmo(
         layer_norm=layer_norm,
         contexts=contexts,
         max_batch_tokens=max_batch_tokens,
+        token_cache_size=token_cache_size,
         store_layers=store_layers,
         set_hooks=set_hooks,
         set_doc_tensor=set_doc_tensor,
@@ -87,6 +90,7 @@ class Elmo(Pipe):
         layer_norm: bool = False,
         contexts: ContextGetter,
         max_batch_tokens: int = 4096,
+        token_cache_size: int = 20000,
         store_layers: bool = True,
         set_hooks: bool = True,
         set_doc_tensor: Optional[bool] = None,
@@ -105,6 +109,9 @@ class Elmo(Pipe):
         self.gamma, self.layer_norm = float(gamma), bool(layer_norm)
         self.get_contexts = contexts
         self.max_batch_tokens = int(max_batch_tokens)
+        if token_cache_size < 0:
+            raise ValueError(f"elmo: token_cache_size must be >= 0, got {token_cache_size}")
+        self.token_cache_size = int(token_cache_size)
         self.store_layers, self.set_hooks = bool(store_layers), bool(set_hooks)
         self.set_doc_tensor = set_doc_tensor
         self._nlp_ref = weakref.ref(nlp) if nlp is not None else None
@@ -135,6 +142,7 @@ class Elmo(Pipe):
 
     def _set_model(self, model: BiLM) -> None:
         model.eval()
+        model.set_token_cache(self.token_cache_size)
         self._bilm = model
         self.mixer = ScalarMix(
             model.n_output_layers, self.mix_spec, gamma=self.gamma, layer_norm=self.layer_norm, trainable=False

@@ -116,11 +116,18 @@ def training_vocab(config: TrainConfig) -> Vocabulary:
     return Vocabulary.load(Path(config.data_dir) / VOCAB_NAME)
 
 
-def lr_at(step: int, config: TrainConfig) -> float:
-    """Linear warm-up, then cosine decay to 10% of ``lr`` at ``max_steps``."""
+def lr_at(step: int, config: TrainConfig, elapsed_minutes: float = 0.0) -> float:
+    """Linear warm-up, then cosine decay to 10% of ``lr`` at ``max_steps``.
+
+    With a time budget (``max_minutes``) the decay follows whichever runs out first, steps or
+    time, so a budgeted run still ends at the low learning rate (such runs are not bit-for-bit
+    reproducible, since their schedule depends on the machine's speed).
+    """
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
     progress = min(1.0, (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps))
+    if config.max_minutes:
+        progress = max(progress, min(1.0, elapsed_minutes / config.max_minutes))
     return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
@@ -197,8 +204,9 @@ def train(
     vocab = training_vocab(config)
     model = build_model(config, vocab).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    step, tokens_seen, position = 0, 0, Position()
+    step, tokens_seen, position, elapsed_before = 0, 0, Position(), 0.0
     if checkpoint is not None:
+        elapsed_before = float(checkpoint.get("elapsed_minutes", 0.0))
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         step, tokens_seen, position = checkpoint["step"], checkpoint["tokens"], Position(**checkpoint["position"])
@@ -226,7 +234,8 @@ def train(
             save_checkpoint(
                 checkpoint_path,
                 {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "tokens": tokens_seen,
-                 "position": asdict(position), "config": asdict(config), "rng": {"torch": rng}},
+                 "position": asdict(position), "config": asdict(config), "rng": {"torch": rng},
+                 "elapsed_minutes": (time.time() - start_time) / 60 + elapsed_before},
             )
 
     stream = training_batches(Path(config.data_dir), vocab, config.max_tokens, config.max_length, config.seed, position, rank, world)
@@ -236,12 +245,13 @@ def train(
     model.train()
     stopped_early = False
     while step < config.max_steps:
-        if config.max_minutes and (time.time() - start_time) / 60 >= config.max_minutes:
+        if config.max_minutes and (time.time() - start_time) / 60 + elapsed_before >= config.max_minutes:
             stopped_early = True
             break
         position, batch = next(stream)
+        lr = lr_at(step, config, (time.time() - start_time) / 60 + elapsed_before)
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, config)
+            group["lr"] = lr
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp and device.type == "cuda"):
             loss, stats = wrapped(batch)
         optimizer.zero_grad(set_to_none=True)
@@ -260,10 +270,10 @@ def train(
         if step % config.log_every == 0 or step == config.max_steps:
             elapsed = time.time() - window_start
             record = {
-                "step": step, "tokens": tokens_seen, "lr": lr_at(step - 1, config), "grad_norm": grad_norm,
+                "step": step, "tokens": tokens_seen, "lr": lr, "grad_norm": grad_norm,
                 "loss": sums["loss"] / sums["n"], "train_ppl_fwd": math.exp(sums["nll_fwd"] / sums["n"]),
                 "train_ppl_bwd": math.exp(sums["nll_bwd"] / sums["n"]), "tokens_per_s": window_tokens / max(elapsed, 1e-9),
-                "epoch": position.epoch, "elapsed_s": time.time() - start_time,
+                "epoch": position.epoch, "elapsed_s": time.time() - start_time + 60 * elapsed_before,
             }
             progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
             log(record)

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""spacy-elmo benchmark: tokens/s, latency and peak RSS of the raw biLM and of ``nlp.pipe``,
+beside AllenNLP's own ELMo on the same machine, sentences and random weights.
+
+One command reproduces every figure of the README's benchmark table:
+
+    python bench/bench.py --ref-python REF_VENV/bin/python
+
+(``--ref-python`` is optional: the reference venv recipe is at the top of
+../shared/tools/ref_elmo.py). It writes bench/results/bench.json and bench/results/bench.md.
+
+What is measured, each configuration in a fresh process (so peak RSS is its own):
+* the machine's fp32 matmul rate (2048^3, the chosen thread count) and, from each model's
+  multiply-adds per token, the compute roof in tokens/s and the fraction of it reached;
+* raw biLM ``embed_sentences`` at batch sizes 1, 8 and 64 (token cache off), and at 64 with the
+  token-encoder cache warm;
+* ``nlp.pipe`` with the ``elmo`` component at the same batch sizes (one sentence per Doc);
+* p50 latency of one 10-token sentence;
+* RSS over a long ``nlp.pipe`` stream (growth after warm-up);
+* training throughput of the LM objective on the small shapes (forward + backward ~ 3x the
+  inference FLOPs of the biLM, plus the softmax);
+* AllenNLP 2.10.1 (``ref_elmo.py --bench``) at batch 64 and batch 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+REPO = Path(__file__).resolve().parent.parent
+TOOLS = REPO.parent / "shared" / "tools"
+RESULTS = REPO / "bench" / "results"
+
+
+# ------------------------------------------------------------------------------------------ setup
+
+
+def make_inputs(work: Path, shapes: List[str], n_sentences: int) -> Dict[str, Path]:
+    """Random weights per shape and the benchmark sentences, made by the shared tools."""
+    paths: Dict[str, Path] = {}
+    for shape in shapes:
+        target = work / f"elmo-{shape}"
+        if not (target / "weights.hdf5").is_file():
+            subprocess.run([sys.executable, str(TOOLS / "make_elmo_weights.py"), "--preset", shape, "--seed", "1",
+                            "--out-dir", str(target)], check=True, stdout=subprocess.DEVNULL)
+        paths[shape] = target
+    sentences = work / f"sentences-{n_sentences}.txt"
+    if not sentences.is_file():
+        subprocess.run([sys.executable, str(TOOLS / "make_bench_sentences.py"), "--sentences", str(n_sentences),
+                        "--out", str(sentences)], check=True, stdout=subprocess.DEVNULL)
+    paths["sentences"] = sentences
+    return paths
+
+
+def macs_per_token(options: Dict[str, Any]) -> Dict[str, float]:
+    """Multiply-adds per token of the char CNN (+highway, projection) and of the LSTMs."""
+    cnn, lstm = options["char_cnn"], options["lstm"]
+    chars, dim = cnn.get("max_characters_per_token", 50), cnn["embedding"]["dim"]
+    n_filters = sum(n for _, n in cnn["filters"])
+    encoder = sum(w * dim * n * (chars - w + 1) for w, n in cnn["filters"])
+    encoder += cnn.get("n_highway", 0) * 2 * n_filters * n_filters + n_filters * lstm["projection_dim"]
+    cell, proj = lstm["dim"], lstm["projection_dim"]
+    recurrent = 2 * lstm["n_layers"] * (4 * cell * (proj + proj) + cell * proj)
+    return {"encoder": float(encoder), "lstm": float(recurrent), "total": float(encoder + recurrent)}
+
+
+# ----------------------------------------------------------------------------------------- worker
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def worker(task: Dict[str, Any]) -> Dict[str, Any]:
+    """One measurement in this (fresh) process."""
+    import torch
+
+    torch.set_num_threads(task["threads"])
+    kind = task["kind"]
+    if kind == "matmul":
+        a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+        torch.mm(a, b)
+        best = 0.0
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(3):
+                torch.mm(a, b)
+            best = max(best, 3 * 2 * 2048**3 / (time.perf_counter() - start))
+        return {"gflops": best / 1e9}
+    sentences = [line.split() for line in Path(task["sentences"]).read_text().splitlines() if line.strip()]
+    sentences = sentences[: task.get("limit") or None]
+    n_tokens = sum(map(len, sentences))
+    if kind == "train":
+        return train_worker(task, sentences)
+    from spacy_elmo import load_bilm
+
+    rss_before = peak_rss_mb()
+    bilm = load_bilm(task["model"])
+    bilm.set_token_cache(task.get("cache", 0))
+    batch = task["batch_size"]
+    if kind == "bilm":
+        warm = sentences if task.get("warm") else sentences[:batch]
+        bilm.embed_sentences(warm, batch_size=batch)
+        start = time.perf_counter()
+        bilm.embed_sentences(sentences, batch_size=batch)
+        seconds = time.perf_counter() - start
+        return {"tokens": n_tokens, "seconds": seconds, "tokens_per_s": n_tokens / seconds, "peak_rss_mb": peak_rss_mb(), "rss_before_mb": rss_before}
+    if kind == "latency":
+        sentence = [w for s in sentences for w in s][:10]
+        for _ in range(3):
+            bilm.embed_sentences([sentence])
+        times = []
+        for _ in range(task.get("repeats", 30)):
+            start = time.perf_counter()
+            bilm.embed_sentences([sentence])
+            times.append(time.perf_counter() - start)
+        return {"p50_ms": 1000 * statistics.median(times), "p90_ms": 1000 * sorted(times)[int(0.9 * len(times))]}
+    import spacy
+    from spacy.tokens import Doc
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": task["model"], "token_cache_size": task.get("cache", 0),
+                                 "max_batch_tokens": max(4096, batch * 80), "store_layers": task.get("store_layers", True)})
+    nlp.get_pipe("elmo").initialize()
+
+    def docs(items):
+        for words in items:
+            doc = Doc(nlp.vocab, words=words, sent_starts=[True] + [False] * (len(words) - 1) if words else [])
+            yield doc
+
+    if kind == "pipe":  # Docs are made before the clock starts: this times the component
+        for _ in nlp.pipe(docs(sentences[:batch]), batch_size=batch):
+            pass
+        made = list(docs(sentences))
+        start = time.perf_counter()
+        for _ in nlp.pipe(made, batch_size=batch):
+            pass
+        seconds = time.perf_counter() - start
+        return {"tokens": n_tokens, "seconds": seconds, "tokens_per_s": n_tokens / seconds, "peak_rss_mb": peak_rss_mb()}
+    if kind == "stream":  # RSS over a long stream of docs
+        target, seen, samples = task["stream_tokens"], 0, []
+        start = time.perf_counter()
+
+        def endless():
+            nonlocal seen
+            while seen < target:
+                for words in sentences:
+                    if seen >= target:
+                        return
+                    seen += len(words)
+                    yield from docs([words])
+
+        for i, _ in enumerate(nlp.pipe(endless(), batch_size=batch)):
+            if i % 2000 == 0:
+                samples.append((seen, current_rss_mb()))
+        seconds = time.perf_counter() - start
+        warm = [rss for tokens, rss in samples if tokens >= 0.1 * target]
+        return {"tokens": seen, "tokens_per_s": seen / seconds, "rss_samples": samples,
+                "rss_growth_after_warmup_mb": (max(warm) - warm[0]) if warm else 0.0, "peak_rss_mb": peak_rss_mb()}
+    raise ValueError(kind)
+
+
+def train_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, Any]:
+    """LM objective (forward + backward + AdamW) on the shapes of task["model"]."""
+    import random
+    from collections import Counter
+
+    import torch
+
+    from spacy_elmo import load_bilm
+    from spacy_elmo.training.corpus import build_vocab
+    from spacy_elmo.training.data import LMBatch, Vocabulary, bucket_batches
+    from spacy_elmo.training.lm import BiLMLanguageModel
+
+    counts = Counter(w for s in sentences for w in s)
+    tokens = build_vocab(counts)
+    vocab = Vocabulary(tokens, [counts[t] for t in tokens])
+    model = BiLMLanguageModel(load_bilm(task["model"]), len(vocab), dropout=0.1, n_samples=task.get("n_samples", 0)).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batches = bucket_batches([len(s) for s in sentences], task["max_tokens"], random.Random(0))
+    steps, n, start = 0, 0, None
+    for index in batches[: task["steps"] + 2]:
+        if steps == 2:
+            start, n = time.perf_counter(), 0
+        batch = LMBatch.from_sentences([sentences[i] for i in index], vocab)
+        loss, _ = model(batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        n += sum(len(sentences[i]) for i in index)
+        steps += 1
+    seconds = time.perf_counter() - start
+    return {"tokens": n, "seconds": seconds, "tokens_per_s": n / seconds, "vocab": len(vocab), "peak_rss_mb": peak_rss_mb()}
+
+
+def run_worker(task: Dict[str, Any]) -> Dict[str, Any]:
+    env = dict(os.environ, OMP_NUM_THREADS=str(task["threads"]))
+    out = subprocess.run([sys.executable, __file__, "--worker", json.dumps(task)], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark worker failed for {task}:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_reference(ref_python: str, model: Path, sentences: Path, batch: int, threads: int) -> Dict[str, Any]:
+    cmd = [ref_python, str(TOOLS / "ref_elmo.py"), "--options", str(model / "options.json"), "--weights", str(model / "weights.hdf5"),
+           "--input", str(sentences), "--bench", "--batch-size", str(batch), "--threads", str(threads)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    if out.returncode != 0:
+        raise RuntimeError(f"AllenNLP reference failed:\n{out.stderr[-3000:]}")
+    line = next(l for l in out.stdout.splitlines() if l.startswith("ref "))
+    return {k: float(v) for k, v in (item.split("=") for item in line.split()[1:])}
+
+
+# ------------------------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--shapes", default="original,small")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--sentences", type=int, default=2000, help="benchmark sentences (batch 64)")
+    ap.add_argument("--small-batch-sentences", type=int, default=200, help="sentences for batch sizes 1 and 8")
+    ap.add_argument("--ref-sentences", type=int, default=500, help="sentences for AllenNLP (it is slow)")
+    ap.add_argument("--stream-tokens", type=int, default=1_000_000, help="tokens for the RSS stream (small shapes)")
+    ap.add_argument("--train-steps", type=int, default=20)
+    ap.add_argument("--ref-python", help="python of a venv with allennlp==2.10.1 (see ../shared/tools/ref_elmo.py)")
+    ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spacy-elmo-bench")
+    ap.add_argument("--out", type=Path, default=RESULTS / "bench.json")
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return
+    import platform
+
+    import torch
+
+    shapes = args.shapes.split(",")
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    paths = make_inputs(args.work_dir, shapes, args.sentences)
+    sentences = paths["sentences"]
+    ref_sentences = args.work_dir / f"sentences-ref-{args.ref_sentences}.txt"
+    ref_sentences.write_text("\n".join(sentences.read_text().splitlines()[: args.ref_sentences]) + "\n")
+    t = args.threads
+    results: Dict[str, Any] = {
+        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": t, "torch": torch.__version__, "python": platform.python_version()},
+        "matmul": run_worker({"kind": "matmul", "threads": t}),
+        "shapes": {},
+    }
+    gflops = results["matmul"]["gflops"]
+    print(f"matmul: {gflops:.1f} GFLOP/s on {t} threads", flush=True)
+    for shape in shapes:
+        model = str(paths[shape])
+        macs = macs_per_token(json.loads((paths[shape] / "options.json").read_text()))
+        roof = gflops * 1e9 / (2 * macs["total"])
+        r: Dict[str, Any] = {"macs_per_token": macs, "roof_tokens_per_s": roof}
+        base = {"model": model, "sentences": str(sentences), "threads": t}
+        for bs in (1, 8, 64):
+            limit = None if bs == 64 else args.small_batch_sentences
+            r[f"bilm_b{bs}"] = run_worker({**base, "kind": "bilm", "batch_size": bs, "limit": limit})
+            r[f"pipe_b{bs}"] = run_worker({**base, "kind": "pipe", "batch_size": bs, "limit": limit})
+            print(f"{shape} batch {bs}: biLM {r[f'bilm_b{bs}']['tokens_per_s']:.0f} tok/s, nlp.pipe {r[f'pipe_b{bs}']['tokens_per_s']:.0f} tok/s", flush=True)
+        r["bilm_b64_cache_warm"] = run_worker({**base, "kind": "bilm", "batch_size": 64, "cache": 50000, "warm": True})
+        r["latency_10_tokens"] = run_worker({**base, "kind": "latency", "batch_size": 1})
+        r["fraction_of_roof_b64"] = r["bilm_b64"]["tokens_per_s"] / roof
+        r["pipe_overhead_b64"] = r["bilm_b64"]["tokens_per_s"] / r["pipe_b64"]["tokens_per_s"] - 1
+        print(f"{shape}: cache warm {r['bilm_b64_cache_warm']['tokens_per_s']:.0f} tok/s, latency p50 {r['latency_10_tokens']['p50_ms']:.1f} ms, "
+              f"{100 * r['fraction_of_roof_b64']:.0f}% of roof", flush=True)
+        if args.ref_python:
+            r["allennlp_b64"] = run_reference(args.ref_python, paths[shape], ref_sentences, 64, t)
+            one = args.work_dir / "sentence-10.txt"
+            one.write_text("\n".join([" ".join(sentences.read_text().split()[:10])] * 30) + "\n")
+            r["allennlp_b1_10_tokens"] = run_reference(args.ref_python, paths[shape], one, 1, t)
+            r["allennlp_b1_10_tokens"]["mean_latency_ms"] = 1000 * r["allennlp_b1_10_tokens"]["seconds"] / r["allennlp_b1_10_tokens"]["sentences"]
+            r["speedup_b64"] = r["bilm_b64"]["tokens_per_s"] / r["allennlp_b64"]["tokens_per_s"]
+            r["speedup_b64_cache_warm"] = r["bilm_b64_cache_warm"]["tokens_per_s"] / r["allennlp_b64"]["tokens_per_s"]
+            r["latency_ratio"] = r["latency_10_tokens"]["p50_ms"] / r["allennlp_b1_10_tokens"]["mean_latency_ms"]
+            r["rss_ratio_b64"] = r["bilm_b64"]["peak_rss_mb"] / r["allennlp_b64"]["peak_rss_mb"]
+            print(f"{shape}: AllenNLP {r['allennlp_b64']['tokens_per_s']:.0f} tok/s -> {r['speedup_b64']:.2f}x "
+                  f"({r['speedup_b64_cache_warm']:.2f}x cache warm)", flush=True)
+        results["shapes"][shape] = r
+    if "small" in shapes and args.stream_tokens:
+        results["stream_small"] = run_worker({"kind": "stream", "model": str(paths["small"]), "sentences": str(sentences),
+                                              "threads": t, "batch_size": 64, "stream_tokens": args.stream_tokens, "cache": 20000, "store_layers": True})
+        print(f"stream: RSS growth after warm-up {results['stream_small']['rss_growth_after_warmup_mb']:.0f} MB", flush=True)
+    if "small" in shapes and args.train_steps:
+        train = run_worker({"kind": "train", "model": str(paths["small"]), "sentences": str(sentences), "threads": t,
+                            "max_tokens": 4096, "steps": args.train_steps, "n_samples": 0})
+        macs = results["shapes"]["small"]["macs_per_token"]["total"]
+        train["fraction_of_roof"] = train["tokens_per_s"] * 3 * 2 * macs / (gflops * 1e9)
+        results["train_small"] = train
+        print(f"training (small): {train['tokens_per_s']:.0f} tok/s, {100 * train['fraction_of_roof']:.0f}% of roof", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1))
+    table = markdown(results)
+    args.out.with_suffix(".md").write_text(table)
+    print(table)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def markdown(results: Dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} threads, torch {m['torch']}; "
+        f"fp32 matmul {results['matmul']['gflops']:.0f} GFLOP/s.",
+        "",
+        "| shapes | measure | spacy-elmo | AllenNLP 2.10.1 | ratio |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for shape, r in results["shapes"].items():
+        ref = r.get("allennlp_b64")
+        ref1 = r.get("allennlp_b1_10_tokens")
+
+        def row(measure: str, ours: str, theirs: str = "", ratio: str = "") -> None:
+            lines.append(f"| {shape} | {measure} | {ours} | {theirs} | {ratio} |")
+
+        row("biLM tokens/s, batch 64", f"{r['bilm_b64']['tokens_per_s']:.0f}", f"{ref['tokens_per_s']:.0f}" if ref else "",
+            f"{r['speedup_b64']:.2f}x" if ref else "")
+        row("biLM tokens/s, batch 64, token cache warm", f"{r['bilm_b64_cache_warm']['tokens_per_s']:.0f}", f"{ref['tokens_per_s']:.0f}" if ref else "",
+            f"{r['speedup_b64_cache_warm']:.2f}x" if ref else "")
+        row("biLM tokens/s, batch 8 / batch 1", f"{r['bilm_b8']['tokens_per_s']:.0f} / {r['bilm_b1']['tokens_per_s']:.0f}")
+        row("nlp.pipe tokens/s, batch 64 / 8 / 1", f"{r['pipe_b64']['tokens_per_s']:.0f} / {r['pipe_b8']['tokens_per_s']:.0f} / {r['pipe_b1']['tokens_per_s']:.0f}",
+            "", f"overhead {100 * r['pipe_overhead_b64']:+.0f}%")
+        row("latency, one 10-token sentence (ms)", f"p50 {r['latency_10_tokens']['p50_ms']:.1f}",
+            f"mean {ref1['mean_latency_ms']:.1f}" if ref1 else "", f"{r['latency_ratio']:.2f}x" if ref1 else "")
+        row("peak RSS, batch 64 (MB)", f"{r['bilm_b64']['peak_rss_mb']:.0f}", f"{ref['peak_rss_mb']:.0f}" if ref else "",
+            f"{r['rss_ratio_b64']:.2f}x" if ref else "")
+        row("fraction of the matmul roof, batch 64", f"{100 * r['fraction_of_roof_b64']:.0f}%",
+            f"{100 * ref['tokens_per_s'] / r['roof_tokens_per_s']:.0f}%" if ref else "")
+    if "stream_small" in results:
+        s = results["stream_small"]
+        lines.append(f"| small | nlp.pipe stream of {s['tokens']:,} tokens: RSS growth after warm-up | {s['rss_growth_after_warmup_mb']:.0f} MB (peak {s['peak_rss_mb']:.0f} MB) | | |")
+    if "train_small" in results:
+        tr = results["train_small"]
+        lines.append(f"| small | training tokens/s (LM objective, full softmax, vocab {tr['vocab']:,}) | {tr['tokens_per_s']:.0f} ({100 * tr['fraction_of_roof']:.0f}% of roof) | | |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
