@@ -80,7 +80,7 @@ def _pretrain(args: argparse.Namespace) -> int:
     from .training.trainer import train
 
     result = train(_train_config(args, None), resume=args.resume, dump_weights=args.dump_weights)
-    print(json.dumps(result))
+    _print_result(result)
     return 0
 
 
@@ -88,8 +88,15 @@ def _finetune(args: argparse.Namespace) -> int:
     from .training.trainer import train
 
     result = train(_train_config(args, args.model), resume=args.resume, dump_weights=args.dump_weights)
-    print(json.dumps(result))
+    _print_result(result)
     return 0
+
+
+def _print_result(result: dict) -> None:
+    import os
+
+    if os.environ.get("RANK", "0") == "0":  # one line, from the first process of a torchrun job
+        print(json.dumps(result))
 
 
 def _evaluate(args: argparse.Namespace) -> int:

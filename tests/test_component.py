@@ -225,10 +225,13 @@ def test_mix_presets_in_the_component(nlp):
     assert np.allclose(out.mean(1), 0, atol=1e-5) and np.allclose(out.std(1), 1, atol=1e-3)
 
 
-def test_no_weights_is_a_clear_error():
+def test_default_model_missing_is_a_clear_error(monkeypatch, tmp_path):
+    import spacy_elmo.models as models
+
+    monkeypatch.setattr(models, "__file__", str(tmp_path / "__init__.py"))
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    with pytest.raises(WeightsError, match="no weights configured"):
+    with pytest.raises(WeightsError, match="embedded default model is missing"):
         nlp("text")
 
 

@@ -19,7 +19,7 @@ from spacy.util import minibatch
 from ..bilm import BiLM, ScalarMix, load_bilm
 from ..bilm.characters import TokenBatch
 from ..bilm.model import BiLMConfig
-from ..bilm.weights import WeightsError, load_native, save_native
+from ..bilm.weights import load_native, save_native
 from .contexts import Context, ContextGetter
 from .extensions import install_extensions, set_hooks
 
@@ -134,10 +134,9 @@ class Elmo(Pipe):
 
     def _load_configured(self) -> BiLM:
         if self.weights is None:
-            raise WeightsError(
-                "elmo: no weights configured. Pass a path: nlp.add_pipe('elmo', config={'weights': PATH}), "
-                "where PATH is a spacy-elmo model directory or a directory with options.json + weights .hdf5"
-            )
+            from ..models import default_model_path
+
+            return load_bilm(default_model_path())
         return load_bilm(self.weights)
 
     def _set_model(self, model: BiLM) -> None:
@@ -179,8 +178,9 @@ class Elmo(Pipe):
         layers = [np.zeros((n_layers, len(doc), dim), dtype=np.float32) if self.store_layers else None for doc in docs]
         jobs: List[Tuple[int, Context, List[str]]] = []
         for d, doc in enumerate(docs):
+            words = [t.text for t in doc]
             for context in self.get_contexts(doc):
-                jobs.append((d, context, [doc[i].text for i in context.indices]))
+                jobs.append((d, context, [words[i] for i in context.indices]))
         jobs.sort(key=lambda job: len(job[1]))
         with torch.inference_mode():
             for batch in self._pack(jobs):

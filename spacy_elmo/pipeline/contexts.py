@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator, List
 
+from spacy.attrs import IS_SPACE, SENT_START
 from spacy.tokens import Doc
 from spacy.util import registry
 
@@ -36,21 +37,27 @@ ContextGetter = Callable[[Doc], List[Context]]
 
 def _segments(doc: Doc) -> Iterator[List[int]]:
     """Lists of non-whitespace token indices, one per sentence (given or built-in)."""
+    if len(doc) == 0:
+        return
+    space = doc.to_array([IS_SPACE])
     if doc.has_annotation("SENT_START"):
-        for sent in doc.sents:
-            segment = [t.i for t in sent if not t.is_space]
+        starts = (doc.to_array([SENT_START]) == 1).nonzero()[0].tolist()
+        if not starts or starts[0] != 0:
+            starts.insert(0, 0)
+        for begin, end in zip(starts, starts[1:] + [len(doc)]):
+            segment = [i for i in range(begin, end) if not space[i]]
             if segment:
                 yield segment
         return
     segment: List[int] = []
-    for token in doc:
-        if token.is_space:
-            if "\n\n" in token.text and segment:
+    for i, text in enumerate(t.text for t in doc):
+        if space[i]:
+            if "\n\n" in text and segment:
                 yield segment
                 segment = []
             continue
-        segment.append(token.i)
-        if _SENTENCE_END.match(token.text):
+        segment.append(i)
+        if _SENTENCE_END.match(text):
             yield segment
             segment = []
     if segment:
