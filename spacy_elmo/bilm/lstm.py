@@ -192,16 +192,20 @@ class BiLstmStack(nn.Module):
         """Same maths as :meth:`_run_layer` without autograd: every step updates preallocated
         buffers in place (no per-step allocation of the ``[2, B, 4H]`` gate tensor)."""
         _, batch, width, dim = inputs.shape
-        # [2, T, B, 4H]: step t of both directions is the view projected[:, t] (rows contiguous)
-        projected = torch.baddbmm(
-            layer.bias.unsqueeze(1), inputs.transpose(1, 2).reshape(2, width * batch, dim), layer.w_input
-        ).view(2, width, batch, -1)
+        # Input projections of the valid positions only, packed time-major: step t of both
+        # directions is the view projected[:, offset[t] : offset[t] + active[t]].
+        offsets = [0]
+        for t in range(n_steps):
+            offsets.append(offsets[-1] + active[t])
+        rows = torch.cat([torch.arange(active[t]) for t in range(n_steps)]).to(inputs.device)
+        cols = torch.repeat_interleave(torch.arange(n_steps), torch.tensor(active[:n_steps])).to(inputs.device)
+        projected = torch.baddbmm(layer.bias.unsqueeze(1), inputs[:, rows, cols], layer.w_input)  # [2, N, 4H]
         h, c = h.clone(), c.clone()
         out = inputs.new_zeros(width, 2, batch, self.proj_dim)
         cell_clip, proj_clip, cell = self.cell_clip, self.proj_clip, self.cell_dim
         for t in range(n_steps):
             n = active[t]
-            gates = projected[:, t, :n].baddbmm_(h[:, :n], layer.w_state)
+            gates = projected[:, offsets[t] : offsets[t + 1]].baddbmm_(h[:, :n], layer.w_state)
             gates[..., : cell].sigmoid_()  # i
             gates[..., cell : 2 * cell].tanh_()  # j
             gates[..., 2 * cell :].sigmoid_()  # f, o
