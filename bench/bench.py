@@ -110,7 +110,18 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
     rss_before = peak_rss_mb()
     bilm = load_bilm(task["model"])
     bilm.set_token_cache(task.get("cache", 0))
+    if task.get("precision") == "bfloat16":
+        bilm.to(torch.bfloat16)
     batch = task["batch_size"]
+    if kind == "bf16_accuracy":  # how far bfloat16 outputs are from float32 ones
+        reference = bilm.embed_sentences(sentences, batch_size=batch)
+        fast = bilm.to(torch.bfloat16).embed_sentences(sentences, batch_size=batch)
+        import numpy as np
+
+        cos = np.concatenate([((a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)).ravel()
+                              for a, b in zip(reference, fast) if a.size])
+        return {"mean_cos": float(cos.mean()), "p01_cos": float(np.quantile(cos, 0.01)),
+                "max_abs_diff": float(max(np.abs(a - b).max() for a, b in zip(reference, fast) if a.size))}
     if kind == "bilm":
         warm = sentences if task.get("warm") else sentences[:batch]
         bilm.embed_sentences(warm, batch_size=batch)
@@ -275,6 +286,8 @@ def main() -> None:
             print(f"{shape} batch {bs}: biLM {r[f'bilm_b{bs}']['tokens_per_s']:.0f} tok/s, nlp.pipe {r[f'pipe_b{bs}']['tokens_per_s']:.0f} tok/s", flush=True)
         r["bilm_b64_cache_warm"] = run_worker({**base, "kind": "bilm", "batch_size": 64, "cache": 50000, "warm": True})
         r["latency_10_tokens"] = run_worker({**base, "kind": "latency", "batch_size": 1})
+        r["bilm_b64_bf16"] = run_worker({**base, "kind": "bilm", "batch_size": 64, "precision": "bfloat16"})
+        r["bf16_accuracy"] = run_worker({**base, "kind": "bf16_accuracy", "batch_size": 64, "limit": args.small_batch_sentences})
         r["fraction_of_roof_b64"] = r["bilm_b64"]["tokens_per_s"] / roof
         r["pipe_overhead_b64"] = r["bilm_b64"]["tokens_per_s"] / r["pipe_b64"]["tokens_per_s"] - 1
         print(f"{shape}: cache warm {r['bilm_b64_cache_warm']['tokens_per_s']:.0f} tok/s, latency p50 {r['latency_10_tokens']['p50_ms']:.1f} ms, "
@@ -343,6 +356,10 @@ def markdown(results: Dict[str, Any]) -> str:
         row("biLM tokens/s, batch 8 / batch 1", f"{r['bilm_b8']['tokens_per_s']:.0f} / {r['bilm_b1']['tokens_per_s']:.0f}")
         row("nlp.pipe tokens/s, batch 64 / 8 / 1", f"{r['pipe_b64']['tokens_per_s']:.0f} / {r['pipe_b8']['tokens_per_s']:.0f} / {r['pipe_b1']['tokens_per_s']:.0f}",
             "", f"overhead {100 * r['pipe_overhead_b64']:+.0f}%")
+        row("biLM tokens/s, batch 64, bfloat16", f"{r['bilm_b64_bf16']['tokens_per_s']:.0f}", f"{ref['tokens_per_s']:.0f}" if ref else "",
+            f"{r['bilm_b64_bf16']['tokens_per_s'] / ref['tokens_per_s']:.2f}x" if ref else "")
+        row("bfloat16 vs float32: cosine per token and layer, mean / 1st percentile",
+            f"{r['bf16_accuracy']['mean_cos']:.4f} / {r['bf16_accuracy']['p01_cos']:.4f}")
         row("latency, one 10-token sentence (ms)", f"p50 {r['latency_10_tokens']['p50_ms']:.1f}",
             f"mean {ref1['mean_latency_ms']:.1f}" if ref1 else "", f"{r['latency_ratio']:.2f}x" if ref1 else "")
         row("peak RSS, batch 64 (MB)", f"{r['bilm_b64']['peak_rss_mb']:.0f}", f"{ref['peak_rss_mb']:.0f}" if ref else "",

@@ -305,3 +305,19 @@ def test_raw_bilm_loader_in_component_is_shared_format(tmp_path):
     ref = spacy.blank("en")
     ref.add_pipe("elmo", config={"weights": str(ALLENNLP)})
     assert np.array_equal(vectors(nlp(TEXTS[0])), vectors(ref(TEXTS[0])))
+
+
+def test_bfloat16_precision_is_close_and_saved_as_float32(tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "precision": "bfloat16"})
+    ref = spacy.blank("en")
+    ref.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    a, b = vectors(nlp(TEXTS[0])), vectors(ref(TEXTS[0]))
+    assert a.dtype == np.float32 and not np.array_equal(a, b)
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cos.min() > 0.95
+    nlp.to_disk(tmp_path / "p")
+    import torch
+
+    state = torch.load(tmp_path / "p" / "elmo" / "model" / "weights.pt", weights_only=True)
+    assert all(t.dtype == torch.float32 for t in state.values())

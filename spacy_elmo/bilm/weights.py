@@ -190,7 +190,7 @@ def save_native(model: BiLM, out_dir: PathLike) -> Path:
     """Write ``config.json`` + ``weights.pt`` into ``out_dir`` (created if needed)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    state = {k: v.detach().cpu().float().contiguous() for k, v in model.state_dict().items()}
     tmp = out / (WEIGHTS_NAME + ".tmp")
     torch.save(state, tmp)
     os.replace(tmp, out / WEIGHTS_NAME)

@@ -31,6 +31,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 200, "overlap": 40},
     "max_batch_tokens": 4096,
     "token_cache_size": 20000,
+    "precision": "float32",
     "store_layers": True,
     "set_hooks": True,
     "set_doc_tensor": None,
@@ -48,6 +49,7 @@ def make_elmo(
     contexts: ContextGetter,
     max_batch_tokens: int,
     token_cache_size: int,
+    precision: str,
     store_layers: bool,
     set_hooks: bool,
     set_doc_tensor: Optional[bool],
@@ -63,10 +65,14 @@ def make_elmo(
         contexts=contexts,
         max_batch_tokens=max_batch_tokens,
         token_cache_size=token_cache_size,
+        precision=precision,
         store_layers=store_layers,
         set_hooks=set_hooks,
         set_doc_tensor=set_doc_tensor,
     )
+
+
+PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 class Elmo(Pipe):
@@ -91,6 +97,7 @@ class Elmo(Pipe):
         contexts: ContextGetter,
         max_batch_tokens: int = 4096,
         token_cache_size: int = 20000,
+        precision: str = "float32",
         store_layers: bool = True,
         set_hooks: bool = True,
         set_doc_tensor: Optional[bool] = None,
@@ -112,6 +119,9 @@ class Elmo(Pipe):
         if token_cache_size < 0:
             raise ValueError(f"elmo: token_cache_size must be >= 0, got {token_cache_size}")
         self.token_cache_size = int(token_cache_size)
+        if precision not in PRECISIONS:
+            raise ValueError(f"elmo: precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+        self.precision = precision
         self.store_layers, self.set_hooks = bool(store_layers), bool(set_hooks)
         self.set_doc_tensor = set_doc_tensor
         self._nlp_ref = weakref.ref(nlp) if nlp is not None else None
@@ -141,6 +151,7 @@ class Elmo(Pipe):
 
     def _set_model(self, model: BiLM) -> None:
         model.eval()
+        model.to(PRECISIONS[self.precision])
         model.set_token_cache(self.token_cache_size)
         self._bilm = model
         self.mixer = ScalarMix(
@@ -185,7 +196,7 @@ class Elmo(Pipe):
         with torch.inference_mode():
             for batch in self._pack(jobs):
                 output = bilm(TokenBatch.from_sentences([job[2] for job in batch]))  # [L+1, B, T, dim]
-                output = output[:, :, 1:-1]  # drop <S>; </S> lies at row length + 1 for shorter rows
+                output = output[:, :, 1:-1].float()  # drop <S>; </S> lies at row length + 1 for shorter rows
                 mixed = mixer(output).float().cpu().numpy()
                 raw = output.float().cpu().numpy() if self.store_layers else None
                 for row, (d, context, _) in enumerate(batch):
@@ -256,7 +267,7 @@ class Elmo(Pipe):
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         buffer = io.BytesIO()
-        torch.save({k: v.detach().cpu() for k, v in self.bilm.state_dict().items()}, buffer)
+        torch.save({k: v.detach().cpu().float() for k, v in self.bilm.state_dict().items()}, buffer)
         return srsly.msgpack_dumps({"options": self.bilm.config.to_options(), "weights": buffer.getvalue()})
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "Elmo":
