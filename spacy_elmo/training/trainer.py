@@ -325,8 +325,8 @@ def plot_learning_curve(metrics_path: Path, png_path: Path) -> Optional[Path]:
     valid = [r for r in records if "valid_ppl_fwd" in r]
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for key, label, rows, style in (
-        ("train_ppl_fwd", "train forward", train, "-"),
-        ("train_ppl_bwd", "train backward", train, "-"),
+        ("train_ppl_fwd", "train forward (as optimised: sampled softmax when on)", train, "-"),
+        ("train_ppl_bwd", "train backward (as optimised)", train, "-"),
         ("valid_ppl_fwd", "valid forward", valid, "o--"),
         ("valid_ppl_bwd", "valid backward", valid, "s--"),
     ):
