@@ -144,7 +144,7 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
 
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": task["model"], "token_cache_size": task.get("cache", 0),
-                                 "max_batch_tokens": max(4096, batch * 80), "store_layers": task.get("store_layers", True)})
+                                 "max_batch_tokens": task.get("max_batch_tokens", max(4096, batch * 80)), "store_layers": task.get("store_layers", True)})
     nlp.get_pipe("elmo").initialize()
 
     def docs(items):
@@ -284,6 +284,8 @@ def main() -> None:
             r[f"bilm_b{bs}"] = run_worker({**base, "kind": "bilm", "batch_size": bs, "limit": limit})
             r[f"pipe_b{bs}"] = run_worker({**base, "kind": "pipe", "batch_size": bs, "limit": limit})
             print(f"{shape} batch {bs}: biLM {r[f'bilm_b{bs}']['tokens_per_s']:.0f} tok/s, nlp.pipe {r[f'pipe_b{bs}']['tokens_per_s']:.0f} tok/s", flush=True)
+        r["pipe_default_batch"] = run_worker({**base, "kind": "pipe", "batch_size": 1000, "max_batch_tokens": 4096})
+        r["pipe_default_batch_cache"] = run_worker({**base, "kind": "pipe", "batch_size": 1000, "max_batch_tokens": 4096, "cache": 20000})
         r["bilm_b64_cache_warm"] = run_worker({**base, "kind": "bilm", "batch_size": 64, "cache": 50000, "warm": True})
         r["latency_10_tokens"] = run_worker({**base, "kind": "latency", "batch_size": 1})
         r["bilm_b64_bf16"] = run_worker({**base, "kind": "bilm", "batch_size": 64, "precision": "bfloat16"})
@@ -356,6 +358,12 @@ def markdown(results: Dict[str, Any]) -> str:
         row("biLM tokens/s, batch 8 / batch 1", f"{r['bilm_b8']['tokens_per_s']:.0f} / {r['bilm_b1']['tokens_per_s']:.0f}")
         row("nlp.pipe tokens/s, batch 64 / 8 / 1", f"{r['pipe_b64']['tokens_per_s']:.0f} / {r['pipe_b8']['tokens_per_s']:.0f} / {r['pipe_b1']['tokens_per_s']:.0f}",
             "", f"overhead {100 * r['pipe_overhead_b64']:+.0f}%")
+        if "pipe_default_batch" in r:
+            row("nlp.pipe tokens/s, spaCy's default batch of 1,000 Docs, max_batch_tokens 4096", f"{r['pipe_default_batch']['tokens_per_s']:.0f}",
+                f"{ref['tokens_per_s']:.0f}" if ref else "", f"{r['pipe_default_batch']['tokens_per_s'] / ref['tokens_per_s']:.2f}x" if ref else "")
+        if "pipe_default_batch_cache" in r:
+            row("the same with the token cache on (the component's defaults)", f"{r['pipe_default_batch_cache']['tokens_per_s']:.0f}",
+                f"{ref['tokens_per_s']:.0f}" if ref else "", f"{r['pipe_default_batch_cache']['tokens_per_s'] / ref['tokens_per_s']:.2f}x" if ref else "")
         row("biLM tokens/s, batch 64, bfloat16", f"{r['bilm_b64_bf16']['tokens_per_s']:.0f}", f"{ref['tokens_per_s']:.0f}" if ref else "",
             f"{r['bilm_b64_bf16']['tokens_per_s'] / ref['tokens_per_s']:.2f}x" if ref else "")
         row("bfloat16 vs float32: cosine per token and layer, mean / 1st percentile",
