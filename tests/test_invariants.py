@@ -50,3 +50,11 @@ def test_order_is_kept_when_sorting_by_length(allennlp_bilm):
 def test_bad_batch_size(allennlp_bilm):
     with pytest.raises(ValueError, match="batch_size"):
         allennlp_bilm.embed_sentences([["a"]], batch_size=0)
+
+
+@pytest.mark.parametrize("budget", [3, 40, 1000])
+def test_token_budget_batching_gives_the_same_vectors(allennlp_bilm, budget):
+    plain = allennlp_bilm.embed_sentences(SENTENCES[:12] + [[]], batch_size=1)
+    packed = allennlp_bilm.embed_sentences(SENTENCES[:12] + [[]], max_batch_tokens=budget)
+    for a, b in zip(plain, packed):
+        assert a.shape == b.shape and (a.size == 0 or np.abs(a - b).max() < 1e-6)

@@ -231,24 +231,41 @@ class BiLM(nn.Module):
         return out
 
     def embed_sentences(
-        self, sentences: Sequence[Sequence[str]], batch_size: int = 64, keep_boundaries: bool = False
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int = 64,
+        keep_boundaries: bool = False,
+        max_batch_tokens: Optional[int] = None,
     ) -> List[np.ndarray]:
         """Like AllenNLP's ``ElmoEmbedder.embed_sentences``, but stateless and deterministic.
 
         Returns one float32 array ``[L+1, n_tokens, 2P]`` per sentence, in input order (boundary
         tokens removed unless ``keep_boundaries``; an empty sentence gives ``n_tokens = 0``).
-        Sentences are grouped by length, ``batch_size`` at a time, which does not change any
-        output. In ``stateful`` mode the given order and batching are kept instead.
+        Sentences are sorted by length and grouped ``batch_size`` at a time or, with
+        ``max_batch_tokens``, as many as fit ``rows * (longest + 2) <= max_batch_tokens`` (faster:
+        short sentences share bigger matmuls); neither changes any output beyond float rounding.
+        In ``stateful`` mode the given order and ``batch_size`` batching are kept instead.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_batch_tokens is not None and max_batch_tokens < 3:
+            raise ValueError(f"max_batch_tokens must be >= 3, got {max_batch_tokens}")
         sentences = [list(s) for s in sentences]
         order = list(range(len(sentences)))
         if not self.stateful:
             order.sort(key=lambda i: len(sentences[i]))
+        chunks: List[List[int]] = []
+        if max_batch_tokens is None or self.stateful:
+            chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        else:
+            for i in order:
+                width = len(sentences[i]) + 2
+                if chunks and chunks[-1] and (len(chunks[-1]) + 1) * width <= max_batch_tokens:
+                    chunks[-1].append(i)
+                else:
+                    chunks.append([i])
         result: List[Optional[np.ndarray]] = [None] * len(sentences)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
+        for chunk in chunks:
             for index, array in zip(chunk, self.embed_batch([sentences[i] for i in chunk], keep_boundaries)):
                 result[index] = array
         return result  # type: ignore[return-value]
