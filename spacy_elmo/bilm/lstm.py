@@ -101,7 +101,6 @@ class BiLstmStack(nn.Module):
         steps = torch.arange(width)
         active = (sorted_lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()
         n_steps = int(sorted_lengths[0])
-        mask = (steps.unsqueeze(0) < sorted_lengths.unsqueeze(1)).to(inputs.device)  # [B, T]
         # reverse each row within its length: position t <-> length - 1 - t
         rev = torch.where(
             steps.unsqueeze(0) < sorted_lengths.unsqueeze(1),
@@ -124,8 +123,7 @@ class BiLstmStack(nn.Module):
                 run_input = F.dropout(layer_input, self.dropout, training=True)
             out, (h, c) = self._run_layer(layer, run_input, active, n_steps, h0[index], c0[index])
             if self.residual and index > 0:
-                out = out + layer_input
-            out = out * mask.unsqueeze(-1).to(out.dtype)
+                out = out + layer_input  # zero at padding, like the LSTM output
             final_h.append(h)
             final_c.append(c)
             outputs.append(out)
@@ -138,6 +136,21 @@ class BiLstmStack(nn.Module):
         final = (torch.stack(final_h).index_select(2, unorder_d), torch.stack(final_c).index_select(2, unorder_d))
         return results, final
 
+    @staticmethod
+    def _input_projections(layer: BiLstmLayer, inputs: torch.Tensor, active: List[int], n_steps: int) -> List[torch.Tensor]:
+        """``x_t W_x + b`` of every valid position in one matmul: step t's ``[2, active[t], 4H]``.
+
+        Only valid positions are projected, packed time-major (sorted rows make each step's
+        active rows a prefix), so padding costs nothing.
+        """
+        counts = active[:n_steps]
+        if not counts:
+            return []
+        rows = torch.cat([torch.arange(n) for n in counts]).to(inputs.device)
+        cols = torch.repeat_interleave(torch.arange(n_steps), torch.tensor(counts)).to(inputs.device)
+        projected = torch.baddbmm(layer.bias.unsqueeze(1), inputs[:, rows, cols], layer.w_input)  # [2, N, 4H]
+        return list(projected.split(counts, dim=1))
+
     def _run_layer(
         self,
         layer: BiLstmLayer,
@@ -148,19 +161,16 @@ class BiLstmStack(nn.Module):
         c: torch.Tensor,
     ) -> Tuple[torch.Tensor, LstmState]:
         """inputs ``[2, B, T, D]`` -> outputs ``[2, B, T, P]`` and the final ``(h, c)``."""
+        projected = self._input_projections(layer, inputs, active, n_steps)
         if not torch.is_grad_enabled():
-            return self._run_layer_inplace(layer, inputs, active, n_steps, h, c)
-        _, batch, width, _ = inputs.shape
-        # The input-to-hidden part of every step in one matmul, laid out time-major.
-        projected = torch.baddbmm(
-            layer.bias.unsqueeze(1), inputs.reshape(2, batch * width, -1), layer.w_input
-        ).view(2, batch, width, -1).permute(2, 0, 1, 3).unbind(0)  # T x [2, B, 4H]
+            return self._run_layer_inplace(layer, projected, inputs.shape[2], active, h, c)
+        batch, width = inputs.shape[1], inputs.shape[2]
         steps: List[torch.Tensor] = []
         cell_clip, proj_clip = self.cell_clip, self.proj_clip
         for t in range(n_steps):
             n = active[t]
             h_prev, c_prev = (h, c) if n == batch else (h[:, :n], c[:, :n])
-            gates = torch.baddbmm(projected[t] if n == batch else projected[t][:, :n], h_prev, layer.w_state)
+            gates = torch.baddbmm(projected[t], h_prev, layer.w_state)
             i, j, f, o = gates.chunk(4, dim=-1)
             c_new = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(j)
             if cell_clip:
@@ -183,30 +193,22 @@ class BiLstmStack(nn.Module):
     def _run_layer_inplace(
         self,
         layer: BiLstmLayer,
-        inputs: torch.Tensor,
+        projected: List[torch.Tensor],
+        width: int,
         active: List[int],
-        n_steps: int,
         h: torch.Tensor,
         c: torch.Tensor,
     ) -> Tuple[torch.Tensor, LstmState]:
-        """Same maths as :meth:`_run_layer` without autograd: every step updates preallocated
-        buffers in place (no per-step allocation of the ``[2, B, 4H]`` gate tensor)."""
-        _, batch, width, dim = inputs.shape
-        # Input projections of the valid positions only, packed time-major: step t of both
-        # directions is the view projected[:, offset[t] : offset[t] + active[t]].
-        offsets = [0]
-        for t in range(n_steps):
-            offsets.append(offsets[-1] + active[t])
-        rows = torch.cat([torch.arange(active[t]) for t in range(n_steps)]).to(inputs.device)
-        cols = torch.repeat_interleave(torch.arange(n_steps), torch.tensor(active[:n_steps])).to(inputs.device)
-        projected = torch.baddbmm(layer.bias.unsqueeze(1), inputs[:, rows, cols], layer.w_input)  # [2, N, 4H]
+        """Same maths as :meth:`_run_layer` without autograd: every step updates the projection
+        and state buffers in place (no per-step allocation of the ``[2, B, 4H]`` gates)."""
+        batch = h.shape[1]
         h, c = h.clone(), c.clone()
-        out = inputs.new_zeros(width, 2, batch, self.proj_dim)
+        out = h.new_zeros(width, 2, batch, self.proj_dim)
         cell_clip, proj_clip, cell = self.cell_clip, self.proj_clip, self.cell_dim
-        for t in range(n_steps):
+        for t, step in enumerate(projected):
             n = active[t]
-            gates = projected[:, offsets[t] : offsets[t + 1]].baddbmm_(h[:, :n], layer.w_state)
-            gates[..., : cell].sigmoid_()  # i
+            gates = step.baddbmm_(h[:, :n], layer.w_state)
+            gates[..., :cell].sigmoid_()  # i
             gates[..., cell : 2 * cell].tanh_()  # j
             gates[..., 2 * cell :].sigmoid_()  # f, o
             i, j, f, o = gates.chunk(4, dim=-1)

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .batching import pack_by_token_budget
 from .characters import MAX_CHARS, N_CHARACTERS, TokenBatch, batch_to_char_ids
 from .lstm import BiLstmStack, LstmState
 from .token_cache import TokenVectorCache
@@ -254,16 +255,10 @@ class BiLM(nn.Module):
         order = list(range(len(sentences)))
         if not self.stateful:
             order.sort(key=lambda i: len(sentences[i]))
-        chunks: List[List[int]] = []
         if max_batch_tokens is None or self.stateful:
             chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
         else:
-            for i in order:
-                width = len(sentences[i]) + 2
-                if chunks and chunks[-1] and (len(chunks[-1]) + 1) * width <= max_batch_tokens:
-                    chunks[-1].append(i)
-                else:
-                    chunks.append([i])
+            chunks = pack_by_token_budget(order, [len(s) for s in sentences], max_batch_tokens)
         result: List[Optional[np.ndarray]] = [None] * len(sentences)
         for chunk in chunks:
             for index, array in zip(chunk, self.embed_batch([sentences[i] for i in chunk], keep_boundaries)):

@@ -17,6 +17,7 @@ from spacy.tokens import Doc
 from spacy.util import minibatch
 
 from ..bilm import BiLM, ScalarMix, load_bilm
+from ..bilm.batching import pack_by_token_budget
 from ..bilm.characters import TokenBatch
 from ..bilm.model import BiLMConfig
 from ..bilm.weights import load_native, save_native
@@ -194,7 +195,9 @@ class Elmo(Pipe):
                 jobs.append((d, context, [words[i] for i in context.indices]))
         jobs.sort(key=lambda job: len(job[1]))
         with torch.inference_mode():
-            for batch in self._pack(jobs):
+            lengths = [len(job[1]) for job in jobs]
+            for chosen in pack_by_token_budget(range(len(jobs)), lengths, self.max_batch_tokens):
+                batch = [jobs[i] for i in chosen]
                 output = bilm(TokenBatch.from_sentences([job[2] for job in batch]))  # [L+1, B, T, dim]
                 output = output[:, :, 1:-1].float()  # drop <S>; </S> lies at row length + 1 for shorter rows
                 mixed = mixer(output).float().cpu().numpy()
@@ -206,18 +209,6 @@ class Elmo(Pipe):
                     if raw is not None:
                         layers[d][:, target] = raw[:, row, keep]  # type: ignore[index]
         return list(zip(vectors, layers))
-
-    def _pack(self, jobs: List[Tuple[int, Context, List[str]]]) -> Iterator[List[Tuple[int, Context, List[str]]]]:
-        """Length-sorted jobs -> batches with ``rows * (longest + 2) <= max_batch_tokens``."""
-        batch: List[Tuple[int, Context, List[str]]] = []
-        for job in jobs:
-            width = len(job[1]) + 2
-            if batch and (len(batch) + 1) * width > self.max_batch_tokens:
-                yield batch
-                batch = []
-            batch.append(job)
-        if batch:
-            yield batch
 
     def set_annotations(self, docs: Sequence[Doc], predictions: Sequence[Tuple[np.ndarray, Optional[np.ndarray]]]) -> None:
         write_tensor = self._should_set_doc_tensor()

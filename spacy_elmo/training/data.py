@@ -14,6 +14,7 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 
 import torch
 
+from ..bilm.batching import pack_by_token_budget
 from ..bilm.characters import TokenBatch
 from .corpus import read_vocab
 
@@ -86,16 +87,7 @@ def read_shard(path: Path, max_length: int) -> List[List[str]]:
 def bucket_batches(lengths: Sequence[int], max_tokens: int, rng: random.Random) -> List[List[int]]:
     """Indices grouped into batches of similar length with ``rows * (longest + 2) <= max_tokens``."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
-    batches: List[List[int]] = []
-    batch: List[int] = []
-    for i in order:
-        width = lengths[i] + 2
-        if batch and (len(batch) + 1) * width > max_tokens:
-            batches.append(batch)
-            batch = []
-        batch.append(i)
-    if batch:
-        batches.append(batch)
+    batches = pack_by_token_budget(order, lengths, max_tokens)
     rng.shuffle(batches)
     return batches
 
