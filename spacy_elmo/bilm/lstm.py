@@ -23,6 +23,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from . import kernels
+
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # h [L, 2, B, P], c [L, 2, B, H]
 
 
@@ -79,6 +81,7 @@ class BiLstmStack(nn.Module):
         inputs: torch.Tensor,
         lengths: torch.Tensor,
         state: Optional[LstmState] = None,
+        skip_final: bool = False,
     ) -> Tuple[List[torch.Tensor], LstmState]:
         """Run both directions over a padded batch.
 
@@ -86,6 +89,10 @@ class BiLstmStack(nn.Module):
         lengths: ``[B]`` valid lengths (every row's positions ``>= length`` are padding).
         state: optional initial ``(h, c)`` per row, ``[L, 2, B, P]`` and ``[L, 2, B, H]``;
             zeros when omitted.
+        skip_final: leave out each direction's last step (the forward LM at a row's last
+            position, the backward LM at its first): when those positions are ``</S>``/``<S>``
+            and are thrown away, this saves ``1 / length`` of the work. Their outputs are then
+            incomplete (zero in that direction's half) and the final state is not meaningful.
         Returns the ``L`` layer outputs ``[B, T, 2P]`` (forward half first, zeros at padding)
         and the final state, each row's state at its last valid step.
         """
@@ -99,8 +106,9 @@ class BiLstmStack(nn.Module):
         sorted_lengths = lengths[order]
         # active[t] = number of (sorted) rows still running at step t
         steps = torch.arange(width)
-        active = (sorted_lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()
-        n_steps = int(sorted_lengths[0])
+        run_lengths = (sorted_lengths - 1).clamp_(min=0) if skip_final else sorted_lengths
+        active = (run_lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()
+        n_steps = int(run_lengths[0])
         # reverse each row within its length: position t <-> length - 1 - t
         rev = torch.where(
             steps.unsqueeze(0) < sorted_lengths.unsqueeze(1),
@@ -137,8 +145,10 @@ class BiLstmStack(nn.Module):
         return results, final
 
     @staticmethod
-    def _input_projections(layer: BiLstmLayer, inputs: torch.Tensor, active: List[int], n_steps: int) -> List[torch.Tensor]:
-        """``x_t W_x + b`` of every valid position in one matmul: step t's ``[2, active[t], 4H]``.
+    def _input_projections(
+        layer: BiLstmLayer, inputs: torch.Tensor, active: List[int], n_steps: int, with_bias: bool = True
+    ) -> List[torch.Tensor]:
+        """``x_t W_x (+ b)`` of every valid position in one matmul: step t's ``[2, active[t], 4H]``.
 
         Only valid positions are projected, packed time-major (sorted rows make each step's
         active rows a prefix), so padding costs nothing.
@@ -148,7 +158,7 @@ class BiLstmStack(nn.Module):
             return []
         rows = torch.cat([torch.arange(n) for n in counts]).to(inputs.device)
         cols = torch.repeat_interleave(torch.arange(n_steps), torch.tensor(counts)).to(inputs.device)
-        projected = torch.baddbmm(layer.bias.unsqueeze(1), inputs[:, rows, cols], layer.w_input)  # [2, N, 4H]
+        projected = kernels.directional_matmul(inputs[:, rows, cols], layer.w_input, layer.bias if with_bias else None)
         return list(projected.split(counts, dim=1))
 
     def _run_layer(
@@ -161,9 +171,10 @@ class BiLstmStack(nn.Module):
         c: torch.Tensor,
     ) -> Tuple[torch.Tensor, LstmState]:
         """inputs ``[2, B, T, D]`` -> outputs ``[2, B, T, P]`` and the final ``(h, c)``."""
-        projected = self._input_projections(layer, inputs, active, n_steps)
-        if not torch.is_grad_enabled():
+        if not torch.is_grad_enabled():  # the bias is added by each step's recurrent product there
+            projected = self._input_projections(layer, inputs, active, n_steps, with_bias=False)
             return self._run_layer_inplace(layer, projected, inputs.shape[2], active, h, c)
+        projected = self._input_projections(layer, inputs, active, n_steps)
         batch, width = inputs.shape[1], inputs.shape[2]
         steps: List[torch.Tensor] = []
         cell_clip, proj_clip = self.cell_clip, self.proj_clip
@@ -207,16 +218,16 @@ class BiLstmStack(nn.Module):
         cell_clip, proj_clip, cell = self.cell_clip, self.proj_clip, self.cell_dim
         for t, step in enumerate(projected):
             n = active[t]
-            gates = step.baddbmm_(h[:, :n], layer.w_state)
+            gates = kernels.directional_addmm_(step, h[:, :n], layer.w_state, layer.bias)
             gates[..., :cell].sigmoid_()  # i
-            gates[..., cell : 2 * cell].tanh_()  # j
+            kernels.tanh_(gates[..., cell : 2 * cell])  # j
             gates[..., 2 * cell :].sigmoid_()  # f, o
             i, j, f, o = gates.chunk(4, dim=-1)
             c_n = c[:, :n]
             c_n.mul_(f).addcmul_(i, j)
             if cell_clip:
                 c_n.clamp_(-cell_clip, cell_clip)
-            h_new = torch.bmm(torch.tanh(c_n).mul_(o), layer.w_proj)
+            h_new = kernels.directional_matmul(kernels.tanh_(c_n.clone()).mul_(o), layer.w_proj)
             if proj_clip:
                 h_new.clamp_(-proj_clip, proj_clip)
             h[:, :n] = h_new

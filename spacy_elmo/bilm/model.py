@@ -167,8 +167,9 @@ class BiLM(nn.Module):
         """Forget the carried LSTM state (``stateful`` mode only)."""
         self._state = None
 
-    def encode(self, batch: TokenBatch) -> Tuple[torch.Tensor, List[torch.Tensor]]:
-        """Token vectors ``[B, T, P]`` and the L LSTM layer outputs ``[B, T, 2P]``."""
+    def encode(self, batch: TokenBatch, skip_final: bool = False) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        """Token vectors ``[B, T, P]`` and the L LSTM layer outputs ``[B, T, 2P]`` (with
+        ``skip_final``, incomplete at the boundary positions: see :class:`BiLstmStack`)."""
         device = self.token_encoder.char_embedding.weight.device
         char_ids = batch.char_ids.to(device)
         if self.token_cache is not None and not torch.is_grad_enabled() and len(batch.strings) == len(char_ids):
@@ -177,19 +178,26 @@ class BiLM(nn.Module):
             vectors = self.token_encoder(char_ids)  # [U, P]
         tokens = vectors[batch.token_index.to(device)]  # [B, T, P]
         initial = self._initial_state(tokens) if self.stateful else None
-        layers, final = self.lstm(tokens, batch.lengths, initial)
+        layers, final = self.lstm(tokens, batch.lengths, initial, skip_final=skip_final and not self.stateful)
         if self.stateful:
             self._store_state(final)
         return tokens, layers
 
-    def forward(self, batch: TokenBatch) -> torch.Tensor:
-        """All layers ``[L+1, B, T, 2P]`` with the ``<S>``/``</S>`` positions still in place."""
-        tokens, layers = self.encode(batch)
+    def forward(self, batch: TokenBatch, boundaries: bool = True) -> torch.Tensor:
+        """All layers ``[L+1, B, T, 2P]`` with the ``<S>``/``</S>`` positions in place, or with
+        ``boundaries=False`` ``[L+1, B, T-2, 2P]`` without the ``<S>`` column (each row's
+        ``</S>`` and padding are zeros), which skips the LSTM steps only those positions need."""
+        tokens, layers = self.encode(batch, skip_final=not boundaries)
         device = tokens.device
         steps = torch.arange(tokens.shape[1], device=device)
-        mask = (steps.unsqueeze(0) < batch.lengths.to(device).unsqueeze(1)).unsqueeze(-1)
+        lengths = batch.lengths.to(device) - (0 if boundaries else 1)
+        mask = (steps.unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
         token_layer = torch.cat([tokens, tokens], dim=-1) * mask.to(tokens.dtype)
-        return torch.stack([token_layer, *layers])
+        if boundaries:
+            return torch.stack([token_layer, *layers])
+        inner = slice(1, max(tokens.shape[1] - 1, 1))
+        out = torch.stack([token_layer[:, inner], *(layer[:, inner] for layer in layers)])
+        return out.mul_(mask[:, inner].to(out.dtype))  # zero each row's </S>: half of it was skipped
 
     def forward_char_ids(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """AllenNLP-style entry: ``[B, T, 50]`` ids *with* boundaries -> (layers, mask ``[B, T]``)."""
@@ -224,12 +232,9 @@ class BiLM(nn.Module):
         """One float32 ``[L+1, n_i, 2P]`` array per sentence (``n_i + 2`` rows with boundaries)."""
         if not sentences:
             return []
-        layers = self.forward(TokenBatch.from_sentences(sentences)).float().cpu().numpy()
-        out = []
-        for row, sentence in enumerate(sentences):
-            n = len(sentence)
-            out.append(np.ascontiguousarray(layers[:, row, : n + 2] if keep_boundaries else layers[:, row, 1 : n + 1]))
-        return out
+        layers = self.forward(TokenBatch.from_sentences(sentences), boundaries=keep_boundaries).float().cpu().numpy()
+        width = 2 if keep_boundaries else 0
+        return [np.ascontiguousarray(layers[:, row, : len(sentence) + width]) for row, sentence in enumerate(sentences)]
 
     def embed_sentences(
         self,

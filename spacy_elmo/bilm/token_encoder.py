@@ -5,7 +5,8 @@ from typing import List, Sequence, Tuple
 
 import torch
 from torch import nn
-from torch.nn import functional as F
+
+from . import kernels
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 
@@ -14,7 +15,7 @@ class Highway(nn.Module):
     """One highway layer as in bilm-tf: ``y = g * relu(x W_t + b_t) + (1 - g) * x``.
 
     The gate is ``g = sigmoid(x W_c + b_c)``; ``carry`` holds ``W_c``/``b_c`` (the name bilm-tf
-    uses), ``transform`` holds ``W_t``/``b_t``. Both are evaluated with one fused matmul.
+    uses), ``transform`` holds ``W_t``/``b_t``.
     """
 
     def __init__(self, dim: int) -> None:
@@ -24,11 +25,9 @@ class Highway(nn.Module):
         self.carry = nn.Linear(dim, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = torch.cat([self.transform.weight, self.carry.weight], 0)
-        bias = torch.cat([self.transform.bias, self.carry.bias], 0)
-        transformed, gate = F.linear(x, weight, bias).split(self.dim, dim=-1)
-        gate = torch.sigmoid(gate)
-        return gate * torch.relu(transformed) + (1.0 - gate) * x
+        transformed = torch.relu(kernels.linear_t(x, self.transform.weight, self.transform.bias))
+        gate = torch.sigmoid(kernels.linear_t(x, self.carry.weight, self.carry.bias))
+        return gate * transformed + (1.0 - gate) * x
 
 
 class CharCnnEncoder(nn.Module):
@@ -70,4 +69,6 @@ class CharCnnEncoder(nn.Module):
         h = act(torch.cat(pooled, dim=-1))
         for highway in self.highways:
             h = highway(h)
-        return self.projection(h)
+        if isinstance(self.projection, nn.Linear):
+            return kernels.linear_t(h, self.projection.weight, self.projection.bias)
+        return h

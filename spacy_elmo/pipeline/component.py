@@ -198,8 +198,7 @@ class Elmo(Pipe):
             lengths = [len(job[1]) for job in jobs]
             for chosen in pack_by_token_budget(range(len(jobs)), lengths, self.max_batch_tokens):
                 batch = [jobs[i] for i in chosen]
-                output = bilm(TokenBatch.from_sentences([job[2] for job in batch]))  # [L+1, B, T, dim]
-                output = output[:, :, 1:-1].float()  # drop <S>; </S> lies at row length + 1 for shorter rows
+                output = bilm(TokenBatch.from_sentences([job[2] for job in batch]), boundaries=False).float()  # [L+1, B, T, dim]
                 mixed = mixer(output).float().cpu().numpy()
                 raw = output.float().cpu().numpy() if self.store_layers else None
                 for row, (d, context, _) in enumerate(batch):
