@@ -58,3 +58,12 @@ def test_token_budget_batching_gives_the_same_vectors(allennlp_bilm, budget):
     packed = allennlp_bilm.embed_sentences(SENTENCES[:12] + [[]], max_batch_tokens=budget)
     for a, b in zip(plain, packed):
         assert a.shape == b.shape and (a.size == 0 or np.abs(a - b).max() < 1e-6)
+
+
+def test_streaming_embeddings_match_and_check_arguments_eagerly(allennlp_bilm):
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        allennlp_bilm.iter_embeddings([["a"]], max_batch_tokens=2)
+    listed = allennlp_bilm.embed_sentences(SENTENCES[:7], batch_size=3)
+    streamed = dict(allennlp_bilm.iter_embeddings(SENTENCES[:7], batch_size=3))
+    assert sorted(streamed) == list(range(7))
+    assert all(np.array_equal(listed[i], streamed[i]) for i in range(7))

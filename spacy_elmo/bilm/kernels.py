@@ -104,7 +104,10 @@ def directional_addmm_(
 ) -> torch.Tensor:
     """``acc[d] += x[d] @ weight[d] (+ bias[d])`` in place (``acc`` ``[D, N, out]``); returns ``acc``."""
     if not _use_onednn(x[0], weight[0], min_rows=MIN_ROWS_ACCUMULATE):
-        acc.copy_(torch.baddbmm(acc, x, weight))  # out of place is MKL's faster path
+        if acc.device.type == "cpu":
+            acc.copy_(torch.baddbmm(acc, x, weight))  # out of place is MKL's faster path
+        else:
+            acc.baddbmm_(x, weight)
         return acc if bias is None else acc.add_(bias.unsqueeze(1))
     for d in range(x.shape[0]):
         acc[d].add_(_ONEDNN(x[d].contiguous(), weight[d].t(), None if bias is None else bias[d], "none", [], ""))

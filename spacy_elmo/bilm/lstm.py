@@ -17,7 +17,7 @@ the first output ``h_t + x_t`` (the recurrent state stays ``h_t``).
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -144,22 +144,37 @@ class BiLstmStack(nn.Module):
         final = (torch.stack(final_h).index_select(2, unorder_d), torch.stack(final_c).index_select(2, unorder_d))
         return results, final
 
-    @staticmethod
+    #: at inference the input projections are made for a group of steps at a time, at most this
+    #: many values (128 MB in float32) per group, so long batches do not hold all of them at once
+    projection_chunk_values = 1 << 25
+
     def _input_projections(
-        layer: BiLstmLayer, inputs: torch.Tensor, active: List[int], n_steps: int, with_bias: bool = True
-    ) -> List[torch.Tensor]:
-        """``x_t W_x (+ b)`` of every valid position in one matmul: step t's ``[2, active[t], 4H]``.
+        self, layer: BiLstmLayer, inputs: torch.Tensor, active: List[int], n_steps: int, with_bias: bool = True
+    ) -> Iterator[torch.Tensor]:
+        """``x_t W_x (+ b)`` of every valid position: yields step t's ``[2, active[t], 4H]``.
 
         Only valid positions are projected, packed time-major (sorted rows make each step's
-        active rows a prefix), so padding costs nothing.
+        active rows a prefix), so padding costs nothing. Consecutive steps share one matmul; at
+        inference a group holds at most :attr:`projection_chunk_values` values (under autograd
+        all steps are one group).
         """
         counts = active[:n_steps]
-        if not counts:
-            return []
-        rows = torch.cat([torch.arange(n) for n in counts]).to(inputs.device)
-        cols = torch.repeat_interleave(torch.arange(n_steps), torch.tensor(counts)).to(inputs.device)
-        projected = kernels.directional_matmul(inputs[:, rows, cols], layer.w_input, layer.bias if with_bias else None)
-        return list(projected.split(counts, dim=1))
+        max_rows = max(1, self.projection_chunk_values // (2 * layer.w_input.shape[2]))
+        if torch.is_grad_enabled():
+            max_rows = sum(counts)
+        start = 0
+        while start < len(counts):
+            stop, rows_in_group = start, 0
+            while stop < len(counts) and (stop == start or rows_in_group + counts[stop] <= max_rows):
+                rows_in_group += counts[stop]
+                stop += 1
+            group = counts[start:stop]
+            rows = torch.cat([torch.arange(n) for n in group]).to(inputs.device)
+            cols = torch.repeat_interleave(torch.arange(start, stop), torch.tensor(group)).to(inputs.device)
+            projected = kernels.directional_matmul(inputs[:, rows, cols], layer.w_input, layer.bias if with_bias else None)
+            yield from projected.split(group, dim=1)
+            del projected
+            start = stop
 
     def _run_layer(
         self,
@@ -174,7 +189,7 @@ class BiLstmStack(nn.Module):
         if not torch.is_grad_enabled():  # the bias is added by each step's recurrent product there
             projected = self._input_projections(layer, inputs, active, n_steps, with_bias=False)
             return self._run_layer_inplace(layer, projected, inputs.shape[2], active, h, c)
-        projected = self._input_projections(layer, inputs, active, n_steps)
+        projected = list(self._input_projections(layer, inputs, active, n_steps))
         batch, width = inputs.shape[1], inputs.shape[2]
         steps: List[torch.Tensor] = []
         cell_clip, proj_clip = self.cell_clip, self.proj_clip
@@ -204,7 +219,7 @@ class BiLstmStack(nn.Module):
     def _run_layer_inplace(
         self,
         layer: BiLstmLayer,
-        projected: List[torch.Tensor],
+        projected: Iterator[torch.Tensor],
         width: int,
         active: List[int],
         h: torch.Tensor,
@@ -232,4 +247,5 @@ class BiLstmStack(nn.Module):
                 h_new.clamp_(-proj_clip, proj_clip)
             h[:, :n] = h_new
             out[t, :, :n] = h_new
+            del step, gates, i, j, f, o  # views of a projection group: let it go before the next is made
         return out.permute(1, 2, 0, 3), (h, c)

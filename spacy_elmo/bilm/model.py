@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -252,11 +252,25 @@ class BiLM(nn.Module):
         short sentences share bigger matmuls); neither changes any output beyond float rounding.
         In ``stateful`` mode the given order and ``batch_size`` batching are kept instead.
         """
+        sentences = [list(s) for s in sentences]
+        result: List[Optional[np.ndarray]] = [None] * len(sentences)
+        for index, array in self.iter_embeddings(sentences, batch_size, keep_boundaries, max_batch_tokens):
+            result[index] = array
+        return result  # type: ignore[return-value]
+
+    def iter_embeddings(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int = 64,
+        keep_boundaries: bool = False,
+        max_batch_tokens: Optional[int] = None,
+    ) -> Iterator[Tuple[int, np.ndarray]]:
+        """:meth:`embed_sentences` as a stream: yields ``(input index, array)`` batch by batch
+        (shortest sentences first), so a large input never has all its outputs in memory."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_batch_tokens is not None and max_batch_tokens < 3:
             raise ValueError(f"max_batch_tokens must be >= 3, got {max_batch_tokens}")
-        sentences = [list(s) for s in sentences]
         order = list(range(len(sentences)))
         if not self.stateful:
             order.sort(key=lambda i: len(sentences[i]))
@@ -264,11 +278,13 @@ class BiLM(nn.Module):
             chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
         else:
             chunks = pack_by_token_budget(order, [len(s) for s in sentences], max_batch_tokens)
-        result: List[Optional[np.ndarray]] = [None] * len(sentences)
+        return self._embed_chunks(sentences, chunks, keep_boundaries)
+
+    def _embed_chunks(
+        self, sentences: Sequence[Sequence[str]], chunks: List[List[int]], keep_boundaries: bool
+    ) -> Iterator[Tuple[int, np.ndarray]]:
         for chunk in chunks:
-            for index, array in zip(chunk, self.embed_batch([sentences[i] for i in chunk], keep_boundaries)):
-                result[index] = array
-        return result  # type: ignore[return-value]
+            yield from zip(chunk, self.embed_batch([list(sentences[i]) for i in chunk], keep_boundaries))
 
     def char_ids(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """The dense ``[B, T, 50]`` character ids (with boundaries) the model would see."""
