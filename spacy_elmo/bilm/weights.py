@@ -79,16 +79,13 @@ def load_original(options_file: PathLike, weight_file: PathLike, stateful: bool 
         raise WeightsError(str(err)) from None
     if not weight_file.is_file():
         raise WeightsError(f"weights file not found: {weight_file}")
-    model = BiLM(config, stateful=stateful)
     try:
         handle = h5py.File(weight_file, "r")
     except OSError as err:
         raise WeightsError(f"weights file {weight_file} is not a readable HDF5 file (truncated or another format?): {err}") from None
     with handle:
         state = _read_original_state(handle, config, weight_file)
-    model.load_state_dict(state, strict=True)
-    model.eval()
-    return model
+    return model_from_state(config, state, weight_file, stateful=stateful)
 
 
 def _read_original_state(handle: Any, config: BiLMConfig, weight_file: Path) -> Dict[str, torch.Tensor]:
@@ -225,25 +222,30 @@ def load_native(path: PathLike, stateful: bool = False) -> BiLM:
         state = torch.load(weights_path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for a damaged archive
         raise WeightsError(f"weights file {weights_path} cannot be read (truncated or not a torch state dict): {err}") from None
-    model = BiLM(config, stateful=stateful)
-    _load_checked(model, state, weights_path)
-    model.eval()
-    return model
+    return model_from_state(config, state, weights_path, stateful=stateful)
 
 
-def _load_checked(model: BiLM, state: Any, source: Path) -> None:
+def model_from_state(config: BiLMConfig, state: Any, source: Union[str, Path], stateful: bool = False) -> BiLM:
+    """A :class:`BiLM` (eval mode, float32) whose parameters *are* the tensors of ``state``.
+
+    The model is built without allocating or initialising parameters of its own, so loading
+    holds one copy of the weights, not two. Missing tensors or wrong shapes raise
+    :class:`WeightsError` naming ``source``.
+    """
     if not isinstance(state, dict):
         raise WeightsError(f"weights file {source} does not hold a state dict")
+    with torch.device("meta"):
+        model = BiLM(config, stateful=stateful)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     if missing:
         raise WeightsError(f"weights file {source}: tensors missing: {', '.join(missing[:5])}")
     for name, tensor in expected.items():
-        if tuple(state[name].shape) != tuple(tensor.shape):
-            raise WeightsError(
-                f"weights file {source}: '{name}' has shape {tuple(state[name].shape)}, config implies {tuple(tensor.shape)}"
-            )
-    model.load_state_dict({k: state[k] for k in expected}, strict=True)
+        if not isinstance(state[name], torch.Tensor) or tuple(state[name].shape) != tuple(tensor.shape):
+            shape = tuple(state[name].shape) if isinstance(state[name], torch.Tensor) else type(state[name]).__name__
+            raise WeightsError(f"weights file {source}: '{name}' has shape {shape}, config implies {tuple(tensor.shape)}")
+    model.load_state_dict({k: state[k].float().contiguous() for k in expected}, strict=True, assign=True)
+    return model.eval()
 
 
 # ----------------------------------------------------------------------------------------------

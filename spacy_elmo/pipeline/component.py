@@ -20,7 +20,7 @@ from ..bilm import BiLM, ScalarMix, load_bilm
 from ..bilm.batching import pack_by_token_budget
 from ..bilm.characters import TokenBatch
 from ..bilm.model import BiLMConfig
-from ..bilm.weights import load_native, save_native
+from ..bilm.weights import load_native, model_from_state, save_native
 from .contexts import Context, ContextGetter
 from .extensions import install_extensions, set_hooks
 
@@ -262,9 +262,9 @@ class Elmo(Pipe):
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "Elmo":
         msg = srsly.msgpack_loads(bytes_data)
-        model = BiLM(BiLMConfig.from_options(msg["options"], source="serialised elmo component"))
-        model.load_state_dict(torch.load(io.BytesIO(msg["weights"]), map_location="cpu", weights_only=True))
-        self._set_model(model)
+        config = BiLMConfig.from_options(msg["options"], source="serialised elmo component")
+        state = torch.load(io.BytesIO(msg["weights"]), map_location="cpu", weights_only=True)
+        self._set_model(model_from_state(config, state, "serialised elmo component"))
         return self
 
     def __getstate__(self) -> Dict[str, Any]:
