@@ -5,10 +5,12 @@ dozen rows times a 512 x 16384 weight): measured on a 2-core AVX-512 machine it 
 110 GFLOP/s at 64 rows, where oneDNN's matmul reaches about 160, and at 2-16 rows oneDNN is
 1.3-1.6x faster again. At exactly one row MKL's path streams the weight faster. So:
 
-* ``linear(x, weight)`` computes ``x @ weight`` for a weight stored ``[in, out]`` (the layout of
-  every biLM weight) through oneDNN when it is available, the tensors are on the CPU, no
-  gradient is being recorded and ``x`` has at least two rows; otherwise through ``torch.matmul``.
-* ``BMM_ROW_THRESHOLD`` is the row count below which a batched ``baddbmm`` is used instead.
+* ``linear`` / ``directional_matmul`` / ``directional_addmm_`` compute ``x @ weight`` for
+  weights stored ``[in, out]`` (the layout of every biLM weight) through oneDNN when it is
+  available, the tensors are on the CPU, no gradient is being recorded and ``x`` has from 2 to
+  ``MIN_ROWS_MKL - 1`` rows; through MKL writing straight into one output buffer from
+  ``MIN_ROWS_MKL`` rows; through torch's batched product otherwise (one row, GPU, autograd).
+* ``SPACY_ELMO_NO_ONEDNN=1`` in the environment turns the oneDNN route off.
 
 Both kernels compute in the tensors' own dtype (no implicit down-casting): outputs agree with
 ``torch.matmul`` to float rounding (about 1e-6 in float32).

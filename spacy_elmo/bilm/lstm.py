@@ -145,8 +145,8 @@ class BiLstmStack(nn.Module):
         return results, final
 
     #: at inference the input projections are made for a group of steps at a time, at most this
-    #: many values (128 MB in float32) per group, so long batches do not hold all of them at once
-    projection_chunk_values = 1 << 25
+    #: many values (64 MB in float32) per group, so long batches do not hold all of them at once
+    projection_chunk_values = 1 << 24
 
     def _input_projections(
         self, layer: BiLstmLayer, inputs: torch.Tensor, active: List[int], n_steps: int, with_bias: bool = True

@@ -10,6 +10,7 @@ from torch import nn
 
 from .batching import pack_by_token_budget
 from .characters import MAX_CHARS, N_CHARACTERS, TokenBatch, batch_to_char_ids
+from .memory import release_free_memory
 from .lstm import BiLstmStack, LstmState
 from .token_cache import TokenVectorCache
 from .token_encoder import CharCnnEncoder
@@ -188,16 +189,19 @@ class BiLM(nn.Module):
         ``boundaries=False`` ``[L+1, B, T-2, 2P]`` without the ``<S>`` column (each row's
         ``</S>`` and padding are zeros), which skips the LSTM steps only those positions need."""
         tokens, layers = self.encode(batch, skip_final=not boundaries)
-        device = tokens.device
-        steps = torch.arange(tokens.shape[1], device=device)
+        device, dim = tokens.device, tokens.shape[-1]
+        width = tokens.shape[1]
+        keep = slice(0, width) if boundaries else slice(1, max(width - 1, 1))
+        steps = torch.arange(width, device=device)[keep]
         lengths = batch.lengths.to(device) - (0 if boundaries else 1)
-        mask = (steps.unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
-        token_layer = torch.cat([tokens, tokens], dim=-1) * mask.to(tokens.dtype)
-        if boundaries:
-            return torch.stack([token_layer, *layers])
-        inner = slice(1, max(tokens.shape[1] - 1, 1))
-        out = torch.stack([token_layer[:, inner], *(layer[:, inner] for layer in layers)])
-        return out.mul_(mask[:, inner].to(out.dtype))  # zero each row's </S>: half of it was skipped
+        mask = (steps.unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1).to(tokens.dtype)  # [B, T', 1]
+        out = tokens.new_empty(len(layers) + 1, tokens.shape[0], len(steps), 2 * dim)
+        out[0, :, :, :dim] = tokens[:, keep]
+        out[0, :, :, dim:] = tokens[:, keep]
+        for k, layer in enumerate(layers, start=1):
+            out[k] = layer[:, keep]
+        # zero padding (the token layer) and, without boundaries, each row's </S> (half skipped)
+        return out.mul_(mask)
 
     def forward_char_ids(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """AllenNLP-style entry: ``[B, T, 50]`` ids *with* boundaries -> (layers, mask ``[B, T]``)."""
@@ -284,7 +288,9 @@ class BiLM(nn.Module):
         self, sentences: Sequence[Sequence[str]], chunks: List[List[int]], keep_boundaries: bool
     ) -> Iterator[Tuple[int, np.ndarray]]:
         for chunk in chunks:
-            yield from zip(chunk, self.embed_batch([list(sentences[i]) for i in chunk], keep_boundaries))
+            arrays = self.embed_batch([list(sentences[i]) for i in chunk], keep_boundaries)
+            release_free_memory()
+            yield from zip(chunk, arrays)
 
     def char_ids(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """The dense ``[B, T, 50]`` character ids (with boundaries) the model would see."""

@@ -19,6 +19,7 @@ from spacy.util import minibatch
 from ..bilm import BiLM, ScalarMix, load_bilm
 from ..bilm.batching import pack_by_token_budget
 from ..bilm.characters import TokenBatch
+from ..bilm.memory import release_free_memory
 from ..bilm.model import BiLMConfig
 from ..bilm.weights import load_native, model_from_state, save_native
 from .contexts import Context, ContextGetter
@@ -207,6 +208,8 @@ class Elmo(Pipe):
                     vectors[d][target] = mixed[row, keep]
                     if raw is not None:
                         layers[d][:, target] = raw[:, row, keep]  # type: ignore[index]
+                del output, mixed, raw
+                release_free_memory()
         return list(zip(vectors, layers))
 
     def set_annotations(self, docs: Sequence[Doc], predictions: Sequence[Tuple[np.ndarray, Optional[np.ndarray]]]) -> None:
