@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .batching import pack_by_token_budget
+from .batching import plan_batches
 from .characters import MAX_CHARS, N_CHARACTERS, TokenBatch, batch_to_char_ids
 from .memory import release_free_memory
 from .lstm import BiLstmStack, LstmState
@@ -275,13 +275,11 @@ class BiLM(nn.Module):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_batch_tokens is not None and max_batch_tokens < 3:
             raise ValueError(f"max_batch_tokens must be >= 3, got {max_batch_tokens}")
-        order = list(range(len(sentences)))
-        if not self.stateful:
-            order.sort(key=lambda i: len(sentences[i]))
-        if max_batch_tokens is None or self.stateful:
-            chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        lengths = [len(s) for s in sentences]
+        if self.stateful:  # the carried state belongs to each row: keep order and batch_size
+            chunks = plan_batches(lengths, batch_size, sort=False)
         else:
-            chunks = pack_by_token_budget(order, [len(s) for s in sentences], max_batch_tokens)
+            chunks = plan_batches(lengths, batch_size, max_batch_tokens)
         return self._embed_chunks(sentences, chunks, keep_boundaries)
 
     def _embed_chunks(

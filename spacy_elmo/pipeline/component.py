@@ -201,7 +201,7 @@ class Elmo(Pipe):
                 batch = [jobs[i] for i in chosen]
                 output = bilm(TokenBatch.from_sentences([job[2] for job in batch]), boundaries=False).float()  # [L+1, B, T, dim]
                 mixed = mixer(output).float().cpu().numpy()
-                raw = output.float().cpu().numpy() if self.store_layers else None
+                raw = output.cpu().numpy() if self.store_layers else None
                 for row, (d, context, _) in enumerate(batch):
                     keep = slice(context.keep_start, context.keep_end)
                     target = context.indices[keep]
