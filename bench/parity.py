@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Max abs differences against the authors' fixture (../shared/data/elmo-fixture), as in the
+"""Max abs differences against the authors' fixture (tests/data/elmo-fixture), as in the
 README's parity table:  python bench/parity.py"""
 import json
 from pathlib import Path
@@ -9,7 +9,7 @@ import numpy as np
 
 from spacy_elmo import load_bilm
 
-FIX = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "elmo-fixture"
+FIX = Path(__file__).resolve().parent.parent / "tests" / "data" / "elmo-fixture"
 
 
 def top_layer_diffs(name: str, sentence_file: str) -> tuple:

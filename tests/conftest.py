@@ -1,4 +1,5 @@
-"""Shared fixtures. The authors' parity fixtures live beside the repository, in ../shared/data."""
+"""Shared fixtures. The authors' parity fixtures are part of the repository: tests/data/elmo-fixture
+(their source and licence are in its SOURCE.md)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,12 +10,12 @@ import spacy
 from spacy_elmo import load_bilm
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO.parent / "shared" / "data" / "elmo-fixture"
+FIXTURES = REPO / "tests" / "data" / "elmo-fixture"
 ALLENNLP = FIXTURES / "allennlp"  # residual connections
 BILMTF = FIXTURES / "bilm-tf"  # no residual connections
 
 if not (ALLENNLP / "options.json").is_file():  # pragma: no cover - a broken checkout
-    raise RuntimeError(f"the ELMo parity fixtures are missing: expected {ALLENNLP} (../shared/data/elmo-fixture)")
+    raise RuntimeError(f"the ELMo parity fixtures are missing: expected {ALLENNLP} (tests/data/elmo-fixture in the repository)")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Reproduce the authors' reference outputs (../shared/data/elmo-fixture, see its NOTES.md)."""
+"""Reproduce the authors' reference outputs (tests/data/elmo-fixture, see its NOTES.md and SOURCE.md)."""
 import json
 
 import h5py
