@@ -270,6 +270,10 @@ def find_original_files(directory: Path) -> Tuple[Path, Path]:
     return options, candidates[0]
 
 
+# names that load_bilm() resolves to the embedded default English model (when no such folder exists)
+DEFAULT_NAMES = ("en_default", "default")
+
+
 def load_bilm(
     path: Optional[PathLike] = None,
     *,
@@ -279,14 +283,22 @@ def load_bilm(
 ) -> BiLM:
     """Load a biLM in eval mode from any supported location.
 
-    ``path`` may be a spacy-elmo model directory (``config.json`` + ``weights.pt``) or a
-    directory holding ``options.json`` and one ``.hdf5`` weights file (any name). Or pass
-    ``options_file`` and ``weight_file`` explicitly for the original format.
+    With no argument (or ``"en_default"``, or ``"default"``) it loads the embedded default English
+    model that ships inside the package. ``path`` may also be a spacy-elmo model directory
+    (``config.json`` + ``weights.pt``) or a directory holding ``options.json`` and one ``.hdf5``
+    weights file (any name). Or pass ``options_file`` and ``weight_file`` explicitly for the
+    original format.
     """
+    if path is None and options_file is None and weight_file is None:
+        path = DEFAULT_NAMES[0]
     if path is None:
         if options_file is None or weight_file is None:
             raise ValueError("load_bilm needs a path, or both options_file= and weight_file=")
         return load_original(options_file, weight_file, stateful=stateful)
+    if isinstance(path, str) and path in DEFAULT_NAMES and not Path(path).exists():
+        from ..models import default_model_path  # the package data folder; imports no spaCy
+
+        path = default_model_path()
     path = Path(path)
     if not path.exists():
         raise WeightsError(f"ELMo weights not found: {path} does not exist")
