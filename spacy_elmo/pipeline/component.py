@@ -1,42 +1,58 @@
 """The ``elmo`` pipeline component: runs the biLM over each Doc and stores ELMo vectors."""
 from __future__ import annotations
 
-import io
+import copy
 import os
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import srsly
 import torch
 from spacy.language import Language
-from spacy.pipeline import Pipe
+from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
-from spacy.util import minibatch
+from spacy.training import Example, validate_examples
+from spacy.vocab import Vocab
+from thinc.api import Model, Optimizer
+from thinc.types import Floats3d
 
-from ..bilm import BiLM, ScalarMix, load_bilm
-from ..bilm.batching import pack_by_token_budget
-from ..bilm.characters import TokenBatch
-from ..bilm.memory import release_free_memory
-from ..bilm.model import BiLMConfig
-from ..bilm.weights import load_native, model_from_state, save_native
-from .contexts import Context, ContextGetter
+from ..bilm import BiLM, ScalarMix
+from ..bilm.scalar_mix import mix_logits
+from ..bilm.weights import load_native, save_native
+from .architectures import ElmoListener
+from .bilm_model import bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
+from .contexts import ContextGetter
 from .extensions import install_extensions, set_hooks
 
-DEFAULT_CONFIG: Dict[str, Any] = {
+DEFAULT_MODEL: Dict[str, Any] = {
+    "@architectures": "spacy-elmo.BiLM.v1",
     "weights": None,
-    "mix": "average",
-    "gamma": 1.0,
-    "layer_norm": False,
     "contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 200, "overlap": 40},
     "max_batch_tokens": 4096,
     "token_cache_size": 20000,
     "precision": "float32",
+}
+
+DEFAULT_CONFIG: Dict[str, Any] = {
+    "model": DEFAULT_MODEL,
+    # shortcuts for the model block's keys (null = take the model block's value)
+    "weights": None,
+    "contexts": None,
+    "max_batch_tokens": None,
+    "token_cache_size": None,
+    "precision": None,
+    # the mix written to doc.tensor / doc._.elmo_vectors
+    "mix": "average",
+    "gamma": 1.0,
+    "layer_norm": False,
     "store_layers": True,
     "set_hooks": True,
     "set_doc_tensor": None,
+    # training
+    "frozen": True,
+    "grad_factor": 1.0,
 }
 
 
@@ -44,183 +60,285 @@ DEFAULT_CONFIG: Dict[str, Any] = {
 def make_elmo(
     nlp: Language,
     name: str,
+    model: Model[List[Doc], List[Floats3d]],
     weights: Optional[str],
+    contexts: Optional[ContextGetter],
+    max_batch_tokens: Optional[int],
+    token_cache_size: Optional[int],
+    precision: Optional[str],
     mix: Union[str, List[float]],
     gamma: float,
     layer_norm: bool,
-    contexts: ContextGetter,
-    max_batch_tokens: int,
-    token_cache_size: int,
-    precision: str,
     store_layers: bool,
     set_hooks: bool,
     set_doc_tensor: Optional[bool],
+    frozen: bool,
+    grad_factor: float,
 ) -> "Elmo":
     """Create the ``elmo`` component (see the README's configuration table)."""
     return Elmo(
         nlp,
+        model,
         name,
         weights=weights,
-        mix=mix,
-        gamma=gamma,
-        layer_norm=layer_norm,
         contexts=contexts,
         max_batch_tokens=max_batch_tokens,
         token_cache_size=token_cache_size,
         precision=precision,
+        mix=mix,
+        gamma=gamma,
+        layer_norm=layer_norm,
         store_layers=store_layers,
         set_hooks=set_hooks,
         set_doc_tensor=set_doc_tensor,
+        frozen=frozen,
+        grad_factor=grad_factor,
     )
 
 
-PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+class Elmo(TrainablePipe):
+    """Adds ELMo vectors to Docs and feeds the biLM layers to downstream listeners.
 
-
-class Elmo(Pipe):
-    """Adds ELMo vectors to Docs: ``doc.tensor``, ``._.elmo*`` attributes and similarity hooks.
-
-    The biLM is frozen here (downstream models learn their own mix through the registered
-    architectures). Contexts from all Docs of a batch are sorted by length and packed so that
-    ``rows * (longest + 2) <= max_batch_tokens``: memory depends on that budget, not on the
-    length of any Doc. Every context starts from a zero LSTM state, so outputs do not depend on
-    batch composition.
+    Prediction: ``doc._.elmo_layers`` (all layers), ``doc._.elmo_vectors`` and ``doc.tensor`` (a
+    fixed mix), ``._.elmo`` getters and similarity hooks. Training: ``update`` runs the biLM once
+    per batch and hands the layers to every ``spacy-elmo.ElmoListener.v1`` that listens to this
+    component (each learns its own mix). ``frozen`` (default) keeps the biLM's weights fixed: no
+    gradients, no optimizer step. Contexts from all Docs of a batch are sorted by length and
+    packed under a token budget, and every context starts from a zero LSTM state, so outputs do
+    not depend on batch composition.
     """
 
     def __init__(
         self,
         nlp: Optional[Language],
+        model: Optional[Model[List[Doc], List[Floats3d]]] = None,
         name: str = "elmo",
         *,
         weights: Optional[str] = None,
+        contexts: Optional[ContextGetter] = None,
+        max_batch_tokens: Optional[int] = None,
+        token_cache_size: Optional[int] = None,
+        precision: Optional[str] = None,
         mix: Union[str, Sequence[float]] = "average",
         gamma: float = 1.0,
         layer_norm: bool = False,
-        contexts: ContextGetter,
-        max_batch_tokens: int = 4096,
-        token_cache_size: int = 20000,
-        precision: str = "float32",
         store_layers: bool = True,
         set_hooks: bool = True,
         set_doc_tensor: Optional[bool] = None,
-        model: Optional[BiLM] = None,
+        frozen: bool = True,
+        grad_factor: float = 1.0,
     ) -> None:
         install_extensions()
-        max_length = getattr(contexts, "max_length", None)
-        if max_batch_tokens < 3 or (max_length is not None and max_length + 2 > max_batch_tokens):
-            raise ValueError(
-                f"elmo: max_batch_tokens={max_batch_tokens} must be at least the context max_length + 2"
-                f" ({max_length} + 2)"
-            )
+        self.vocab = nlp.vocab if nlp is not None else Vocab()
+        self.model = model if model is not None else build_bilm_model()
         self.name = name
-        self.weights = weights
+        self.listener_map: Dict[str, List[ElmoListener]] = {}
+        self.overrides = {
+            "weights": None if weights is None else str(weights),
+            "contexts": contexts,
+            "max_batch_tokens": max_batch_tokens,
+            "token_cache_size": token_cache_size,
+            "precision": precision,
+        }
+        configure_bilm_model(self.model, frozen=bool(frozen), grad_factor=float(grad_factor), **self.overrides)
+        self.model.attrs["replace_listener"] = self._replace_listener
+        self.model.attrs["replace_listener_cfg"] = self._replace_listener_cfg
         self.mix_spec = mix if isinstance(mix, str) else [float(w) for w in mix]
         self.gamma, self.layer_norm = float(gamma), bool(layer_norm)
-        self.get_contexts = contexts
-        self.max_batch_tokens = int(max_batch_tokens)
-        if token_cache_size < 0:
-            raise ValueError(f"elmo: token_cache_size must be >= 0, got {token_cache_size}")
-        self.token_cache_size = int(token_cache_size)
-        if precision not in PRECISIONS:
-            raise ValueError(f"elmo: precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
-        self.precision = precision
+        if isinstance(self.mix_spec, str):
+            mix_logits(self.mix_spec, 16)  # spelling checked now, layer count when the biLM loads
         self.store_layers, self.set_hooks = bool(store_layers), bool(set_hooks)
         self.set_doc_tensor = set_doc_tensor
+        self.frozen, self.grad_factor = bool(frozen), float(grad_factor)
+        self.cfg: Dict[str, Any] = {}
         self._nlp_ref = weakref.ref(nlp) if nlp is not None else None
         self._tensor_decision: Optional[Tuple[Tuple[str, ...], bool]] = None
-        self._bilm: Optional[BiLM] = None
-        self._pid = os.getpid()
+        self._unused_warned = False
+        self._last_update: Optional[Tuple[int, List[Floats3d]]] = None
         self.mixer: Optional[ScalarMix] = None
-        if model is not None:
-            self._set_model(model)
+        self._pid = os.getpid()
 
     # ---------------------------------------------------------------- model
 
     @property
     def bilm(self) -> BiLM:
-        """The biLM, loaded from ``weights`` on first use."""
-        if self._bilm is None:
-            self._set_model(self._load_configured())
-        assert self._bilm is not None
-        return self._bilm
+        """The torch biLM, loaded from ``weights`` on first use."""
+        return get_bilm(self.model)
 
-    def _load_configured(self) -> BiLM:
-        if self.weights is None:
-            from ..models import default_model_path
+    @property
+    def weights(self) -> Optional[str]:
+        return get_shim(self.model).weights
 
-            return load_bilm(default_model_path())
-        return load_bilm(self.weights)
+    def _mixer(self) -> ScalarMix:
+        if self.mixer is None:
+            self.mixer = ScalarMix(
+                self.bilm.n_output_layers, self.mix_spec, gamma=self.gamma, layer_norm=self.layer_norm, trainable=False
+            ).eval()
+        return self.mixer
 
-    def _set_model(self, model: BiLM) -> None:
-        model.eval()
-        model.to(PRECISIONS[self.precision])
-        model.set_token_cache(self.token_cache_size)
-        self._bilm = model
-        self.mixer = ScalarMix(
-            model.n_output_layers, self.mix_spec, gamma=self.gamma, layer_norm=self.layer_norm, trainable=False
-        ).eval()
+    def _set_bilm(self, bilm: BiLM) -> None:
+        get_shim(self.model).set_bilm(bilm)
+        self.mixer = None
+        self._last_update = None
 
     def initialize(self, get_examples: Optional[Callable[[], Iterable[Any]]] = None, *, nlp: Optional[Language] = None) -> None:
         """Load the weights (if not loaded yet); no training data is needed."""
         if nlp is not None:
             self._nlp_ref = weakref.ref(nlp)
-        self.bilm  # noqa: B018 - loads
+        self._mixer()
+        self._warn_if_unused()
+
+    # ---------------------------------------------------------------- listeners
+
+    @property
+    def listeners(self) -> List[ElmoListener]:
+        """The listener layers of downstream components (internals)."""
+        return [m for c in self.listening_components for m in self.listener_map[c]]
+
+    @property
+    def listening_components(self) -> List[str]:
+        return list(self.listener_map.keys())
+
+    def add_listener(self, listener: ElmoListener, component_name: str) -> None:
+        current = listener.upstream()
+        if current is not None and current is not self and listener in current.listeners and _same_pipeline(current, self):
+            raise ValueError(
+                f"{listener.where()} matches two 'elmo' components, '{current.name}' and '{self.name}': set "
+                f"upstream to the name of the one it should read"
+            )
+        listener._upstream = weakref.ref(self)
+        listener._component = component_name
+        self.listener_map.setdefault(component_name, [])
+        if listener not in self.listener_map[component_name]:
+            self.listener_map[component_name].append(listener)
+
+    def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
+        if listener in self.listener_map.get(component_name, []):
+            self.listener_map[component_name].remove(listener)
+            if not self.listener_map[component_name]:
+                del self.listener_map[component_name]
+            if listener.upstream() is self:
+                listener._upstream = None
+            return True
+        return False
+
+    def find_listeners(self, component: Any) -> None:
+        """Link the ElmoListener layers of ``component`` whose upstream is "*" or this name."""
+        model = getattr(component, "model", None)
+        if isinstance(model, Model):
+            for node in model.walk():
+                if isinstance(node, ElmoListener) and node.upstream_name in ("*", self.name):
+                    self.add_listener(node, component.name)
+
+    def _replace_listener(self, copied: Model, listener: ElmoListener, upstream: "Elmo") -> Model:
+        """``nlp.replace_listeners``: the listener node becomes a copy of this biLM model."""
+        shim = get_shim(copied)
+        shim.set_bilm(copy.deepcopy(upstream.bilm))
+        return copied
+
+    def _replace_listener_cfg(self, model_cfg: Dict[str, Any], listener_cfg: Dict[str, Any]) -> Dict[str, Any]:
+        bilm_cfg = dict(model_cfg)
+        for key, value in self.overrides.items():
+            if value is None:
+                continue
+            if key == "contexts":
+                if hasattr(value, "to_config"):
+                    bilm_cfg[key] = value.to_config()
+            else:
+                bilm_cfg[key] = value
+        result = {"@architectures": "spacy-elmo.ElmoTok2Vec.v1", "bilm": bilm_cfg, "frozen": self.frozen, "grad_factor": self.grad_factor}
+        for key in ("width", "mix", "embed", "encode", "output_mix"):
+            if key in listener_cfg:
+                result[key] = listener_cfg[key]
+        return result
 
     # ---------------------------------------------------------------- processing
 
-    def __call__(self, doc: Doc) -> Doc:
-        self.set_annotations([doc], self.predict([doc]))
-        return doc
-
-    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
-        for docs in minibatch(stream, size=batch_size):
-            self.set_annotations(docs, self.predict(docs))
-            yield from docs
-
-    def predict(self, docs: Sequence[Doc]) -> List[Tuple[np.ndarray, Optional[np.ndarray]]]:
-        """Per Doc: (mixed vectors ``[n, dim]``, all layers ``[L+1, n, dim]`` or None)."""
+    def predict(self, docs: Sequence[Doc]) -> List[Floats3d]:
+        """All biLM layers per Doc, float32 ``[L+1, len(doc), dim]``."""
+        docs = list(docs)
         if os.getpid() != self._pid:
             # A forked worker (nlp.pipe(n_process=N)): the parent's OpenMP pool does not survive
             # fork, and N workers already fill the cores, so each worker computes on one thread.
             torch.set_num_threads(1)
             self._pid = os.getpid()
-        bilm, mixer = self.bilm, self.mixer
-        assert mixer is not None
-        n_layers, dim = bilm.n_output_layers, bilm.output_dim
-        vectors = [np.zeros((len(doc), dim), dtype=np.float32) for doc in docs]
-        layers = [np.zeros((n_layers, len(doc), dim), dtype=np.float32) if self.store_layers else None for doc in docs]
-        jobs: List[Tuple[int, Context, List[str]]] = []
-        for d, doc in enumerate(docs):
-            words = [t.text for t in doc]
-            for context in self.get_contexts(doc):
-                jobs.append((d, context, [words[i] for i in context.indices]))
-        jobs.sort(key=lambda job: len(job[1]))
-        with torch.inference_mode():
-            lengths = [len(job[1]) for job in jobs]
-            for chosen in pack_by_token_budget(range(len(jobs)), lengths, self.max_batch_tokens):
-                batch = [jobs[i] for i in chosen]
-                output = bilm(TokenBatch.from_sentences([job[2] for job in batch]), boundaries=False).float()  # [L+1, B, T, dim]
-                mixed = mixer(output).float().cpu().numpy()
-                raw = output.cpu().numpy() if self.store_layers else None
-                for row, (d, context, _) in enumerate(batch):
-                    keep = slice(context.keep_start, context.keep_end)
-                    target = context.indices[keep]
-                    vectors[d][target] = mixed[row, keep]
-                    if raw is not None:
-                        layers[d][:, target] = raw[:, row, keep]  # type: ignore[index]
-                del output, mixed, raw
-                release_free_memory()
-        return list(zip(vectors, layers))
+        if self._last_update is not None and self.frozen and self._last_update[0] == ElmoListener.get_batch_id(docs):
+            outputs = self._last_update[1]  # the same batch was just run by update(): reuse it
+            self._last_update = None
+            if len(outputs) == len(docs) and all(o.shape[1] == len(d) for o, d in zip(outputs, docs)):
+                return outputs
+        return self.model.predict(docs)
 
-    def set_annotations(self, docs: Sequence[Doc], predictions: Sequence[Tuple[np.ndarray, Optional[np.ndarray]]]) -> None:
+    def set_annotations(self, docs: Sequence[Doc], layers: Sequence[Floats3d]) -> None:
         write_tensor = self._should_set_doc_tensor()
-        for doc, (vectors, layers) in zip(docs, predictions):
+        keep_layers = self.store_layers or bool(self.listener_map)
+        mixer = self._mixer()
+        for doc, array in zip(docs, layers):
+            array = np.asarray(array, dtype=np.float32)
+            with torch.inference_mode():
+                vectors = mixer(torch.from_numpy(array)).numpy() if array.shape[1] else np.zeros(array.shape[1:], dtype=np.float32)
             doc._.elmo_vectors = vectors
-            doc._.elmo_layers = layers
+            doc._.elmo_layers = array if keep_layers else None
             if write_tensor:
                 doc.tensor = vectors
             if self.set_hooks:
                 set_hooks(doc)
+
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """Run the biLM once on the batch and hand its layers to every listener."""
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        examples = list(examples)
+        validate_examples(examples, "Elmo.update")
+        docs = [eg.predicted for eg in examples]
+        self._warn_if_unused()
+        if not self.listeners:
+            return losses
+        layers, bp_layers = self.model.begin_update(docs)
+        batch_id = ElmoListener.get_batch_id(docs)
+        self._last_update = (batch_id, layers) if self.frozen else None
+        if self.frozen:
+            for listener in self.listeners:
+                listener.receive(batch_id, layers, _frozen_backprop)
+            return losses
+        d_layers = [self.model.ops.alloc3f(*a.shape) for a in layers]
+
+        def accumulate_gradient(one_d_layers: List[Floats3d]) -> List:
+            for total, d in zip(d_layers, one_d_layers):
+                total += d
+                losses[self.name] += float((d**2).sum())
+            return []
+
+        def backprop(one_d_layers: List[Floats3d]) -> List:
+            accumulate_gradient(one_d_layers)
+            bp_layers(d_layers)
+            if sgd is not None:
+                self.finish_update(sgd)
+            return []
+
+        for listener in self.listeners[:-1]:
+            listener.receive(batch_id, layers, accumulate_gradient)
+        self.listeners[-1].receive(batch_id, layers, backprop)
+        return losses
+
+    def finish_update(self, sgd: Optimizer) -> None:
+        """Apply the optimizer to the biLM's weights; nothing at all while ``frozen``."""
+        if not self.frozen:
+            self.model.finish_update(sgd)
+
+    def get_loss(self, examples: Iterable[Example], scores: Any) -> None:
+        return None
+
+    def add_label(self, label: str) -> int:
+        raise NotImplementedError("elmo has no labels")
 
     # ---------------------------------------------------------------- doc.tensor and listeners
 
@@ -238,13 +356,34 @@ class Elmo(Pipe):
                     f"elmo: '{conflict[0]}' writes doc.tensor before '{self.name}' and '{conflict[1]}' reads it after "
                     f"(a tok2vec listener). '{self.name}' {action} doc.tensor"
                     + (", so that listener would read ELMo vectors instead of its tok2vec output" if decision else "")
-                    + f". ELMo vectors stay in doc._.elmo_vectors. Fix: add '{self.name}' before '{conflict[0]}' "
-                    "(nlp.add_pipe('elmo', first=True)), or set config set_doc_tensor=false to silence this.",
+                    + f". ELMo vectors stay in doc._.elmo_vectors. To train '{conflict[1]}' on ELMo, give it a "
+                    "spacy-elmo.ElmoListener.v1 tok2vec instead (README: Training components on ELMo); to keep "
+                    f"it on '{conflict[0]}' and silence this, set config set_doc_tensor=false.",
                     UserWarning,
                     stacklevel=3,
                 )
             self._tensor_decision = (key, bool(decision))
         return self._tensor_decision[1]
+
+    def _warn_if_unused(self) -> None:
+        """In training: say so when trainable components could read ELMo but none does."""
+        if self._unused_warned or self.listener_map:
+            return
+        nlp = self._nlp_ref() if self._nlp_ref is not None else None
+        if nlp is None:
+            return
+        names = nlp.pipe_names
+        if self.name not in names:
+            return
+        later = [n for n in names[names.index(self.name) + 1 :] if isinstance(getattr(nlp.get_pipe(n), "model", None), Model)]
+        if later:
+            self._unused_warned = True
+            warnings.warn(
+                f"elmo: no component reads '{self.name}': {', '.join(repr(n) for n in later)} train without ELMo. "
+                "Use spacy-elmo.ElmoListener.v1 as their tok2vec (README: Training components on ELMo).",
+                UserWarning,
+                stacklevel=3,
+            )
 
     # ---------------------------------------------------------------- serialisation
 
@@ -254,26 +393,45 @@ class Elmo(Pipe):
         save_native(self.bilm, path / "model")
 
     def from_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> "Elmo":
-        path = Path(path)
-        self._set_model(load_native(path / "model"))
+        self._set_bilm(load_native(Path(path) / "model"))
         return self
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
-        buffer = io.BytesIO()
-        torch.save({k: v.detach().cpu().float() for k, v in self.bilm.state_dict().items()}, buffer)
-        return srsly.msgpack_dumps({"options": self.bilm.config.to_options(), "weights": buffer.getvalue()})
+        return bilm_to_bytes(self.bilm)
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "Elmo":
-        msg = srsly.msgpack_loads(bytes_data)
-        config = BiLMConfig.from_options(msg["options"], source="serialised elmo component")
-        state = torch.load(io.BytesIO(msg["weights"]), map_location="cpu", weights_only=True)
-        self._set_model(model_from_state(config, state, "serialised elmo component"))
+        self._set_bilm(bilm_from_bytes(bytes_data, "serialised elmo component"))
         return self
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
         state["_nlp_ref"] = None  # weak references do not pickle
+        state["_last_update"] = None
         return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_unpickle_elmo, (self.__getstate__(),))
+
+
+def _unpickle_elmo(state: Dict[str, Any]) -> "Elmo":
+    component = Elmo.__new__(Elmo)
+    component.__setstate__(state)
+    return component
+
+
+def _frozen_backprop(d_layers: Any) -> List:
+    return []
+
+
+def _same_pipeline(a: "Elmo", b: "Elmo") -> bool:
+    nlp_a = a._nlp_ref() if a._nlp_ref is not None else None
+    nlp_b = b._nlp_ref() if b._nlp_ref is not None else None
+    if nlp_a is None or nlp_a is not nlp_b:
+        return False
+    return any(proc is a for _, proc in nlp_a.pipeline)
 
 
 def find_tensor_conflict(nlp: Language, name: str) -> Optional[Tuple[str, str]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List
 
 from spacy.attrs import IS_SPACE, SENT_START
 from spacy.tokens import Doc
@@ -80,6 +80,34 @@ def split_windows(indices: List[int], max_length: int, overlap: int) -> List[Con
     return contexts
 
 
+class SentenceContexts:
+    """Sentences as contexts (built-in split if the Doc has none), long ones cut into windows.
+
+    A plain class rather than a closure, so that components holding it can be pickled (spawn
+    and forkserver workers) and deep-copied.
+    """
+
+    def __init__(self, max_length: int = 200, overlap: int = 40) -> None:
+        if max_length < 1:
+            raise ValueError(f"sentence_contexts: max_length must be >= 1, got {max_length}")
+        if not 0 <= overlap < max_length:
+            raise ValueError(f"sentence_contexts: overlap must be in [0, max_length), got {overlap}")
+        self.max_length, self.overlap = int(max_length), int(overlap)
+
+    def __call__(self, doc: Doc) -> List[Context]:
+        contexts: List[Context] = []
+        for segment in _segments(doc):
+            contexts.extend(split_windows(segment, self.max_length, self.overlap))
+        return contexts
+
+    def to_config(self) -> Dict[str, Any]:
+        """The config block that rebuilds this getter."""
+        return {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": self.max_length, "overlap": self.overlap}
+
+    def __repr__(self) -> str:
+        return f"SentenceContexts(max_length={self.max_length}, overlap={self.overlap})"
+
+
 @registry.misc("spacy-elmo.sentence_contexts.v1")
 def configure_sentence_contexts(max_length: int = 200, overlap: int = 40) -> ContextGetter:
     """Sentences as contexts (built-in split if the Doc has none), long ones cut into windows.
@@ -87,16 +115,4 @@ def configure_sentence_contexts(max_length: int = 200, overlap: int = 40) -> Con
     max_length: the most tokens the biLM reads at once (boundary tokens not counted).
     overlap: tokens shared by consecutive windows of one long sentence.
     """
-    if max_length < 1:
-        raise ValueError(f"sentence_contexts: max_length must be >= 1, got {max_length}")
-    if not 0 <= overlap < max_length:
-        raise ValueError(f"sentence_contexts: overlap must be in [0, max_length), got {overlap}")
-
-    def get_contexts(doc: Doc) -> List[Context]:
-        contexts: List[Context] = []
-        for segment in _segments(doc):
-            contexts.extend(split_windows(segment, max_length, overlap))
-        return contexts
-
-    get_contexts.max_length = max_length  # type: ignore[attr-defined]
-    return get_contexts
+    return SentenceContexts(max_length, overlap)
