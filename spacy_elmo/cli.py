@@ -1,39 +1,247 @@
-"""Command line: ``python -m spacy_elmo COMMAND ...``."""
+"""spacy-elmo's command line, in spaCy's style (typer, wasabi).
+
+Three ways in, the same commands: ``python -m spacy_elmo COMMAND``, ``spacy elmo COMMAND`` (through
+spaCy's ``spacy_cli`` entry point) and ``spacy-elmo COMMAND``. Every option shows its default in
+``--help``. A user error (a missing file, a bad ``--mix``, a model without a softmax, ...) ends the
+command with one line on stderr that names the problem and the fix, and exit status 2.
+"""
 from __future__ import annotations
 
-import argparse
+import functools
 import json
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import Any, Callable, Dict, List, Optional, TextIO, TypeVar
 
-from .bilm.weights import WeightsError, load_original, save_native
+import typer
+from wasabi.util import ICONS, color, locale_escape, supports_ansi
 
-if TYPE_CHECKING:
-    from .training.trainer import TrainConfig
+from .bilm.weights import DEFAULT_NAMES, WeightsError
+from .threads import DEFAULT_THREADS, available_cores, oversubscription_message
+
+PROG = "python -m spacy_elmo"
+HELP = (
+    "ELMo for spaCy: embed text with the `elmo` component, convert and export weights, and train "
+    "or adapt your own biLM (prepare -> pretrain -> evaluate -> finetune -> package)."
+)
+
+app = typer.Typer(
+    name="elmo",
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+class _Messages:
+    """wasabi's icons and colours, one unwrapped line per message (colour only on a terminal)."""
+
+    def _line(self, kind: str, text: str, stream: TextIO) -> None:
+        line = locale_escape(f"{ICONS[kind]} {' '.join(str(text).split())}")
+        if stream.isatty() and supports_ansi() and not os.environ.get("NO_COLOR"):
+            line = color(line, fg=COLORS[kind])
+        print(line, file=stream, flush=True)
+
+    def good(self, text: str) -> None:
+        self._line("good", text, sys.stdout)
+
+    def info(self, text: str) -> None:
+        self._line("info", text, sys.stdout)
+
+    def text(self, text: str) -> None:
+        print(text, flush=True)
+
+    def warn(self, text: str) -> None:
+        self._line("warn", text, sys.stderr)
+
+    def fail(self, text: str) -> None:
+        self._line("fail", text, sys.stderr)
 
 
-def _convert(args: argparse.Namespace) -> int:
-    model = load_original(args.options, args.weights)
-    out = save_native(model, args.out_dir)
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"wrote {out} ({n_params:,} parameters, {model.n_output_layers} layers of width {model.output_dim})")
-    return 0
+COLORS = {"good": "green", "info": "blue", "warn": "yellow", "fail": "red"}
+msg = _Messages()
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _embed(args: argparse.Namespace) -> int:
+def Arg(*args: Any, **kwargs: Any) -> Any:
+    """A positional argument (spaCy's convention: help text, default shown)."""
+    return typer.Argument(*args, show_default=True, **kwargs)
+
+
+def Opt(*args: Any, **kwargs: Any) -> Any:
+    """An option (spaCy's convention: help text, default shown)."""
+    return typer.Option(*args, show_default=True, **kwargs)
+
+
+class UserError(Exception):
+    """A problem with the command's input: reported as one line, never a traceback."""
+
+
+def fail(message: str) -> None:
+    """Print one error line on stderr and end the command with exit status 2."""
+    msg.fail(message)
+    raise typer.Exit(2)
+
+
+def user_errors(func: F) -> F:
+    """Report the errors a user can cause (and fix) as one line instead of a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (UserError, WeightsError) as err:
+            fail(str(err))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as err:
+            fail(str(err))
+        except ValueError as err:  # the training stack reports bad data and settings as ValueError
+            fail(str(err))
+
+    return wrapper  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
+# checks shared by the commands
+
+
+def model_path(value: Path, what: str = "biLM") -> Path:
+    """A model folder, or the embedded default for ``en_default``/``default`` (when no such folder exists)."""
+    if str(value) in DEFAULT_NAMES and not value.exists():
+        from .models import default_model_path
+
+        return default_model_path()
+    if not value.exists():
+        raise UserError(
+            f"{what} folder not found: {value}. Pass a spacy-elmo model folder (config.json + weights.pt), "
+            f"a folder with options.json and one .hdf5 file, or en_default for the embedded model."
+        )
+    if not value.is_dir():
+        raise UserError(f"{value} is a file: pass the folder that holds the {what} (config.json + weights.pt, or options.json + .hdf5).")
+    return value
+
+
+def prepared_dir(value: Path) -> Path:
+    """The output folder of ``prepare`` (it holds vocab.txt and one folder per split)."""
+    if not (value / "vocab.txt").is_file():
+        where = "does not exist" if not value.exists() else "has no vocab.txt"
+        raise UserError(f"{value} {where}: it must be the output of `{PROG} prepare TEXT --out-dir {value}`; run that first.")
+    return value
+
+
+def mix_spec(value: str) -> Any:
+    """``average``, ``top``, ``layer:N`` or comma-separated weights (``0.2,0.3,0.5``)."""
+    text = value.strip()
+    if text in ("average", "top") or text.startswith("layer:"):
+        if text.startswith("layer:") and not text[6:].strip().lstrip("-").isdigit():
+            raise UserError(f"--mix {value!r}: expected layer:N with a whole number N, e.g. --mix layer:0 (the context-free layer).")
+        return text
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError:
+        raise UserError(
+            f"--mix {value!r} is not a mix: use average, top, layer:N (0 = context-free layer) or one weight per layer, e.g. 1,1,2."
+        ) from None
+    return weights
+
+
+def model_layers(path: Path) -> int:
+    """Number of output layers (L+1) of a model folder, read from its config without loading weights."""
+    import srsly
+
+    from .bilm.weights import CONFIG_NAME, find_original_files, read_options
+
+    if (path / CONFIG_NAME).is_file():
+        options = srsly.read_json(path / CONFIG_NAME)["options"]
+    else:
+        options = read_options(find_original_files(path)[0])
+    return int(options["lstm"]["n_layers"]) + 1
+
+
+def check_mix(spec: Any, path: Path) -> None:
+    """Validate a mix against the model's layers (a layer index out of range, wrong number of weights)."""
+    from .bilm.scalar_mix import mix_logits
+
+    n_layers = model_layers(path)
+    try:
+        mix_logits(spec, n_layers)
+    except ValueError as err:
+        raise UserError(
+            f"--mix does not fit this model: {err}. Use average, top, layer:0 to layer:{n_layers - 1}, "
+            f"or {n_layers} comma-separated weights."
+        ) from None
+
+
+def apply_threads(threads: int, what: str = "--threads") -> int:
+    """Set torch's thread count for this process (0 = one per core); warn in one line if it oversubscribes."""
+    from .threads import set_threads
+
+    if threads < 0:
+        raise UserError(f"{what} {threads}: use a whole number >= 1, or 0 for one thread per CPU core.")
+    set_threads(threads)
+    import torch
+
+    warning = oversubscription_message(torch.get_num_threads())
+    if warning:
+        msg.warn(warning)
+    return torch.get_num_threads()
+
+
+def use_line_progress() -> None:
+    """In logs (not a terminal), the training stack's tqdm bars print periodic lines instead."""
+    from . import progress
+
+    if progress.is_terminal():
+        return
+    from .training import corpus, trainer
+
+    for module in (corpus, trainer):
+        if getattr(module, "tqdm", None) is progress.tqdm:
+            module.tqdm = progress.LineProgress  # type: ignore[attr-defined]
+
+
+def refuse_overwrite(out_dir: Path, force: bool) -> None:
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())) and not force:
+        raise UserError(f"{out_dir} already exists and is not empty: choose another folder, or add --force to overwrite it.")
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+
+
+@app.command("embed")
+@user_errors
+def embed_cli(
+    # fmt: off
+    text: Optional[str] = Arg(None, help="Text to embed. Default: read standard input"),
+    weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder (spacy-elmo format, or options.json + .hdf5); en_default = the embedded English model"),
+    mix: str = Opt("average", "--mix", "-m", help="How to combine the biLM layers: average, top, layer:N (0 = context-free layer) or one weight per layer, e.g. 1,1,2"),
+    lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the tokenizer"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core); more than the free cores slows it down"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write vectors, layers and tokens to this .npz file"),
+    # fmt: on
+) -> None:
+    """Run the `elmo` component over a text and summarise each token's vector."""
     import numpy as np
     import spacy
 
-    text = args.text if args.text is not None else sys.stdin.read()
-    nlp = spacy.blank(args.lang)
-    config = {"mix": args.mix}
-    if args.weights is not None:
-        config["weights"] = str(args.weights)
-    nlp.add_pipe("elmo", config=config)
+    spec = mix_spec(mix)
+    path = model_path(weights)
+    check_mix(spec, path)
+    apply_threads(threads)
+    if output is not None and output.parent != Path("") and not output.parent.is_dir():
+        raise UserError(f"--output {output}: folder {output.parent} does not exist; create it or write elsewhere.")
+    if text is None:
+        if sys.stdin.isatty():
+            raise UserError(f"no text: pass it as an argument ({PROG} embed \"Some text.\") or on standard input.")
+        text = sys.stdin.read()
+    nlp = spacy.blank(lang)
+    nlp.add_pipe("elmo", config={"weights": str(path), "mix": spec})
     doc = nlp(text)
-    print(f"{len(doc)} tokens, ELMo vectors {doc.tensor.shape}, biLM layers {doc._.elmo_layers.shape}")
-    seen: dict = {}
+    msg.info(f"{len(doc)} tokens, ELMo vectors {doc.tensor.shape}, biLM layers {doc._.elmo_layers.shape}")
+    seen: Dict[str, Any] = {}
     for token in doc:
         if token.is_space:
             continue
@@ -42,183 +250,280 @@ def _embed(args: argparse.Namespace) -> int:
         if first is not token:
             line += f"  cos(with token {first.i}, same word)={token.similarity(first):.3f}"
         print(line)
-    if args.output is not None:
-        np.savez(args.output, vectors=doc.tensor, layers=doc._.elmo_layers, tokens=np.array([t.text for t in doc]))
-        print(f"wrote {args.output}")
-    return 0
+    if output is not None:
+        np.savez(output, vectors=doc.tensor, layers=doc._.elmo_layers, tokens=np.array([t.text for t in doc]))
+        msg.good(f"wrote {output}")
 
 
-def _prepare(args: argparse.Namespace) -> int:
+@app.command("convert")
+@user_errors
+def convert_cli(
+    # fmt: off
+    options: Path = Arg(..., help="options.json of the original (published) model"),
+    weights: Path = Arg(..., help="The model's .hdf5 weights file"),
+    out_dir: Path = Arg(..., help="Folder to write (config.json + weights.pt)"),
+    # fmt: on
+) -> None:
+    """Convert original ELMo weights (options.json + .hdf5) to the native format: faster to load, no h5py."""
+    from .bilm.weights import load_original, save_native
+
+    for path, what in ((options, "options file"), (weights, "weights file")):
+        if not path.is_file():
+            raise UserError(f"{what} not found: {path}. Pass the published model's options.json and its .hdf5 file.")
+    model = load_original(options, weights)
+    out = save_native(model, out_dir)
+    n_params = sum(p.numel() for p in model.parameters())
+    msg.good(f"wrote {out} ({n_params:,} parameters, {model.n_output_layers} layers of width {model.output_dim})")
+
+
+@app.command("export")
+@user_errors
+def export_cli(
+    # fmt: off
+    model: Path = Arg(..., help="biLM folder (or en_default)"),
+    out_dir: Path = Arg(..., help="Folder to write options.json and weights.hdf5 to"),
+    # fmt: on
+) -> None:
+    """Write a biLM in the original options.json + weights.hdf5 format (readable by AllenNLP and bilm-tf)."""
+    from .bilm import load_bilm, save_original
+
+    options, weights = save_original(load_bilm(model_path(model)), out_dir)
+    msg.good(f"wrote {options} and {weights}")
+
+
+@app.command("prepare")
+@user_errors
+def prepare_cli(
+    # fmt: off
+    inputs: List[Path] = Arg(..., help="UTF-8 text files or folders (.txt, .gz); a folder's manifest.tsv (file, split) assigns train/valid/test"),
+    out_dir: Path = Opt(..., "--out-dir", "-o", help="Folder for the sentence shards, vocab.txt and stats.json"),
+    lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the tokenizer"),
+    min_count: int = Opt(1, "--min-count", help="Keep words seen at least this often in the vocabulary"),
+    max_vocab: Optional[int] = Opt(None, "--max-vocab", help="At most this many vocabulary entries (specials included). Default: no limit"),
+    shard_size: int = Opt(100_000, "--shard-size", help="Sentences per shard file"),
+    max_files: Optional[int] = Opt(None, "--max-files", help="Use only the first N files of each split (quick runs). Default: all"),
+    # fmt: on
+) -> None:
+    """Tokenize text into sentence shards and a frequency-sorted vocabulary (the input of pretrain/finetune)."""
     from .training.corpus import prepare_corpus
 
+    missing = [str(p) for p in inputs if not p.exists()]
+    if missing:
+        raise UserError(f"not found: {', '.join(missing)}. Pass existing text files or folders.")
+    use_line_progress()
     stats = prepare_corpus(
-        args.inputs, args.out_dir, lang=args.lang, min_count=args.min_count, max_vocab=args.max_vocab,
-        shard_size=args.shard_size, max_files=args.max_files,
+        inputs, out_dir, lang=lang, min_count=min_count, max_vocab=max_vocab, shard_size=shard_size, max_files=max_files
     )
     for split, s in stats.items():
-        print(f"{split:>5}: {s.files} files, {s.sentences:,} sentences, {s.tokens:,} tokens, {s.skipped_lines} bad lines skipped")
-    return 0
+        msg.text(f"{split:>5}: {s.files} files, {s.sentences:,} sentences, {s.tokens:,} tokens, {s.skipped_lines} bad lines skipped")
+    msg.good(f"wrote {out_dir}")
 
 
-def _train_config(args: argparse.Namespace, init_model: Optional[Path]) -> "TrainConfig":
+TRAIN_OVERRIDES = ("max_steps", "max_minutes", "lr", "warmup_steps", "threads", "max_tokens", "seed", "eval_every", "checkpoint_every")
+
+
+def _train(
+    init_model: Optional[Path], data_dir: Path, out_dir: Path, config: Optional[Path], resume: bool,
+    dump_weights: Optional[Path], overrides: Dict[str, Any],
+) -> None:
     import srsly
 
-    from .training.trainer import TrainConfig
+    from .training.trainer import TrainConfig, train
 
-    values = dict(srsly.read_json(args.config)) if args.config else {}
-    values.update(data_dir=str(args.data_dir), out_dir=str(args.out_dir))
+    prepared_dir(data_dir)
+    values: Dict[str, Any] = {}
+    if config is not None:
+        if not config.is_file():
+            raise UserError(f"--config {config} not found: pass a JSON file of TrainConfig fields (e.g. project/configs/tiny.json).")
+        try:
+            values = dict(srsly.read_json(config))
+        except ValueError as err:
+            raise UserError(f"--config {config} is not valid JSON ({err}).") from None
+    values.update(data_dir=str(data_dir), out_dir=str(out_dir))
     if init_model is not None:
         values["init_model"] = str(init_model)
-    for key in ("max_steps", "max_minutes", "lr", "threads", "max_tokens", "seed", "eval_every", "checkpoint_every", "warmup_steps"):
-        value = getattr(args, key, None)
-        if value is not None:
-            values[key] = value
-    return TrainConfig(**values)
-
-
-def _pretrain(args: argparse.Namespace) -> int:
-    from .training.trainer import train
-
-    result = train(_train_config(args, None), resume=args.resume, dump_weights=args.dump_weights)
-    _print_result(result)
-    return 0
-
-
-def _finetune(args: argparse.Namespace) -> int:
-    from .training.trainer import train
-
-    result = train(_train_config(args, args.model), resume=args.resume, dump_weights=args.dump_weights)
-    _print_result(result)
-    return 0
-
-
-def _print_result(result: dict) -> None:
-    import os
-
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    known = set(TrainConfig.__dataclass_fields__)
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise UserError(f"--config {config}: unknown field(s) {', '.join(unknown)}; known fields: {', '.join(sorted(known))}.")
+    if values.get("threads") and os.environ.get("WORLD_SIZE", "1") == "1":
+        warning = oversubscription_message(int(values["threads"]))
+        if warning:
+            msg.warn(warning)
+    use_line_progress()
+    result = train(TrainConfig(**values), resume=resume, dump_weights=dump_weights)
     if os.environ.get("RANK", "0") == "0":  # one line, from the first process of a torchrun job
         print(json.dumps(result))
 
 
-def _evaluate(args: argparse.Namespace) -> int:
+# the options that pretrain and finetune share (typer needs them spelled out in each signature)
+_CONFIG_HELP = "JSON file of TrainConfig fields (architecture, optimiser, batch sizes); the options below override it"
+_RESUME_HELP = "Continue from OUT_DIR/checkpoints/last.pt if it exists (exact resume: model, optimiser, RNG, data position)"
+_FROM_CONFIG = "Default: from --config, else TrainConfig's"
+
+
+@app.command("pretrain")
+@user_errors
+def pretrain_cli(
+    # fmt: off
+    data_dir: Path = Arg(..., help="Output folder of `prepare`"),
+    out_dir: Path = Arg(..., help="Folder for checkpoints, metrics.jsonl, learning_curve.png and the exported model/"),
+    config: Optional[Path] = Opt(None, "--config", "-c", help=_CONFIG_HELP),
+    resume: bool = Opt(False, "--resume", help=_RESUME_HELP),
+    max_steps: Optional[int] = Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} (1000)"),
+    max_minutes: Optional[float] = Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} (0)"),
+    lr: Optional[float] = Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} (0.002)"),
+    warmup_steps: Optional[int] = Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} (200)"),
+    threads: Optional[int] = Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} (0)"),
+    max_tokens: Optional[int] = Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} (4096)"),
+    seed: Optional[int] = Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} (0)"),
+    eval_every: Optional[int] = Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} (200)"),
+    checkpoint_every: Optional[int] = Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} (200)"),
+    dump_weights: Optional[Path] = Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
+    # fmt: on
+) -> None:
+    """Train a biLM from scratch on prepared text (runs under torchrun for DistributedDataParallel)."""
+    overrides = dict(max_steps=max_steps, max_minutes=max_minutes, lr=lr, warmup_steps=warmup_steps, threads=threads,
+                     max_tokens=max_tokens, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every)
+    _train(None, data_dir, out_dir, config, resume, dump_weights, overrides)
+
+
+@app.command("finetune")
+@user_errors
+def finetune_cli(
+    # fmt: off
+    model: Path = Arg(..., help="biLM to start from: a spacy-elmo model folder, an options.json + .hdf5 folder, or en_default"),
+    data_dir: Path = Arg(..., help="Output folder of `prepare` on the in-domain text"),
+    out_dir: Path = Arg(..., help="Folder for checkpoints, metrics.jsonl, learning_curve.png and the exported model/"),
+    config: Optional[Path] = Opt(None, "--config", "-c", help=_CONFIG_HELP),
+    resume: bool = Opt(False, "--resume", help=_RESUME_HELP),
+    max_steps: Optional[int] = Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} (1000)"),
+    max_minutes: Optional[float] = Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} (0)"),
+    lr: Optional[float] = Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} (0.002)"),
+    warmup_steps: Optional[int] = Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} (200)"),
+    threads: Optional[int] = Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} (0)"),
+    max_tokens: Optional[int] = Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} (4096)"),
+    seed: Optional[int] = Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} (0)"),
+    eval_every: Optional[int] = Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} (200)"),
+    checkpoint_every: Optional[int] = Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} (200)"),
+    dump_weights: Optional[Path] = Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
+    # fmt: on
+) -> None:
+    """Continue the language-model objective from a biLM on in-domain text, keeping its vocabulary."""
+    overrides = dict(max_steps=max_steps, max_minutes=max_minutes, lr=lr, warmup_steps=warmup_steps, threads=threads,
+                     max_tokens=max_tokens, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every)
+    _train(model_path(model), data_dir, out_dir, config, resume, dump_weights, overrides)
+
+
+@app.command("evaluate")
+@user_errors
+def evaluate_cli(
+    # fmt: off
+    model: Path = Arg(..., help="Model trained or fine-tuned by spacy-elmo (it needs its softmax), or en_default"),
+    data_dir: Path = Arg(..., help="Output folder of `prepare`"),
+    split: str = Opt("test", "--split", "-s", help="Which split to score: train, valid or test"),
+    limit: int = Opt(0, "--limit", help="Score only the first N sentences; 0 = all"),
+    max_tokens: int = Opt(4096, "--max-tokens", help="Token budget per batch"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads (0 = one per core)"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the figures to this JSON file"),
+    # fmt: on
+) -> None:
+    """Held-out perplexity (forward, backward, average; full softmax) beside a unigram baseline."""
     import srsly
 
     from .training.baseline import unigram_perplexity
-    from .training.trainer import load_language_model, perplexity
+    from .training.trainer import SOFTMAX_NAME, load_language_model, perplexity
 
-    if args.threads:
-        import torch
+    path = model_path(model)
+    if not (path / SOFTMAX_NAME).is_file():
+        raise UserError(
+            f"{model} has no softmax ({SOFTMAX_NAME}): perplexity needs a biLM trained by spacy-elmo. Published ELMo "
+            f"weights ship without one; fine-tune first ({PROG} finetune {model} DATA OUT) and evaluate OUT/model."
+        )
+    prepared_dir(data_dir)
+    if split not in ("train", "valid", "test"):
+        raise UserError(f"--split {split!r}: use train, valid or test.")
+    if not any((data_dir / split).glob("shard-*.txt")):
+        raise UserError(f"{data_dir} has no {split} sentences: give `prepare` {split} files (manifest.tsv) or use --split valid/train.")
+    if output is not None and output.parent != Path("") and not output.parent.is_dir():
+        output.parent.mkdir(parents=True, exist_ok=True)
+    apply_threads(threads)
+    lm, vocab = load_language_model(path)
+    result: Dict[str, Any] = {"model": str(model), "data": str(data_dir), "split": split}
+    result.update(perplexity(lm, vocab, data_dir, split, max_tokens=max_tokens, limit=limit))
+    result["unigram_ppl"] = unigram_perplexity(vocab, data_dir, split, limit=limit)
+    msg.good(
+        f"{split} perplexity: forward {result['ppl_fwd']:.2f}, backward {result['ppl_bwd']:.2f}, average {result['ppl_avg']:.2f} "
+        f"over {result['tokens']:,} predictions (unigram baseline {result['unigram_ppl']:.1f})"
+    )
+    if output is not None:
+        srsly.write_json(output, result)
 
-        torch.set_num_threads(args.threads)
-    model, vocab = load_language_model(args.model)
-    result = {"model": str(args.model), "data": str(args.data_dir), "split": args.split}
-    result.update(perplexity(model, vocab, args.data_dir, args.split, max_tokens=args.max_tokens, limit=args.limit))
-    result["unigram_ppl"] = unigram_perplexity(vocab, args.data_dir, args.split, limit=args.limit)
-    print(f"{args.split} perplexity: forward {result['ppl_fwd']:.2f}, backward {result['ppl_bwd']:.2f}, "
-          f"average {result['ppl_avg']:.2f} over {result['tokens']:,} predictions (unigram baseline {result['unigram_ppl']:.1f})")
-    if args.output:
-        srsly.write_json(args.output, result)
-    return 0
 
+@app.command("package")
+@user_errors
+def package_cli(
+    # fmt: off
+    model: Path = Arg(..., help="biLM folder to package (or en_default)"),
+    out_dir: Path = Arg(..., help="Pipeline folder to write; spacy.load(OUT_DIR) opens it"),
+    lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the pipeline"),
+    name: str = Opt("elmo", "--name", "-n", help="Pipeline name in meta.json"),
+    force: bool = Opt(False, "--force", "-f", help="Overwrite OUT_DIR if it exists"),
+    # fmt: on
+) -> None:
+    """Write a spaCy pipeline folder with the `elmo` component and the biLM inside."""
+    import shutil
 
-def _export(args: argparse.Namespace) -> int:
-    from .bilm import load_bilm, save_original
-
-    options, weights = save_original(load_bilm(args.model), args.out_dir)
-    print(f"wrote {options} and {weights}")
-    return 0
-
-
-def _package(args: argparse.Namespace) -> int:
     import spacy
 
-    nlp = spacy.blank(args.lang)
-    nlp.add_pipe("elmo", config={"weights": str(args.model)})
+    path = model_path(model)
+    refuse_overwrite(out_dir, force)
+    if out_dir.exists() and force:
+        shutil.rmtree(out_dir) if out_dir.is_dir() else out_dir.unlink()
+    nlp = spacy.blank(lang)
+    nlp.add_pipe("elmo", config={"weights": str(path)})
     nlp.initialize()
-    nlp.meta["name"] = args.name
-    nlp.meta["description"] = f"ELMo vectors from the biLM in {args.model.name} (spacy-elmo)"
-    nlp.to_disk(args.out_dir)
-    doc = spacy.load(args.out_dir)("A quick check .")
-    print(f"wrote {args.out_dir}: spacy.load() gives ELMo vectors of shape {doc.tensor.shape}")
-    return 0
+    nlp.meta["name"] = name
+    nlp.meta["description"] = f"ELMo vectors from the biLM in {path.name} (spacy-elmo)"
+    nlp.to_disk(out_dir)
+    doc = spacy.load(out_dir)("A quick check .")
+    msg.good(f"wrote {out_dir}: spacy.load() gives ELMo vectors of shape {doc.tensor.shape}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m spacy_elmo", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    convert = commands.add_parser("convert", help="original options.json + weights.hdf5 -> spacy-elmo model directory")
-    convert.add_argument("options", type=Path, help="options.json of the original model")
-    convert.add_argument("weights", type=Path, help="the .hdf5 weights file")
-    convert.add_argument("out_dir", type=Path, help="directory to write (config.json + weights.pt)")
-    convert.set_defaults(func=_convert)
-    embed = commands.add_parser("embed", help="run the elmo component over a text and summarise the vectors")
-    embed.add_argument("text", nargs="?", help="text to embed (default: standard input)")
-    embed.add_argument("--weights", type=Path, help="model directory (spacy-elmo or options.json + .hdf5)")
-    embed.add_argument("--mix", default="average", help="'average', 'top' or 'layer:N'")
-    embed.add_argument("--lang", default="en", help="spaCy language of the tokenizer")
-    embed.add_argument("--output", type=Path, help="also write vectors, layers and tokens to this .npz")
-    embed.set_defaults(func=_embed)
-
-    prepare = commands.add_parser("prepare", help="tokenize text into sentence shards + vocabulary")
-    prepare.add_argument("inputs", type=Path, nargs="+", help="text files or folders (.txt/.gz; a folder's manifest.tsv gives splits)")
-    prepare.add_argument("--out-dir", type=Path, required=True)
-    prepare.add_argument("--lang", default="en")
-    prepare.add_argument("--min-count", type=int, default=1)
-    prepare.add_argument("--max-vocab", type=int)
-    prepare.add_argument("--shard-size", type=int, default=100_000, help="sentences per shard")
-    prepare.add_argument("--max-files", type=int, help="use only the first N files of each split (quick runs)")
-    prepare.set_defaults(func=_prepare)
-
-    for name, helptext in (("pretrain", "train a biLM from scratch"), ("finetune", "continue the LM objective from a biLM on in-domain text")):
-        sub = commands.add_parser(name, help=helptext)
-        if name == "finetune":
-            sub.add_argument("model", type=Path, help="biLM to start from: a spacy-elmo model dir, or options.json + .hdf5 dir")
-        sub.add_argument("data_dir", type=Path, help="output of `prepare`")
-        sub.add_argument("out_dir", type=Path)
-        sub.add_argument("--config", type=Path, help="JSON with TrainConfig fields")
-        sub.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoints/last.pt")
-        sub.add_argument("--max-steps", type=int)
-        sub.add_argument("--max-minutes", type=float)
-        sub.add_argument("--lr", type=float)
-        sub.add_argument("--warmup-steps", type=int)
-        sub.add_argument("--threads", type=int)
-        sub.add_argument("--max-tokens", type=int)
-        sub.add_argument("--seed", type=int)
-        sub.add_argument("--eval-every", type=int)
-        sub.add_argument("--checkpoint-every", type=int)
-        sub.add_argument("--dump-weights", type=Path, help=argparse.SUPPRESS)
-        sub.set_defaults(func=_pretrain if name == "pretrain" else _finetune)
-
-    evaluate = commands.add_parser("evaluate", help="held-out perplexity (forward, backward, average) of a trained biLM")
-    evaluate.add_argument("model", type=Path)
-    evaluate.add_argument("data_dir", type=Path)
-    evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--limit", type=int, default=0, help="first N sentences only")
-    evaluate.add_argument("--max-tokens", type=int, default=4096)
-    evaluate.add_argument("--threads", type=int)
-    evaluate.add_argument("--output", type=Path, help="also write the figures as JSON")
-    evaluate.set_defaults(func=_evaluate)
-
-    package = commands.add_parser("package", help="a spaCy pipeline directory with the elmo component and the biLM inside")
-    package.add_argument("model", type=Path)
-    package.add_argument("out_dir", type=Path)
-    package.add_argument("--lang", default="en")
-    package.add_argument("--name", default="elmo")
-    package.set_defaults(func=_package)
-
-    export = commands.add_parser("export", help="write a biLM in the original options.json + weights.hdf5 format")
-    export.add_argument("model", type=Path)
-    export.add_argument("out_dir", type=Path)
-    export.set_defaults(func=_export)
-    return parser
+# ---------------------------------------------------------------------------------------------
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+def _click_exceptions() -> Any:
+    try:  # typer >= 0.20 carries its own copy of click
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - older typer runs on click itself
+        from click import exceptions
+    return exceptions
+
+
+def main(argv: Optional[List[str]] = None, prog_name: Optional[str] = None) -> int:
+    """Run a command; returns its exit status. Usage errors are one line, like every other user error."""
+    exceptions = _click_exceptions()
+    command = typer.main.get_command(app)
+    if prog_name is None:
+        prog_name = "spacy-elmo" if Path(sys.argv[0]).name == "spacy-elmo" else PROG
     try:
-        return int(args.func(args))
-    except WeightsError as err:
-        print(f"error: {err}", file=sys.stderr)
+        result = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except exceptions.UsageError as err:
+        if type(err).__name__ == "NoArgsIsHelpError":  # a bare command shows its help
+            err.show()
+            return 0
+        where = err.ctx.command_path if err.ctx is not None else prog_name
+        msg.fail(f"{err.format_message()} (see '{where} --help')")
         return 2
+    except exceptions.ClickException as err:
+        msg.fail(err.format_message())
+        return err.exit_code
+    except (typer.Abort, getattr(exceptions, "Abort", typer.Abort)):
+        msg.fail("aborted")
+        return 1
+    return int(result) if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,91 @@
+"""How many CPU threads the biLM's compute uses, and a warning when that oversubscribes the machine.
+
+The biLM's recurrent steps are many small matrix products, one after another. Each product is
+split across torch's intra-op threads and waits for the slowest of them, so a thread that shares
+its core with other work (another process, another thread of ours) stalls every step. On an idle
+machine a second thread buys little; on a busy one it costs a lot (see the README's "Threads"
+section for measured numbers, made by ``bench/threads.py``). Hence the default of one thread, and
+a warning when ``threads x processes`` exceeds the cores this process may run on.
+
+This module imports no spaCy: the component, the CLI and plain biLM scripts all use it.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+import torch
+
+DEFAULT_THREADS = 1
+"""The component's and the CLI's default: one intra-op thread per process."""
+
+
+class ThreadOversubscriptionWarning(UserWarning):
+    """More compute threads than cores: the biLM's many small products then wait for each other."""
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_threads(threads: Optional[int]) -> int:
+    """A thread count from a setting: ``None`` = :data:`DEFAULT_THREADS`; ``0`` = every available core."""
+    if threads is None:
+        return DEFAULT_THREADS
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise ValueError(f"threads must be a whole number >= 0 (0 = one per core), got {threads!r}")
+    return threads if threads > 0 else available_cores()
+
+
+def oversubscription_message(threads: int, n_process: int = 1, cores: Optional[int] = None) -> Optional[str]:
+    """The warning text when ``threads * n_process`` exceeds ``cores``; ``None`` when it fits."""
+    cores = available_cores() if cores is None else cores
+    total = threads * max(1, n_process)
+    if total <= cores:
+        return None
+    procs = f" x {n_process} processes" if n_process > 1 else ""
+    fit = max(1, cores // max(1, n_process))
+    return (
+        f"spacy-elmo: {threads} threads{procs} = {total} compute threads on {cores} CPU cores; the biLM's "
+        f"recurrent steps then wait for descheduled threads and run several times slower. "
+        f"Use threads={fit}" + (" (or fewer processes)" if n_process > 1 else "") + "."
+    )
+
+
+def check_oversubscription(threads: int, n_process: int = 1, cores: Optional[int] = None, stacklevel: int = 2) -> bool:
+    """Warn (:class:`ThreadOversubscriptionWarning`) when ``threads * n_process > cores``; True if it warned."""
+    message = oversubscription_message(threads, n_process, cores)
+    if message is None:
+        return False
+    warnings.warn(message, ThreadOversubscriptionWarning, stacklevel=stacklevel + 1)
+    return True
+
+
+def set_threads(threads: Optional[int]) -> int:
+    """Set torch's intra-op thread count for this process (see :func:`resolve_threads`); returns the previous count."""
+    previous = torch.get_num_threads()
+    wanted = resolve_threads(threads)
+    if wanted != previous:
+        torch.set_num_threads(wanted)
+    return previous
+
+
+@contextmanager
+def using_threads(threads: Optional[int]) -> Iterator[int]:
+    """Run a block with ``threads`` intra-op threads and restore the previous count afterwards.
+
+    Yields the count in use. Cheap enough to wrap every batch: torch only changes its setting
+    when the count differs.
+    """
+    previous = set_threads(threads)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        if torch.get_num_threads() != previous:
+            torch.set_num_threads(previous)

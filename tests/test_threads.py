@@ -1,0 +1,49 @@
+"""spacy_elmo.threads: the thread setting for the biLM's compute and the oversubscription warning."""
+import warnings
+
+import pytest
+import torch
+
+from spacy_elmo.threads import (
+    DEFAULT_THREADS,
+    ThreadOversubscriptionWarning,
+    available_cores,
+    check_oversubscription,
+    oversubscription_message,
+    resolve_threads,
+    set_threads,
+    using_threads,
+)
+
+
+def test_default_is_one_thread():
+    assert DEFAULT_THREADS == 1 and resolve_threads(None) == 1
+    assert resolve_threads(0) == available_cores() and resolve_threads(3) == 3
+    for bad in (-1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="threads"):
+            resolve_threads(bad)
+
+
+def test_context_manager_restores_the_previous_count():
+    before = torch.get_num_threads()
+    with using_threads(1) as n:
+        assert n == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    previous = set_threads(1)
+    try:
+        assert previous == before and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_oversubscription_warns_with_numbers():
+    assert oversubscription_message(2, 1, cores=2) is None
+    assert oversubscription_message(1, 2, cores=2) is None
+    text = oversubscription_message(2, 2, cores=2)
+    assert "2 threads x 2 processes = 4 compute threads on 2 CPU cores" in text and "threads=1" in text
+    assert "threads=2" in oversubscription_message(4, 1, cores=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert check_oversubscription(3, 1, cores=2)
+        assert not check_oversubscription(1, 1, cores=2)
+    assert len(caught) == 1 and issubclass(caught[0].category, ThreadOversubscriptionWarning)
