@@ -25,6 +25,7 @@ from thinc.types import Floats1d, Floats2d, Floats3d
 
 from ..bilm.scalar_mix import mix_logits
 from .bilm_model import BILM_NODE, configure_bilm_model
+from .extensions import install_extensions
 
 MIX_NODE = "elmo-scalar-mix"
 LISTENER_NODE = "elmo-listener"
@@ -60,7 +61,10 @@ def ScalarMix_v1(
     if l2 < 0:
         raise ValueError(f"ScalarMix: l2 must be >= 0, got {l2}")
     if isinstance(init, str):
-        mix_logits(init, 16)  # validates the spelling (the layer count is checked at initialisation)
+        try:
+            mix_logits(init, 16)  # the spelling; the layer count is checked at initialisation
+        except ValueError as error:
+            raise ValueError(f"ScalarMix init: {error}") from None
     else:
         init = [float(w) for w in init]
     return Model(
@@ -193,6 +197,7 @@ class ElmoListener(Model):
     name = LISTENER_NODE
 
     def __init__(self, upstream_name: str) -> None:
+        install_extensions()
         Model.__init__(self, name=self.name, forward=_listener_forward, init=_listener_init, attrs={"upstream_name": upstream_name})
         self._batch_id: Optional[int] = None
         self._outputs: Optional[List[Floats3d]] = None
@@ -219,6 +224,14 @@ class ElmoListener(Model):
 
     def upstream(self) -> Optional[Any]:
         return self._upstream() if self._upstream is not None else None
+
+    def __getstate__(self) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        # the link to the upstream component and a batch in flight do not travel (spawn workers
+        # read the layers from the Docs)
+        state = dict(self.__dict__)
+        state.update(_upstream=None, _batch_id=None, _outputs=None, _backprop=None, _init_docs=set())
+        slots = {name: getattr(self, name) for cls in type(self).__mro__ for name in getattr(cls, "__slots__", ()) if hasattr(self, name)}
+        return state, slots
 
     def where(self) -> str:
         component = f" in '{self._component}'" if self._component else ""
@@ -304,7 +317,8 @@ def build_elmo_tok2vec(
     mix = _default_mix(mix)
     out_width = width
     if encode is not None:
-        n_in = encode.maybe_get_dim("nI")
+        # spaCy's encoders keep their width (residual connections): nI = nO = their width
+        n_in = encode.maybe_get_dim("nI") or encode.maybe_get_dim("nO")
         if n_in not in (None, width):
             raise ValueError(
                 f"ElmoListener: the encode block reads vectors of width {n_in} but the listener projects to "

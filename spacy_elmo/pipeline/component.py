@@ -154,7 +154,7 @@ class Elmo(TrainablePipe):
         self._nlp_ref = weakref.ref(nlp) if nlp is not None else None
         self._tensor_decision: Optional[Tuple[Tuple[str, ...], bool]] = None
         self._unused_warned = False
-        self._last_update: Optional[Tuple[int, List[Floats3d]]] = None
+        self._last_update: Optional[Tuple[List[Doc], List[Floats3d]]] = None
         self.mixer: Optional[ScalarMix] = None
         self._pid = os.getpid()
 
@@ -262,11 +262,9 @@ class Elmo(TrainablePipe):
             # fork, and N workers already fill the cores, so each worker computes on one thread.
             torch.set_num_threads(1)
             self._pid = os.getpid()
-        if self._last_update is not None and self.frozen and self._last_update[0] == ElmoListener.get_batch_id(docs):
-            outputs = self._last_update[1]  # the same batch was just run by update(): reuse it
-            self._last_update = None
-            if len(outputs) == len(docs) and all(o.shape[1] == len(d) for o, d in zip(outputs, docs)):
-                return outputs
+        last, self._last_update = self._last_update, None
+        if last is not None and len(last[0]) == len(docs) and all(a is b for a, b in zip(last[0], docs)):
+            return last[1]  # the very Docs update() just ran (an annotating component): reuse
         return self.model.predict(docs)
 
     def set_annotations(self, docs: Sequence[Doc], layers: Sequence[Floats3d]) -> None:
@@ -299,12 +297,14 @@ class Elmo(TrainablePipe):
         examples = list(examples)
         validate_examples(examples, "Elmo.update")
         docs = [eg.predicted for eg in examples]
+        self._last_update = None
         self._warn_if_unused()
         if not self.listeners:
             return losses
         layers, bp_layers = self.model.begin_update(docs)
         batch_id = ElmoListener.get_batch_id(docs)
-        self._last_update = (batch_id, layers) if self.frozen else None
+        # frozen: the outputs equal what predict() would give for these Doc objects (kept alive here)
+        self._last_update = (docs, layers) if self.frozen else None
         if self.frozen:
             for listener in self.listeners:
                 listener.receive(batch_id, layers, _frozen_backprop)
@@ -407,9 +407,13 @@ class Elmo(TrainablePipe):
         state = dict(self.__dict__)
         state["_nlp_ref"] = None  # weak references do not pickle
         state["_last_update"] = None
+        # attributes of spaCy's (compiled) base class live outside __dict__
+        state.update(vocab=self.vocab, model=self.model, name=self.name, cfg=self.cfg)
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
+        state = dict(state)
+        self.vocab, self.model, self.name, self.cfg = state.pop("vocab"), state.pop("model"), state.pop("name"), state.pop("cfg")
         self.__dict__.update(state)
 
     def __reduce__(self) -> Tuple[Any, ...]:
