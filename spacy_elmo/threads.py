@@ -89,3 +89,28 @@ def using_threads(threads: Optional[int]) -> Iterator[int]:
     finally:
         if torch.get_num_threads() != previous:
             torch.set_num_threads(previous)
+
+
+def in_worker_process() -> bool:
+    """True in a child process (e.g. one of ``nlp.pipe(n_process=N)``'s workers), False in the main process."""
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None
+
+
+_checked: set = set()
+
+
+def check_component_threads(threads: int, cores: Optional[int] = None) -> bool:
+    """The component's check, at most one warning per process and setting.
+
+    In the main process it compares ``threads`` with the cores; in a worker of
+    ``nlp.pipe(n_process=N)`` (N is not visible there) it assumes at least two such workers, so
+    ``threads=2`` on a 2-core machine warns in the workers.
+    """
+    n_process = 2 if in_worker_process() else 1
+    key = (threads, n_process, cores)
+    if key in _checked:
+        return False
+    _checked.add(key)
+    return check_oversubscription(threads, n_process, cores, stacklevel=3)

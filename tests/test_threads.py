@@ -47,3 +47,15 @@ def test_oversubscription_warns_with_numbers():
         assert check_oversubscription(3, 1, cores=2)
         assert not check_oversubscription(1, 1, cores=2)
     assert len(caught) == 1 and issubclass(caught[0].category, ThreadOversubscriptionWarning)
+
+
+def test_component_check_warns_once_per_process():
+    from spacy_elmo import threads as module
+
+    module._checked.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert module.check_component_threads(4, cores=2)
+        assert not module.check_component_threads(4, cores=2)
+        assert not module.check_component_threads(1, cores=2)
+    assert len(caught) == 1 and "4 threads" in str(caught[0].message)
