@@ -29,13 +29,14 @@ RUNS = HERE / "training" / "downstream"
 LOG = HERE / "metrics" / "downstream-runs.jsonl"
 FINETUNED = HERE / "training" / "ewt-finetuned" / "model"
 
-# task, subset -> (train file, dev file, test file, max_steps, eval_frequency)
+# per run: task, training subset, training file, max_steps, eval_frequency
 PLANS: Dict[str, List[Dict[str, Any]]] = {
     "full": [
-        {"task": "pos", "subset": "1%", "train": "ud/train-1pct.spacy", "steps": 150, "eval": 50},
+        # batches of 1,000 words: about 50, 15, 4 and 10 passes over the training words
+        {"task": "pos", "subset": "1%", "train": "ud/train-1pct.spacy", "steps": 100, "eval": 25},
         {"task": "pos", "subset": "10%", "train": "ud/train-10pct.spacy", "steps": 300, "eval": 100},
-        {"task": "pos", "subset": "100%", "train": "ud/train-100pct.spacy", "steps": 600, "eval": 200},
-        {"task": "ner", "subset": "100%", "train": "wnut/train.spacy", "steps": 400, "eval": 100},
+        {"task": "pos", "subset": "100%", "train": "ud/train-100pct.spacy", "steps": 800, "eval": 200},
+        {"task": "ner", "subset": "100%", "train": "wnut/train.spacy", "steps": 600, "eval": 150},
     ],
     "tiny": [
         {"task": "pos", "subset": "1%", "train": "ud/train-1pct.spacy", "steps": 20, "eval": 10},

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""What a listener costs: nlp.pipe with `elmo` alone vs `elmo` + a tagger with an ElmoListener,
+and training words/s of the CNN baseline tagger vs the ELMo tagger (the project's configs).
+
+Real text: UD English EWT test sentences (gold tokens, one sentence per Doc) for prediction and
+its train sentences for training. One thread unless --threads. Each prediction row is the median
+of --repeats passes, the configurations interleaved.
+
+    python bench/listener.py [--sentences 2077] [--repeats 3] [--original] [--output bench/results/listener.json]
+
+--original adds the published "original" shapes (2x4096/512, random weights) so the listener's
+share can be seen beside a biLM of the paper's size.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import spacy  # noqa: E402
+import torch  # noqa: E402
+from spacy.tokens import Doc  # noqa: E402
+from spacy.training import Example  # noqa: E402
+from spacy.training.batchers import minibatch_by_words  # noqa: E402
+
+from spacy_elmo.downstream_data import conllu_doc, read_conllu  # noqa: E402
+
+UD = REPO.parent / "shared" / "data" / "ud_english_ewt"
+CONFIGS = REPO / "project" / "configs" / "downstream"
+MIX_ONLY = {"@architectures": "spacy-elmo.ElmoListener.v1", "width": 96, "mix": {"@architectures": "spacy-elmo.ScalarMix.v1"}}
+
+
+def load_docs(split: str, limit: int) -> List[Doc]:
+    vocab = spacy.blank("en").vocab
+    docs = []
+    for sentence in read_conllu(UD / f"en_ewt-ud-{split}.conllu.gz"):
+        docs.append(conllu_doc(vocab, sentence))
+        if len(docs) == limit:
+            break
+    return docs
+
+
+def original_weights(work: Path) -> str:
+    """Random weights in the published original shapes (native format)."""
+    from spacy_elmo import BiLM, BiLMConfig, save_native
+
+    path = work / "original"
+    if not (path / "config.json").exists():
+        torch.manual_seed(0)
+        model = BiLM(BiLMConfig())
+        with torch.no_grad():
+            for p in model.parameters():
+                p.uniform_(-0.05, 0.05)
+        save_native(model, path)
+    return str(path)
+
+
+def pipeline(weights: Optional[str], tagger: Optional[Dict[str, Any]], train_docs: List[Doc]) -> spacy.Language:
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": weights, "set_hooks": False})
+    if tagger is not None:
+        component = nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": tagger}})
+        examples = [Example(nlp.make_doc(" ".join(t.text for t in d)), d) for d in train_docs[:50]]
+        nlp.initialize(lambda: examples)
+        assert component.model is not None
+    else:
+        nlp.initialize()
+    return nlp
+
+
+def fresh(docs: List[Doc]) -> List[Doc]:
+    return [Doc(d.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d], sent_starts=[t.is_sent_start for t in d]) for d in docs]
+
+
+def time_pipe(nlp: spacy.Language, docs: List[Doc]) -> float:
+    batch = fresh(docs)
+    start = time.perf_counter()
+    for _ in nlp.pipe(batch, batch_size=1000):
+        pass
+    return time.perf_counter() - start
+
+
+def tagger_listener_config() -> Dict[str, Any]:
+    config = spacy.util.load_config(CONFIGS / "tagger-elmo.cfg")
+    return dict(config["components"]["tagger"]["model"]["tok2vec"])
+
+
+def training_rate(config_file: Path, train_docs: List[Doc], steps: int, weights: Optional[str]) -> float:
+    overrides = {"components.elmo.model.weights": weights} if "elmo" in config_file.name else {}
+    config = spacy.util.load_config(config_file, overrides=overrides, interpolate=True)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = [Example(nlp.make_doc(" ".join(t.text for t in d)), d) for d in train_docs]
+    examples = [Example(Doc(nlp.vocab, words=[t.text for t in e.reference]), e.reference) for e in examples]
+    optimizer = nlp.initialize(lambda: examples[:200])
+    batches = list(minibatch_by_words(examples, size=1000))
+    words = 0
+    for batch in batches[:3]:  # warm-up
+        nlp.update(batch, sgd=optimizer, drop=0.1)
+    start = time.perf_counter()
+    for batch in batches[3 : 3 + steps]:
+        nlp.update(batch, sgd=optimizer, drop=0.1)
+        words += sum(len(e.reference) for e in batch)
+    return words / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sentences", type=int, default=2077)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--train-steps", type=int, default=30)
+    parser.add_argument("--original", action="store_true")
+    parser.add_argument("--work", default="/tmp/spacy-elmo-bench")
+    parser.add_argument("--output", default=str(REPO / "bench" / "results" / "listener.json"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    test_docs = load_docs("test", args.sentences)
+    train_docs = load_docs("train", 3000)
+    n_tokens = sum(len(d) for d in test_docs)
+    models: Dict[str, Optional[str]] = {"default": None}
+    if args.original:
+        models["original"] = original_weights(work)
+    results: Dict[str, Any] = {
+        "machine": f"{platform.processor() or platform.machine()}, {args.threads} thread(s), torch {torch.__version__}",
+        "text": f"UD EWT test, {len(test_docs)} sentences, {n_tokens} tokens",
+        "prediction": {},
+    }
+    for name, weights in models.items():
+        docs = test_docs if name == "default" else test_docs[: max(1, args.sentences // 4)]
+        tokens = sum(len(d) for d in docs)
+        pipes = {
+            "elmo alone": pipeline(weights, None, train_docs),
+            "elmo + tagger (ElmoListener: mix only)": pipeline(weights, MIX_ONLY, train_docs),
+            "elmo + tagger (ElmoListener: mix + MultiHashEmbed + 4-layer CNN, the project's config)": pipeline(weights, tagger_listener_config(), train_docs),
+        }
+        for nlp in pipes.values():
+            time_pipe(nlp, docs[:50])  # warm-up (loads weights, fills caches)
+        times: Dict[str, List[float]] = {key: [] for key in pipes}
+        for _ in range(args.repeats):
+            for key, nlp in pipes.items():
+                times[key].append(time_pipe(nlp, docs))
+        base = statistics.median(times["elmo alone"])
+        rows = {}
+        for key, values in times.items():
+            median = statistics.median(values)
+            rows[key] = {"tokens_per_second": round(tokens / median), "overhead_vs_elmo_alone": round(median / base - 1, 4), "runs_s": [round(v, 3) for v in values]}
+        results["prediction"][name] = {"tokens": tokens, "rows": rows}
+        print(json.dumps({name: rows}, indent=1), flush=True)
+    results["training_words_per_second"] = {
+        "tagger, CNN tok2vec (baseline)": round(training_rate(CONFIGS / "tagger-cnn.cfg", train_docs, args.train_steps, None)),
+        "tagger, ElmoListener on the default biLM (frozen)": round(training_rate(CONFIGS / "tagger-elmo.cfg", train_docs, args.train_steps, None)),
+    }
+    print(json.dumps(results["training_words_per_second"], indent=1))
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

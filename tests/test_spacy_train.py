@@ -1,0 +1,64 @@
+"""End to end with spaCy's own CLI: train -> evaluate -> package -> pip install -> spacy.load.
+
+Uses the project's downstream config (project/configs/downstream/tagger-elmo.cfg) on a handful of
+sentences with the tiny fixture biLM, so it runs in about a minute.
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.tokens import Doc, DocBin
+
+from .conftest import ALLENNLP, REPO
+
+CONFIG = REPO / "project" / "configs" / "downstream" / "tagger-elmo.cfg"
+SENTENCES = [
+    ("The cat sat on the mat .", ["D", "N", "V", "P", "D", "N", "."]),
+    ("A dog ran home .", ["D", "N", "V", "N", "."]),
+    ("The bank lends money .", ["D", "N", "V", "N", "."]),
+    ("We sat on the bank .", ["P", "V", "P", "D", "N", "."]),
+]
+TEXTS = ["The cat ran home .", "We sat on the mat .", "A bank sat ."]
+
+
+def run(*args, **kwargs):
+    result = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, **kwargs)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_train_evaluate_package_install_load(tmp_path):
+    weights = tmp_path / "elmo-weights"
+    shutil.copytree(ALLENNLP, weights)
+    nlp = spacy.blank("en")
+    docs = [Doc(nlp.vocab, words=text.split(), tags=tags, sent_starts=[True] + [False] * (len(tags) - 1)) for text, tags in SENTENCES]
+    DocBin(docs=docs * 3).to_disk(tmp_path / "train.spacy")
+    DocBin(docs=docs).to_disk(tmp_path / "dev.spacy")
+    run(
+        "-m", "spacy", "train", CONFIG, "--output", tmp_path / "out",
+        "--paths.train", tmp_path / "train.spacy", "--paths.dev", tmp_path / "dev.spacy",
+        "--components.elmo.model.weights", weights, "--training.max_steps", 40, "--training.eval_frequency", 20,
+    )
+    best = tmp_path / "out" / "model-best"
+    run("-m", "spacy", "evaluate", best, tmp_path / "dev.spacy", "--output", tmp_path / "scores.json")
+    assert json.loads((tmp_path / "scores.json").read_text())["tag_acc"] > 0.8
+    expected = [[t.tag_ for t in doc] for doc in spacy.load(best).pipe(TEXTS)]
+
+    (tmp_path / "dist").mkdir()
+    run("-m", "spacy", "package", best, tmp_path / "dist", "--name", "elmo_test_tagger", "--version", "0.0.1")
+    (sdist,) = (tmp_path / "dist").glob("*/dist/*.tar.gz")
+    run("-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation", "--target", tmp_path / "site", sdist)
+    shutil.rmtree(weights)  # the packaged pipeline carries its own biLM weights
+    shutil.rmtree(tmp_path / "out")
+    code = (
+        "import json, spacy; nlp = spacy.load('en_elmo_test_tagger');"
+        f"print(json.dumps([[t.tag_ for t in d] for d in nlp.pipe({TEXTS!r})]))"
+    )
+    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+    out = run("-c", code, env={**__import__("os").environ, **env}, cwd=tmp_path)
+    assert json.loads(out.strip().splitlines()[-1]) == expected
