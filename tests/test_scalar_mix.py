@@ -17,12 +17,22 @@ def test_average_is_the_mean():
 @pytest.mark.parametrize("spec,index", [("top", 2), ("layer:0", 0), ("layer:1", 1)])
 def test_single_layer_presets_are_exact(spec, index):
     x = layers()
-    assert torch.equal(ScalarMix(3, spec)(x), x[index])
+    assert torch.equal(ScalarMix(3, spec, trainable=False)(x), x[index])
+
+
+@pytest.mark.parametrize("spec,index", [("top", 2), ("layer:0", 0), ([0, 1, 0], 1)])
+def test_trainable_single_layer_presets_can_move(spec, index):
+    x = layers()
+    mix = ScalarMix(3, spec)  # trainable: 99% on the layer, not 100% (which no gradient can leave)
+    assert mix.weights[index].item() == pytest.approx(0.99)
+    mix(x).pow(2).sum().backward()
+    others = [i for i in range(3) if i != index]
+    assert mix.scalar_parameters.grad[others].abs().min() > 1e-4
 
 
 def test_explicit_weights_and_gamma():
     x = layers()
-    mix = ScalarMix(3, [1, 0, 3], gamma=2.0)
+    mix = ScalarMix(3, [1, 0, 3], gamma=2.0, trainable=False)
     assert torch.allclose(mix.weights, torch.tensor([0.25, 0.0, 0.75]))
     assert torch.allclose(mix(x), 2.0 * (0.25 * x[0] + 0.75 * x[2]), atol=1e-6)
 

@@ -44,6 +44,18 @@ def mix_logits(spec: MixSpec, n_layers: int) -> torch.Tensor:
     return torch.tensor([math.log(w / total) if w > 0 else _NEG for w in weights])
 
 
+def trainable_mix_logits(spec: MixSpec, n_layers: int) -> torch.Tensor:
+    """Starting logits for a mix that will be trained: like :func:`mix_logits`, except that a
+    single-layer preset ("top", "layer:N", or weights with zeros) puts 99% of the weight on its
+    layer(s) instead of all of it, so that gradients can still move the other weights."""
+    logits = mix_logits(spec, n_layers)
+    chosen = logits > _NEG / 2
+    others = int((~chosen).sum())
+    if others:
+        logits = torch.where(chosen, logits + math.log(0.99), torch.tensor(math.log(0.01 / others)))
+    return logits
+
+
 class ScalarMix(nn.Module):
     """Task-specific weighted sum of ``n_layers`` same-shaped layers.
 
@@ -64,7 +76,8 @@ class ScalarMix(nn.Module):
     ) -> None:
         super().__init__()
         self.n_layers, self.layer_norm, self.l2_coef = n_layers, layer_norm, l2_coef
-        self.scalar_parameters = nn.Parameter(mix_logits(init, n_layers), requires_grad=trainable)
+        logits = trainable_mix_logits(init, n_layers) if trainable else mix_logits(init, n_layers)
+        self.scalar_parameters = nn.Parameter(logits, requires_grad=trainable)
         self.gamma = nn.Parameter(torch.tensor([float(gamma)]), requires_grad=trainable)
 
     @property

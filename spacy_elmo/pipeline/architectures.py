@@ -23,7 +23,7 @@ from spacy.util import registry
 from thinc.api import Linear, Maxout, Model, chain, with_array
 from thinc.types import Floats1d, Floats2d, Floats3d
 
-from ..bilm.scalar_mix import mix_logits
+from ..bilm.scalar_mix import mix_logits, trainable_mix_logits
 from .bilm_model import BILM_NODE, configure_bilm_model
 from .extensions import install_extensions
 
@@ -79,13 +79,7 @@ def ScalarMix_v1(
 
 def trainable_logits(spec: Union[str, Sequence[float]], n_layers: int) -> np.ndarray:
     """Starting logits; a single-layer preset gets 99% of the weight instead of all of it."""
-    logits = mix_logits(spec, n_layers).numpy().astype(np.float32)
-    chosen = logits > -1e3
-    if chosen.sum() < n_layers:
-        others = int((~chosen).sum())
-        # weight 0.99 spread over the chosen layers, 0.01 over the others
-        logits = np.where(chosen, logits + np.log(0.99), np.log(0.01 / others)).astype(np.float32)
-    return logits
+    return trainable_mix_logits(spec, n_layers).numpy().astype(np.float32)
 
 
 def _mix_init(model: Model, X: Optional[List[Floats3d]] = None, Y: Any = None) -> None:
