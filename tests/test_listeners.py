@@ -324,3 +324,28 @@ def test_scalar_mix_dropout_uses_its_own_rate():
 
     set_dropout_rate(model, 0.0)  # spaCy's global training dropout does not override it
     assert model.attrs["mix_dropout"] == 0.5
+
+
+def test_elmo_tok2vec_alone_trains_and_round_trips():
+    tok2vec = {
+        "@architectures": "spacy-elmo.ElmoTok2Vec.v1", "width": 16, "frozen": True,
+        "bilm": {"@architectures": "spacy-elmo.BiLM.v1", "weights": str(ALLENNLP)},
+        "mix": {"@architectures": "spacy-elmo.ScalarMix.v1", "init": "top"},
+    }
+    config = {"model": {"@architectures": "spacy.TextCatCNN.v2", "exclusive_classes": True, "nO": None, "tok2vec": tok2vec}}
+    nlp = spacy.blank("en")
+    nlp.add_pipe("textcat", config=config)
+    data = [("The cat sat on the mat .", "ANIMAL"), ("The bank lends money .", "MONEY"), ("A dog ran home .", "ANIMAL"), ("We paid the bank .", "MONEY")]
+    egs = [Example.from_dict(nlp.make_doc(t), {"cats": {"ANIMAL": c == "ANIMAL", "MONEY": c == "MONEY"}}) for t, c in data]
+    optimizer = nlp.initialize(lambda: egs)
+    before = {k: v.clone() for k, v in nlp.get_pipe("textcat").model.get_ref("tok2vec").get_ref("source").shims[0].bilm.state_dict().items()}
+    for _ in range(60):
+        nlp.update(egs, sgd=optimizer)
+    cats = [max(d.cats, key=d.cats.get) for d in nlp.pipe([t for t, _ in data])]
+    assert cats == [c for _, c in data]
+    after = nlp.get_pipe("textcat").model.get_ref("tok2vec").get_ref("source").shims[0].bilm.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # frozen inside a component too
+    restored = spacy.blank("en")
+    restored.add_pipe("textcat", config=config)
+    restored.from_bytes(nlp.to_bytes())
+    assert [d.cats for d in restored.pipe([t for t, _ in data])] == [d.cats for d in nlp.pipe([t for t, _ in data])]
