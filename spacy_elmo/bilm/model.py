@@ -117,6 +117,10 @@ def _clip(value: Any) -> Optional[float]:
     return float(value) if value not in (None, 0, False) else None
 
 
+def _clear_token_cache_after_load(module: "BiLM", incompatible_keys: Any) -> None:
+    module.clear_token_cache()
+
+
 class BiLM(nn.Module):
     """ELMo's bidirectional language model (inference side).
 
@@ -151,10 +155,20 @@ class BiLM(nn.Module):
         self._state: Optional[LstmState] = None
         self.token_cache: Optional[TokenVectorCache] = None
         self.set_token_cache(token_cache_size)
+        self.register_load_state_dict_post_hook(_clear_token_cache_after_load)
 
     def set_token_cache(self, size: int) -> None:
-        """Cache up to ``size`` context-free token vectors at inference (0 turns the cache off)."""
+        """Cache up to ``size`` context-free token vectors at inference (0 turns the cache off).
+
+        The cache is thread-safe and never serves vectors of replaced or updated weights (see
+        :mod:`spacy_elmo.bilm.token_cache`); it is emptied by every ``load_state_dict``."""
         self.token_cache = TokenVectorCache(size) if size > 0 else None
+
+    def clear_token_cache(self) -> None:
+        """Empty the token cache: needed only after writing weights behind autograd's back
+        (``param.data.add_()``, a NumPy view), which no version counter records."""
+        if self.token_cache is not None:
+            self.token_cache.clear()
 
     @property
     def n_output_layers(self) -> int:
