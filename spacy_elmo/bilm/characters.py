@@ -5,12 +5,19 @@ Each token becomes ``MAX_CHARS`` ids: begin-of-word, the token's UTF-8 *bytes* (
 Every id is shifted by +1 so that id 0 is free to mean "no token" (a padded batch position).
 Each context is wrapped in the pseudo-tokens ``<S>`` and ``</S>``, which use dedicated ids; a
 literal ``<S>``/``</S>`` in the text maps to the same ids (as AllenNLP does).
+
+Process-wide cache: :func:`token_char_ids` remembers the ids of the most recently used
+``DEFAULT_CHAR_CACHE_SIZE`` (200,000) distinct tokens in an LRU cache shared by every model in the
+process; full, it holds about 120 MB. Size it with ``set_char_cache_size(n)`` (``0`` turns it off;
+outputs never change, only speed) or, before the package is imported, with the environment
+variable ``SPACY_ELMO_CHAR_CACHE_SIZE``. ``char_cache_info()`` reports its hits and size.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -24,17 +31,22 @@ N_CHARACTERS = 262  # 261 ids + the padding id 0
 def _special_ids(char: int) -> np.ndarray:
     ids = np.full(MAX_CHARS, PAD_CHAR, dtype=np.int64)
     ids[:3] = (BOW_CHAR, char, EOW_CHAR)
-    return ids + 1
+    ids += 1
+    ids.setflags(write=False)  # shared by every call: nobody may write into them
+    return ids
 
 
 _BOS_IDS = _special_ids(BOS_CHAR)
 _EOS_IDS = _special_ids(EOS_CHAR)
 PADDING_IDS = np.zeros(MAX_CHARS, dtype=np.int64)
+PADDING_IDS.setflags(write=False)
 
 
-@lru_cache(maxsize=200_000)
-def token_char_ids(token: str) -> np.ndarray:
-    """The ``[MAX_CHARS]`` int64 character ids (already shifted by +1) of one token."""
+DEFAULT_CHAR_CACHE_SIZE = 200_000
+CHAR_CACHE_ENV = "SPACY_ELMO_CHAR_CACHE_SIZE"
+
+
+def _char_ids(token: str) -> np.ndarray:
     if token == BOS_TOKEN:
         return _BOS_IDS
     if token == EOS_TOKEN:
@@ -46,6 +58,50 @@ def token_char_ids(token: str) -> np.ndarray:
     ids[len(data) + 1] = EOW_CHAR + 1
     ids.setflags(write=False)
     return ids
+
+
+def _size_from_environment() -> int:
+    value = os.environ.get(CHAR_CACHE_ENV, "").strip()
+    if not value:
+        return DEFAULT_CHAR_CACHE_SIZE
+    try:
+        size = int(value)
+    except ValueError:
+        raise ValueError(f"{CHAR_CACHE_ENV} must be a whole number >= 0 (0 = no cache), got {value!r}") from None
+    if size < 0:
+        raise ValueError(f"{CHAR_CACHE_ENV} must be a whole number >= 0 (0 = no cache), got {value!r}")
+    return size
+
+
+_cached: Callable[[str], np.ndarray] = lru_cache(maxsize=_size_from_environment())(_char_ids)
+
+
+def token_char_ids(token: str) -> np.ndarray:
+    """The ``[MAX_CHARS]`` int64 character ids (already shifted by +1) of one token (read-only;
+    cached process-wide, see the module docstring)."""
+    return _cached(token)
+
+
+def set_char_cache_size(size: int) -> None:
+    """Keep the ids of at most ``size`` distinct tokens (``0``: no cache); empties the cache.
+
+    The cache is process-wide (shared by every model); the default is
+    ``DEFAULT_CHAR_CACHE_SIZE`` or the ``SPACY_ELMO_CHAR_CACHE_SIZE`` environment variable."""
+    global _cached
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError(f"char cache size must be a whole number >= 0 (0 = no cache), got {size!r}")
+    _cached.cache_clear()  # type: ignore[attr-defined]
+    _cached = lru_cache(maxsize=size)(_char_ids)
+
+
+def char_cache_size() -> int:
+    """The current capacity of the process-wide character-id cache."""
+    return int(_cached.cache_info().maxsize or 0)  # type: ignore[attr-defined]
+
+
+def char_cache_info() -> Any:
+    """``functools`` cache statistics (hits, misses, maxsize, currsize) of the character-id cache."""
+    return _cached.cache_info()  # type: ignore[attr-defined]
 
 
 def batch_to_char_ids(sentences: Sequence[Sequence[str]]) -> torch.Tensor:
@@ -96,7 +152,7 @@ class TokenBatch:
             index[row, n + 1] = 2
             lengths[row] = n + 2
         strings = [""] + [s for s in vocab if s is not None]
-        char_ids = np.stack([PADDING_IDS] + [token_char_ids(s) for s in strings[1:]])
+        char_ids = np.stack([PADDING_IDS] + [_cached(s) for s in strings[1:]])
         return cls(
             token_index=torch.from_numpy(index),
             char_ids=torch.from_numpy(char_ids),
