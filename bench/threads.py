@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""One thread or two? ``nlp.pipe`` speed of the `elmo` component by thread count and process count.
+
+Real text: the sentences of the UD English EWT test set (``../shared/data/ud_english_ewt``, the
+``# text =`` lines), the embedded default English model, the component's default settings. Every
+configuration runs in a fresh process (so each sets its own torch thread count before anything
+runs), after a warm-up; configurations are interleaved over ``--repeats`` rounds because the
+speed of a shared machine drifts, and each run records the 1-minute load average before it starts.
+Prints a markdown table (median tokens/s per configuration, and the ratio to one thread in one
+process) and writes every run to ``bench/results/threads.json``.
+
+    python bench/threads.py                 # about 5 minutes on 2 cores
+    python bench/threads.py --sentences 400 --repeats 1   # a quick look
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+REPO = Path(__file__).resolve().parent.parent
+EWT = REPO.parent / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-test.conllu.gz"
+RESULTS = REPO / "bench" / "results"
+
+
+def ewt_texts(limit: int) -> List[str]:
+    texts = []
+    with gzip.open(EWT, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("# text = "):
+                texts.append(line[len("# text = "):].strip())
+    return texts[:limit] if limit else texts
+
+
+def worker(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)  # before anything runs; nlp.pipe's workers set it again (below)
+    import spacy
+
+    from spacy.language import Language
+
+    from spacy_elmo.threads import set_threads
+
+    @Language.component("bench_threads")
+    def bench_threads(doc):  # what the component's `threads` setting does: set the count in every process
+        set_threads(args.threads)
+        return doc
+
+    texts = ewt_texts(args.sentences)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("bench_threads")
+    nlp.add_pipe("elmo")
+    for _ in nlp.pipe(texts[:50]):  # warm-up: loads the model, fills nothing that matters
+        pass
+    start = time.perf_counter()
+    tokens = 0
+    for doc in nlp.pipe(texts, n_process=args.n_process, batch_size=args.batch_size):
+        tokens += len(doc)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"threads": args.threads, "n_process": args.n_process, "tokens": tokens,
+                      "sentences": len(texts), "seconds": seconds, "tokens_per_s": tokens / seconds}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sentences", type=int, default=1000, help="first N test sentences (0 = all 2,077)")
+    ap.add_argument("--repeats", type=int, default=3, help="rounds over all configurations, interleaved")
+    ap.add_argument("--batch-size", type=int, default=100, help="nlp.pipe batch size (Docs)")
+    ap.add_argument("--configs", default="1x1,2x1,1x2,2x2", help="THREADSxPROCESSES, comma-separated")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds before a run is abandoned")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--n-process", type=int, default=1, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
+    runs: List[Dict] = []
+    for round_ in range(args.repeats):
+        for threads, n_process in configs:
+            load = os.getloadavg()[0]
+            cmd = [sys.executable, __file__, "--worker", "--threads", str(threads), "--n-process", str(n_process),
+                   "--sentences", str(args.sentences), "--batch-size", str(args.batch_size)]
+            env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+            try:
+                out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout, check=True).stdout
+                run = json.loads(out.strip().splitlines()[-1])
+            except subprocess.TimeoutExpired:
+                run = {"threads": threads, "n_process": n_process, "timed_out": args.timeout, "tokens_per_s": 0.0}
+            run.update(round=round_, load_before=load)
+            runs.append(run)
+            print(json.dumps(run), file=sys.stderr, flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    machine = {"cores": len(os.sched_getaffinity(0)), "python": sys.version.split()[0]}
+    import torch
+
+    machine["torch"] = torch.__version__
+    (RESULTS / "threads.json").write_text(json.dumps({"machine": machine, "args": vars(args), "runs": runs}, indent=1) + "\n")
+    base = statistics.median(r["tokens_per_s"] for r in runs if (r["threads"], r["n_process"]) == configs[0])
+    print(f"{machine['cores']} cores, torch {machine['torch']}, {runs[0].get('sentences', args.sentences)} EWT test sentences, "
+          f"median of {args.repeats} runs; load average before the runs {min(r['load_before'] for r in runs):.1f}-"
+          f"{max(r['load_before'] for r in runs):.1f}\n")
+    print("| threads x processes | nlp.pipe tokens/s (median) | all runs | vs 1 x 1 |")
+    print("| --- | ---: | --- | ---: |")
+    for threads, n_process in configs:
+        speeds = [r["tokens_per_s"] for r in runs if (r["threads"], r["n_process"]) == (threads, n_process)]
+        median = statistics.median(speeds)
+        print(f"| {threads} x {n_process} | {median:.0f} | {' / '.join(f'{s:.0f}' for s in speeds)} | {median / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Every code block of the README runs as written, in order, in one scratch folder.
+
+``bash`` blocks run line by line (``&&`` chains split; ``pip install`` steps are left out, since
+the test environment is the installed one, and so is the pytest command, which is this very run);
+``python`` blocks are executed; an ``ini``/``cfg`` config must go through ``spacy init fill-config``
+(an excerpt without ``[nlp]`` must parse and name only registered functions); other blocks
+(plain text, tables) are not code. Each block may use files that the blocks before it wrote, so a
+block that reads a file no earlier block or step makes fails here, as it would for a reader.
+"""
+from __future__ import annotations
+
+import os
+import re
+import runpy
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Tuple
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+# what a reader has in the repository root, made visible in the scratch folder
+LINKED = ("project", "spacy_elmo", "tests", "bench")
+
+
+def code_blocks(text: str) -> List[Tuple[int, str, str]]:
+    """(first line number, language, code) of every fenced block."""
+    blocks, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        match = re.match(r"^```(\w*)\s*$", lines[i])
+        if match:
+            start, lang, body = i + 1, match.group(1).lower(), []
+            i += 1
+            while i < len(lines) and not lines[i].startswith("```"):
+                body.append(lines[i])
+                i += 1
+            blocks.append((start, lang, "\n".join(body) + "\n"))
+        i += 1
+    return blocks
+
+
+def shell_commands(code: str) -> List[str]:
+    """The commands of a bash block to run: continuations joined, comments, pip and pytest left out."""
+    commands, joined = [], code.replace("\\\n", " ")
+    for line in joined.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        for part in line.split(" && "):
+            words = shlex.split(part, comments=True)
+            if not words or words[0] == "pip" or words[:3] == ["python", "-m", "pip"]:
+                continue
+            if "pytest" in words:
+                continue
+            commands.append(shlex.join(words))
+    return commands
+
+
+def check_config_fragment(code: str) -> None:
+    """A config excerpt: with its parent sections implied it parses, and every registered function it names exists."""
+    import spacy
+    from thinc.api import Config
+
+    sections = re.findall(r"^\[([^\]]+)\]\s*$", code, flags=re.M)
+    parents = {".".join(name.split(".")[:i]) for name in sections for i in range(1, name.count(".") + 1)}
+    header = "".join(f"[{name}]\n\n" for name in sorted(parents - set(sections), key=lambda n: n.count(".")))
+    Config().from_str(header + code, interpolate=False)
+    for kind, name in re.findall(r'^@(\w+)\s*=\s*"([^"]+)"', code, flags=re.M):
+        assert spacy.registry.has(kind, name), f"{kind} {name!r} is not registered"
+
+
+BLOCKS = code_blocks(README.read_text(encoding="utf-8"))
+
+
+def test_the_readme_has_the_blocks_we_expect():
+    langs = [lang for _, lang, _ in BLOCKS]
+    assert langs.count("python") >= 3 and langs.count("bash") >= 4
+    assert all(lang for lang in langs), "a code block without a language: say bash, python, ini or text"
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("readme")
+    for name in LINKED:
+        (folder / name).symlink_to(REPO / name, target_is_directory=True)
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line, lang, code", BLOCKS, ids=[f"README.md:{line}-{lang}" for line, lang, _ in BLOCKS])
+def test_readme_block(scratch, monkeypatch, line, lang, code):
+    monkeypatch.chdir(scratch)
+    if lang in ("bash", "sh", "shell", "console"):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        for command in shell_commands(code):
+            command = re.sub(r"^python(3)?\b", shlex.quote(sys.executable), command)
+            result = subprocess.run(command, shell=True, cwd=scratch, env=env, capture_output=True, text=True, timeout=900)
+            assert result.returncode == 0, f"README.md:{line}: `{command}` failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    elif lang == "python":
+        script = scratch / f"readme_{line}.py"
+        script.write_text(code, encoding="utf-8")
+        runpy.run_path(str(script), run_name="__main__")
+    elif lang in ("ini", "cfg") and "[nlp]" not in code:  # a fragment: it parses, its functions exist
+        check_config_fragment(code)
+    elif lang in ("ini", "cfg"):  # a config: `spacy init fill-config` must complete it, as the README says
+        config = scratch / f"readme_{line}.cfg"
+        config.write_text(code, encoding="utf-8")
+        cmd = [sys.executable, "-m", "spacy", "init", "fill-config", str(config), str(scratch / f"readme_{line}.full.cfg")]
+        result = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, f"README.md:{line}: the config does not fill:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+    else:  # text, tables, output samples: nothing to run
+        pytest.skip(f"a {lang or 'plain'} block is not code")
