@@ -165,3 +165,96 @@ def test_native_truncated_and_mismatched(allennlp_bilm, tmp_path):
     (folder / "config.json").write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(WeightsError, match="not a spacy-elmo biLM config"):
         load_bilm(folder)
+
+
+# ------------------------------------------------------------ corrupt and malformed inputs
+
+
+def test_native_nan_weights_name_the_file_and_tensor(allennlp_bilm, tmp_path):
+    import torch
+
+    folder = save_native(allennlp_bilm, tmp_path / "native")
+    state = torch.load(folder / "weights.pt", weights_only=True)
+    state["lstm.layers.0.w_proj"][0, 1, 2] = float("nan")
+    state["token_encoder.projection.bias"][0] = float("inf")
+    torch.save(state, folder / "weights.pt")
+    with pytest.raises(WeightsError, match=r"weights.pt: .*'token_encoder.projection.bias'.* NaN or infinite"):
+        load_bilm(folder)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [[[1, 4], [2]], 5, [[1, "four"]], [1, 4], [[1, 4, 5]], [[0, 4]], [[1, -2]], "[[1, 4]]", [None], [[1.5, 4]]],
+)
+def test_malformed_filters_name_the_key_and_the_expected_shape(original_copy, filters):
+    options = json.loads((original_copy / "options.json").read_text())
+    options["char_cnn"]["filters"] = filters
+    (original_copy / "options.json").write_text(json.dumps(options))
+    with pytest.raises(WeightsError, match=r"options.json: char_cnn.filters must be .*\[\[width, n\], \.\.\.\]"):
+        load_bilm(original_copy)
+
+
+@pytest.mark.parametrize(
+    "section,key,value", [("lstm", "dim", "big"), ("lstm", "n_layers", [2]), ("char_cnn", "n_highway", "two"), ("lstm", "cell_clip", "x")]
+)
+def test_options_values_of_the_wrong_type_name_the_key(original_copy, section, key, value):
+    options = json.loads((original_copy / "options.json").read_text())
+    options[section][key] = value
+    (original_copy / "options.json").write_text(json.dumps(options))
+    with pytest.raises(WeightsError, match=f"options.json: {section}.{key} must be a number"):
+        load_bilm(original_copy)
+
+
+def test_native_config_not_json_or_without_options(allennlp_bilm, tmp_path):
+    folder = save_native(allennlp_bilm, tmp_path / "native")
+    config = folder / "config.json"
+    good = config.read_text()
+    config.write_text(good[: len(good) // 2])
+    with pytest.raises(WeightsError, match="config.json is not valid JSON"):
+        load_bilm(folder)
+    config.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(WeightsError, match="config.json is not valid JSON"):
+        load_bilm(folder)
+    meta = json.loads(good)
+    del meta["options"]["lstm"]["n_layers"]
+    config.write_text(json.dumps(meta))
+    with pytest.raises(WeightsError, match="config.json: missing required key 'lstm.n_layers'"):
+        load_bilm(folder)
+    meta = json.loads(good)
+    del meta["options"]
+    config.write_text(json.dumps(meta))
+    with pytest.raises(WeightsError, match="config.json: .*'options'"):
+        load_bilm(folder)
+
+
+@pytest.mark.parametrize("keep", [0, 100, 0.9])
+def test_native_weights_truncated_or_empty_name_the_file(allennlp_bilm, tmp_path, keep):
+    folder = save_native(allennlp_bilm, tmp_path / "native")
+    weights = folder / "weights.pt"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: int(keep * len(data)) if isinstance(keep, float) else keep])
+    with pytest.raises(WeightsError, match=r"weights.pt cannot be read \(truncated or not a torch state dict\)"):
+        load_bilm(folder)
+
+
+@pytest.mark.parametrize("keep", [0, 0.1, 0.99])
+def test_original_weights_truncated_name_the_file(original_copy, keep):
+    path = original_copy / "lm_weights.hdf5"
+    data = path.read_bytes()
+    path.write_bytes(data[: int(keep * len(data))])
+    with pytest.raises(WeightsError, match="lm_weights.hdf5"):
+        load_bilm(original_copy)
+
+
+def test_options_json_missing_sections_or_empty(original_copy):
+    options = json.loads((original_copy / "options.json").read_text())
+    del options["lstm"]
+    (original_copy / "options.json").write_text(json.dumps(options))
+    with pytest.raises(WeightsError, match="options.json: missing required key 'lstm.dim'"):
+        load_bilm(original_copy)
+    (original_copy / "options.json").write_text("")
+    with pytest.raises(WeightsError, match="options.json is not valid JSON"):
+        load_bilm(original_copy)
+    (original_copy / "options.json").write_text("[1, 2]")
+    with pytest.raises(WeightsError, match="options.json must hold a JSON object"):
+        load_bilm(original_copy)

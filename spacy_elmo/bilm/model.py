@@ -50,34 +50,53 @@ class BiLMConfig:
                     raise OptionsError(f"{source}: missing required key '{section}.{key}'") from None
                 return default
 
+        def whole(name: str, value: Any) -> int:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or int(value) != value:
+                raise OptionsError(f"{source}: {name} must be a number (a whole number), got {value!r}")
+            return int(value)
+
+        def integer(section: str, key: str, default: Any = KeyError) -> int:
+            return whole(f"{section}.{key}", get(section, key, default))
+
+        def clip(section: str, key: str) -> Optional[float]:
+            value = get(section, key, None)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise OptionsError(f"{source}: {section}.{key} must be a number or null, got {value!r}")
+            return _clip(value)
+
+        if not isinstance(options, dict) or not options:
+            raise OptionsError(f"{source}: the 'options' object (with 'lstm' and 'char_cnn' sections) is missing or empty")
         try:
             embedding = options["char_cnn"]["embedding"]["dim"]
         except (KeyError, TypeError):
             raise OptionsError(f"{source}: missing required key 'char_cnn.embedding.dim'") from None
-        filters = tuple((int(w), int(n)) for w, n in get("char_cnn", "filters"))
-        n_chars = int(get("char_cnn", "n_characters", N_CHARACTERS))
+        filters = _filters(get("char_cnn", "filters"), source)
+        n_chars = integer("char_cnn", "n_characters", N_CHARACTERS)
         if n_chars not in (261, 262):
             raise OptionsError(f"{source}: char_cnn.n_characters must be 261 (training) or 262, got {n_chars}")
-        max_chars = int(get("char_cnn", "max_characters_per_token", MAX_CHARS))
+        max_chars = integer("char_cnn", "max_characters_per_token", MAX_CHARS)
         if max_chars != MAX_CHARS:
             raise OptionsError(f"{source}: char_cnn.max_characters_per_token must be {MAX_CHARS}, got {max_chars}")
         config = cls(
-            lstm_dim=int(get("lstm", "dim")),
-            projection_dim=int(get("lstm", "projection_dim")),
-            n_layers=int(get("lstm", "n_layers")),
-            cell_clip=_clip(get("lstm", "cell_clip", None)),
-            proj_clip=_clip(get("lstm", "proj_clip", None)),
+            lstm_dim=integer("lstm", "dim"),
+            projection_dim=integer("lstm", "projection_dim"),
+            n_layers=integer("lstm", "n_layers"),
+            cell_clip=clip("lstm", "cell_clip"),
+            proj_clip=clip("lstm", "proj_clip"),
             use_skip_connections=bool(get("lstm", "use_skip_connections", False)),
-            char_dim=int(embedding),
+            char_dim=whole("char_cnn.embedding.dim", embedding),
             filters=filters,
-            n_highway=int(get("char_cnn", "n_highway", 0) or 0),
+            n_highway=integer("char_cnn", "n_highway", 0) if get("char_cnn", "n_highway", None) is not None else 0,
             activation=str(get("char_cnn", "activation", "relu")),
             n_characters=N_CHARACTERS,
             max_characters_per_token=max_chars,
             extra={k: v for k, v in options.items() if k not in ("lstm", "char_cnn")},
         )
-        if config.n_layers < 1 or config.projection_dim < 1 or config.lstm_dim < 1 or not filters:
-            raise OptionsError(f"{source}: lstm.dim, lstm.projection_dim, lstm.n_layers and char_cnn.filters must be positive")
+        if config.n_layers < 1 or config.projection_dim < 1 or config.lstm_dim < 1 or config.char_dim < 1 or config.n_highway < 0:
+            raise OptionsError(
+                f"{source}: lstm.dim, lstm.projection_dim, lstm.n_layers and char_cnn.embedding.dim must be positive "
+                "and char_cnn.n_highway >= 0"
+            )
         if config.activation not in ("relu", "tanh"):
             raise OptionsError(f"{source}: char_cnn.activation must be 'relu' or 'tanh', got {config.activation!r}")
         return config
@@ -111,6 +130,22 @@ class BiLMConfig:
     @property
     def n_filters(self) -> int:
         return sum(n for _, n in self.filters)
+
+
+FILTERS_SHAPE = "a non-empty list [[width, n], ...] of positive whole numbers (convolution width, number of filters)"
+
+
+def _filters(value: Any, source: str) -> Tuple[Tuple[int, int], ...]:
+    """``char_cnn.filters`` checked: ``[[width, n], ...]`` with positive whole numbers."""
+
+    def positive(x: Any) -> bool:
+        return not isinstance(x, bool) and isinstance(x, (int, float)) and x == x and int(x) == x and x >= 1
+
+    ok = isinstance(value, (list, tuple)) and len(value) > 0
+    ok = ok and all(isinstance(f, (list, tuple)) and len(f) == 2 and positive(f[0]) and positive(f[1]) for f in value)
+    if not ok:
+        raise OptionsError(f"{source}: char_cnn.filters must be {FILTERS_SHAPE}, got {value!r}")
+    return tuple((int(w), int(n)) for w, n in value)
 
 
 def _clip(value: Any) -> Optional[float]:

@@ -225,12 +225,20 @@ def load_native(path: PathLike, stateful: bool = False) -> BiLM:
     return model_from_state(config, state, weights_path, stateful=stateful)
 
 
+def _finite(tensor: torch.Tensor) -> bool:
+    """No NaN or infinity in ``tensor``: a finite sum proves it in one pass without a mask; a
+    non-finite sum (NaN, infinity, or overflow of huge finite values) is checked exactly."""
+    if tensor.numel() == 0 or bool(torch.isfinite(tensor.sum())):
+        return True
+    return bool(torch.isfinite(tensor).all())
+
+
 def model_from_state(config: BiLMConfig, state: Any, source: Union[str, Path], stateful: bool = False) -> BiLM:
     """A :class:`BiLM` (eval mode, float32) whose parameters *are* the tensors of ``state``.
 
     The model is built without allocating or initialising parameters of its own, so loading
-    holds one copy of the weights, not two. Missing tensors or wrong shapes raise
-    :class:`WeightsError` naming ``source``.
+    holds one copy of the weights, not two. Missing tensors, wrong shapes and NaN or infinite
+    values raise :class:`WeightsError` naming ``source`` (and the tensors).
     """
     if not isinstance(state, dict):
         raise WeightsError(f"weights file {source} does not hold a state dict")
@@ -244,7 +252,12 @@ def model_from_state(config: BiLMConfig, state: Any, source: Union[str, Path], s
         if not isinstance(state[name], torch.Tensor) or tuple(state[name].shape) != tuple(tensor.shape):
             shape = tuple(state[name].shape) if isinstance(state[name], torch.Tensor) else type(state[name]).__name__
             raise WeightsError(f"weights file {source}: '{name}' has shape {shape}, config implies {tuple(tensor.shape)}")
-    model.load_state_dict({k: state[k].float().contiguous() for k in expected}, strict=True, assign=True)
+    tensors = {k: state[k].float().contiguous() for k in expected}
+    broken = [name for name, tensor in tensors.items() if not _finite(tensor)]
+    if broken:
+        names = ", ".join(f"'{name}'" for name in broken[:5]) + (f" and {len(broken) - 5} more" if len(broken) > 5 else "")
+        raise WeightsError(f"weights file {source}: {names} hold NaN or infinite values")
+    model.load_state_dict(tensors, strict=True, assign=True)
     return model.eval()
 
 
