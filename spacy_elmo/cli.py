@@ -238,7 +238,10 @@ def embed_cli(
             raise UserError(f"no text: pass it as an argument ({PROG} embed \"Some text.\") or on standard input.")
         text = sys.stdin.read()
     nlp = spacy.blank(lang)
-    nlp.add_pipe("elmo", config={"weights": str(path), "mix": spec})
+    config: Dict[str, Any] = {"weights": str(path), "mix": spec}
+    if "threads" in nlp.get_factory_meta("elmo").default_config:  # the component's own setting, where it has one
+        config["threads"] = threads
+    nlp.add_pipe("elmo", config=config)
     doc = nlp(text)
     msg.info(f"{len(doc)} tokens, ELMo vectors {doc.tensor.shape}, biLM layers {doc._.elmo_layers.shape}")
     seen: Dict[str, Any] = {}
