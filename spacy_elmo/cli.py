@@ -220,7 +220,7 @@ def embed_cli(
     mix: str = Opt("average", "--mix", "-m", help="How to combine the biLM layers: average, top, layer:N (0 = context-free layer) or one weight per layer, e.g. 1,1,2"),
     lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the tokenizer"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core); more than the free cores slows it down"),
-    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write vectors, layers and tokens to this .npz file"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write vectors, layers and tokens to this .npz file. Default: none"),
     # fmt: on
 ) -> None:
     """Run the `elmo` component over a text and summarise each token's vector."""
@@ -361,9 +361,21 @@ def _train(
 
 
 # the options that pretrain and finetune share (typer needs them spelled out in each signature)
-_CONFIG_HELP = "JSON file of TrainConfig fields (architecture, optimiser, batch sizes); the options below override it"
-_RESUME_HELP = "Continue from OUT_DIR/checkpoints/last.pt if it exists (exact resume: model, optimiser, RNG, data position)"
+_CONFIG_HELP = "JSON file of TrainConfig fields (architecture, optimiser, batch sizes); the options below override it. Default: none (TrainConfig's defaults)"
+_RESUME_HELP = "Continue from OUT_DIR/checkpoints/last.pt if it exists (exact resume: model, optimiser, RNG, data position). Default: off"
 _FROM_CONFIG = "Default: from --config, else TrainConfig's"
+
+
+def _train_default(name: str) -> str:
+    """TrainConfig's default of a field, for the help text (read from the dataclass, so it cannot drift)."""
+    try:
+        from .training.trainer import TrainConfig
+
+        return f"({TrainConfig.__dataclass_fields__[name].default:g})"
+    except Exception:  # pragma: no cover - help text only
+        return ""
+
+
 
 
 @app.command("pretrain")
@@ -374,15 +386,15 @@ def pretrain_cli(
     out_dir: Path = Arg(..., help="Folder for checkpoints, metrics.jsonl, learning_curve.png and the exported model/"),
     config: Optional[Path] = Opt(None, "--config", "-c", help=_CONFIG_HELP),
     resume: bool = Opt(False, "--resume", help=_RESUME_HELP),
-    max_steps: Optional[int] = Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} (1000)"),
-    max_minutes: Optional[float] = Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} (0)"),
-    lr: Optional[float] = Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} (0.002)"),
-    warmup_steps: Optional[int] = Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} (200)"),
-    threads: Optional[int] = Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} (0)"),
-    max_tokens: Optional[int] = Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} (4096)"),
-    seed: Optional[int] = Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} (0)"),
-    eval_every: Optional[int] = Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} (200)"),
-    checkpoint_every: Optional[int] = Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} (200)"),
+    max_steps: Optional[int] = Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} {_train_default('max_steps')}"),
+    max_minutes: Optional[float] = Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} {_train_default('max_minutes')}"),
+    lr: Optional[float] = Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} {_train_default('lr')}"),
+    warmup_steps: Optional[int] = Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} {_train_default('warmup_steps')}"),
+    threads: Optional[int] = Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} {_train_default('threads')}"),
+    max_tokens: Optional[int] = Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} {_train_default('max_tokens')}"),
+    seed: Optional[int] = Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} {_train_default('seed')}"),
+    eval_every: Optional[int] = Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} {_train_default('eval_every')}"),
+    checkpoint_every: Optional[int] = Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} {_train_default('checkpoint_every')}"),
     dump_weights: Optional[Path] = Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
     # fmt: on
 ) -> None:
@@ -401,15 +413,15 @@ def finetune_cli(
     out_dir: Path = Arg(..., help="Folder for checkpoints, metrics.jsonl, learning_curve.png and the exported model/"),
     config: Optional[Path] = Opt(None, "--config", "-c", help=_CONFIG_HELP),
     resume: bool = Opt(False, "--resume", help=_RESUME_HELP),
-    max_steps: Optional[int] = Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} (1000)"),
-    max_minutes: Optional[float] = Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} (0)"),
-    lr: Optional[float] = Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} (0.002)"),
-    warmup_steps: Optional[int] = Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} (200)"),
-    threads: Optional[int] = Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} (0)"),
-    max_tokens: Optional[int] = Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} (4096)"),
-    seed: Optional[int] = Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} (0)"),
-    eval_every: Optional[int] = Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} (200)"),
-    checkpoint_every: Optional[int] = Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} (200)"),
+    max_steps: Optional[int] = Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} {_train_default('max_steps')}"),
+    max_minutes: Optional[float] = Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} {_train_default('max_minutes')}"),
+    lr: Optional[float] = Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} {_train_default('lr')}"),
+    warmup_steps: Optional[int] = Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} {_train_default('warmup_steps')}"),
+    threads: Optional[int] = Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} {_train_default('threads')}"),
+    max_tokens: Optional[int] = Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} {_train_default('max_tokens')}"),
+    seed: Optional[int] = Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} {_train_default('seed')}"),
+    eval_every: Optional[int] = Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} {_train_default('eval_every')}"),
+    checkpoint_every: Optional[int] = Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} {_train_default('checkpoint_every')}"),
     dump_weights: Optional[Path] = Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
     # fmt: on
 ) -> None:
@@ -429,7 +441,7 @@ def evaluate_cli(
     limit: int = Opt(0, "--limit", help="Score only the first N sentences; 0 = all"),
     max_tokens: int = Opt(4096, "--max-tokens", help="Token budget per batch"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads (0 = one per core)"),
-    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the figures to this JSON file"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the figures to this JSON file. Default: none"),
     # fmt: on
 ) -> None:
     """Held-out perplexity (forward, backward, average; full softmax) beside a unigram baseline."""
@@ -472,7 +484,7 @@ def package_cli(
     out_dir: Path = Arg(..., help="Pipeline folder to write; spacy.load(OUT_DIR) opens it"),
     lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the pipeline"),
     name: str = Opt("elmo", "--name", "-n", help="Pipeline name in meta.json"),
-    force: bool = Opt(False, "--force", "-f", help="Overwrite OUT_DIR if it exists"),
+    force: bool = Opt(False, "--force", "-f", help="Overwrite OUT_DIR if it exists. Default: off"),
     # fmt: on
 ) -> None:
     """Write a spaCy pipeline folder with the `elmo` component and the biLM inside."""

@@ -30,6 +30,8 @@ def test_every_command_is_there_and_every_option_has_help_and_shows_its_default(
                 continue
             assert param.help, f"{name} {param.name} has no help text"
             assert param.show_default, f"{name} {param.name} does not show its default"
+            if not param.required and (param.default is None or param.default is False):  # typer prints none for these
+                assert "default" in param.help.lower(), f"{name} {param.name}: say its default in the help text"
 
 
 @pytest.mark.parametrize("name", COMMANDS)
