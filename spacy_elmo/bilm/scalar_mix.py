@@ -40,8 +40,11 @@ def mix_logits(spec: MixSpec, n_layers: int) -> torch.Tensor:
         raise ValueError(f"mix weights {weights} must have one entry per biLM layer ({n_layers})")
     if any(w < 0 or not math.isfinite(w) for w in weights) or sum(weights) <= 0:
         raise ValueError(f"mix weights {weights} must be finite, non-negative and not all zero")
-    total = sum(weights)
-    return torch.tensor([math.log(w / total) if w > 0 else _NEG for w in weights])
+    # in log space, scaled by the largest weight: neither the sum of huge weights may overflow
+    # nor a tiny weight's share underflow to log(0)
+    largest = max(weights)
+    log_total = math.log(largest) + math.log(sum(w / largest for w in weights))
+    return torch.tensor([math.log(w) - log_total if w > 0 else _NEG for w in weights])
 
 
 def trainable_mix_logits(spec: MixSpec, n_layers: int) -> torch.Tensor:
