@@ -12,8 +12,9 @@ from spacy_elmo.bilm import characters, memory
 # Runs in a fresh interpreter: the libraries we build on are imported first, so that only what
 # importing MODULE itself does is measured.
 PROBE = r"""
-import importlib, json, random, sys
+import importlib, json, logging, random, sys, warnings
 import numpy as np, torch, spacy, thinc.api
+from spacy.tokens import Doc
 
 def snapshot():
     torch.manual_seed(0)
@@ -26,6 +27,9 @@ def snapshot():
         "threads": torch.get_num_threads(),
         "dtype": str(torch.get_default_dtype()),
         "grad": torch.is_grad_enabled(),
+        "warning_filters": len(warnings.filters),
+        "log_handlers": len(logging.getLogger().handlers),
+        "doc_extension": Doc.has_extension("elmo_layers"),
     }
 
 before = snapshot()
@@ -40,6 +44,9 @@ after = {
     "threads": torch.get_num_threads(),
     "dtype": str(torch.get_default_dtype()),
     "grad": torch.is_grad_enabled(),
+    "warning_filters": len(warnings.filters),
+    "log_handlers": len(logging.getLogger().handlers),
+    "doc_extension": Doc.has_extension("elmo_layers"),
 }
 print(json.dumps({"before": before, "after": after}))
 """
