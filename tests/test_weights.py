@@ -258,3 +258,15 @@ def test_options_json_missing_sections_or_empty(original_copy):
     (original_copy / "options.json").write_text("[1, 2]")
     with pytest.raises(WeightsError, match="options.json must hold a JSON object"):
         load_bilm(original_copy)
+
+
+def test_nan_weights_in_serialised_pipeline_bytes_are_refused():
+    import torch
+
+    from spacy_elmo.pipeline.bilm_model import bilm_from_bytes, bilm_to_bytes
+
+    model = load_bilm(ALLENNLP)
+    with torch.no_grad():
+        model.lstm.layers[0].bias[0, 0] = float("nan")
+    with pytest.raises(WeightsError, match=r"serialised elmo biLM: 'lstm.layers.0.bias' holds NaN or infinite"):
+        bilm_from_bytes(bilm_to_bytes(model))

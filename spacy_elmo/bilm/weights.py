@@ -256,7 +256,7 @@ def model_from_state(config: BiLMConfig, state: Any, source: Union[str, Path], s
     broken = [name for name, tensor in tensors.items() if not _finite(tensor)]
     if broken:
         names = ", ".join(f"'{name}'" for name in broken[:5]) + (f" and {len(broken) - 5} more" if len(broken) > 5 else "")
-        raise WeightsError(f"weights file {source}: {names} hold NaN or infinite values")
+        raise WeightsError(f"weights file {source}: {names} {'hold' if len(broken) > 1 else 'holds'} NaN or infinite values")
     model.load_state_dict(tensors, strict=True, assign=True)
     return model.eval()
 
