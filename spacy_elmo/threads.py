@@ -67,10 +67,47 @@ def check_oversubscription(threads: int, n_process: int = 1, cores: Optional[int
     return True
 
 
-def set_threads(threads: Optional[int]) -> int:
-    """Set torch's intra-op thread count for this process (see :func:`resolve_threads`); returns the previous count."""
-    previous = torch.get_num_threads()
+class ForkedWorkerThreadsWarning(UserWarning):
+    """More than one thread asked for in a forked worker process: it runs with one instead."""
+
+
+def in_forked_worker() -> bool:
+    """True in a child process started by ``fork`` (how ``nlp.pipe(n_process=N)`` starts its workers on Linux)."""
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None and multiprocessing.get_start_method(allow_none=True) in (None, "fork")
+
+
+_fork_warned = False
+
+
+def safe_threads(threads: Optional[int]) -> int:
+    """:func:`resolve_threads`, limited to 1 in a forked worker process (with one warning per process).
+
+    OpenMP (GNU libgomp, torch's CPU thread pool on Linux) cannot start new threads in a process
+    forked after its parent used several: ``torch.set_num_threads(2)`` followed by any parallel
+    product hangs the child for good. ``nlp.pipe(n_process=N)`` forks, so its workers run with one
+    thread each; use more processes, not more threads, or the ``spawn`` start method.
+    """
+    global _fork_warned
     wanted = resolve_threads(threads)
+    if wanted > 1 and in_forked_worker():
+        if not _fork_warned:
+            _fork_warned = True
+            warnings.warn(
+                f"spacy-elmo: threads={wanted} in a forked worker process (e.g. nlp.pipe(n_process=N)) runs with 1 thread: "
+                "OpenMP hangs when a forked child starts new threads. Parallelise with n_process instead.",
+                ForkedWorkerThreadsWarning,
+                stacklevel=3,
+            )
+        return 1
+    return wanted
+
+
+def set_threads(threads: Optional[int]) -> int:
+    """Set torch's intra-op thread count for this process (see :func:`safe_threads`); returns the previous count."""
+    previous = torch.get_num_threads()
+    wanted = safe_threads(threads)
     if wanted != previous:
         torch.set_num_threads(wanted)
     return previous
@@ -109,6 +146,8 @@ def check_component_threads(threads: int, cores: Optional[int] = None) -> bool:
     ``threads=2`` on a 2-core machine warns in the workers.
     """
     n_process = 2 if in_worker_process() else 1
+    if in_forked_worker():
+        threads = min(threads, 1)  # safe_threads runs forked workers with one thread (and says so)
     key = (threads, n_process, cores)
     if key in _checked:
         return False

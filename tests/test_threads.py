@@ -59,3 +59,46 @@ def test_component_check_warns_once_per_process():
         assert not module.check_component_threads(4, cores=2)
         assert not module.check_component_threads(1, cores=2)
     assert len(caught) == 1 and "4 threads" in str(caught[0].message)
+
+
+FORK_SCRIPT = """
+import multiprocessing as mp, warnings
+import torch
+from spacy_elmo.threads import set_threads, using_threads
+
+set_threads(2)
+a = torch.randn(256, 256)
+(a @ a).sum()  # the parent's OpenMP pool now has 2 threads
+
+
+def child(queue):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with using_threads(2) as n:  # raw torch.set_num_threads(2) here would hang this child
+            x = torch.randn(64, 256)
+            for _ in range(5):
+                x = torch.tanh(x @ a)
+    queue.put((n, [str(w.message) for w in caught]))
+
+
+if __name__ == "__main__":
+    mp.set_start_method("fork")
+    queue = mp.Queue()
+    proc = mp.Process(target=child, args=(queue,))
+    proc.start()
+    n, messages = queue.get(timeout=60)
+    proc.join()
+    assert n == 1, n
+    assert len(messages) == 1 and "forked worker" in messages[0], messages
+    print("ok")
+"""
+
+
+def test_forked_workers_run_one_thread_instead_of_hanging(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_SCRIPT)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
