@@ -77,7 +77,7 @@ def finetune(args: argparse.Namespace) -> None:
         prepare_corpus([DATA / "ud" / "train-text"], corpus, lang="en", min_count=2, max_vocab=30000)
     config = dict(json.loads((HERE / "configs" / "finetune-full.json").read_text()))
     config.update(data_dir=str(corpus), out_dir=str(FINETUNED.parent), init_model=str(default_model_path()),
-                  max_minutes=args.minutes, threads=1, eval_sentences=0, eval_every=0)
+                  max_minutes=args.minutes, threads=1, eval_every=10**9)
     print(json.dumps(train(TrainConfig(**config), resume=True)))
 
 
@@ -115,10 +115,24 @@ def _run_one(plan: Dict[str, Any], model: str, seed: int, name: str, tag: str) -
     return row
 
 
+def _finished() -> set:
+    if not LOG.exists():
+        return set()
+    return {json.loads(line)["run"] for line in LOG.read_text().splitlines() if line.strip()}
+
+
+def _claim(name: str) -> bool:
+    """Several runners may share the work (e.g. one per seed): each run is claimed once."""
+    claims = RUNS / "claims"
+    claims.mkdir(parents=True, exist_ok=True)
+    try:
+        (claims / name).mkdir()
+    except FileExistsError:
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> None:
-    done = set()
-    if LOG.exists():
-        done = {json.loads(line)["run"] for line in LOG.read_text().splitlines() if line.strip()}
     LOG.parent.mkdir(parents=True, exist_ok=True)
     models = list(args.models)
     for seed in args.seeds:
@@ -127,7 +141,9 @@ def run(args: argparse.Namespace) -> None:
                 if model == "elmo-ewt" and plan["task"] != "pos":
                     continue
                 name = f"{args.plan}-{plan['task']}-{plan['subset'].rstrip('%')}pct-{model}-seed{seed}"
-                if name in done:
+                if name in _finished():
+                    continue
+                if not _claim(name) and not args.reclaim:
                     continue
                 print(f"running {name}", flush=True)
                 row = _run_one(plan, model, seed, name, args.plan)
@@ -180,6 +196,7 @@ def main() -> None:
     p.add_argument("--plan", choices=sorted(PLANS), default="full")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--models", nargs="+", default=["cnn", "elmo"], choices=["cnn", "elmo", "elmo-ewt"])
+    p.add_argument("--reclaim", action="store_true", help="redo runs claimed by a runner that was stopped before it finished them")
     p = sub.add_parser("report")
     p.add_argument("--plan", choices=sorted(PLANS), default="full")
     args = parser.parse_args()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import io
+import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -68,6 +69,7 @@ class BiLMShim(Shim):
 
     def __init__(self, weights: Optional[str] = None, bilm: Optional[BiLM] = None) -> None:
         super().__init__(bilm)
+        self._load_lock = threading.Lock()
         self.weights = weights
         self.frozen = True
         self.precision = "float32"
@@ -76,8 +78,19 @@ class BiLMShim(Shim):
     @property
     def bilm(self) -> BiLM:
         if self._model is None:
-            self.set_bilm(load_configured_bilm(self.weights))
+            with self._load_lock:  # two threads' first calls load the weights once
+                if self._model is None:
+                    self.set_bilm(load_configured_bilm(self.weights))
         return self._model
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_load_lock", None)  # locks neither pickle nor deep-copy
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._load_lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
