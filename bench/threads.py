@@ -18,6 +18,7 @@ import argparse
 import gzip
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -51,7 +52,10 @@ def worker(args: argparse.Namespace) -> None:
 
     @Language.component("bench_threads")
     def bench_threads(doc):  # what the component's `threads` setting does: set the count in every process
-        set_threads(args.threads)
+        if args.raw:
+            torch.set_num_threads(args.threads)  # no fork guard: reproduces the hang in forked workers
+        else:
+            set_threads(args.threads)  # one thread in nlp.pipe's forked workers, with a warning
         return doc
 
     texts = ewt_texts(args.sentences)
@@ -76,6 +80,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=100, help="nlp.pipe batch size (Docs)")
     ap.add_argument("--configs", default="1x1,2x1,1x2,2x2", help="THREADSxPROCESSES, comma-separated")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before a run is abandoned")
+    ap.add_argument("--raw", action="store_true", help="set torch's thread count directly in the workers too "
+                    "(no fork guard: with 2 threads the forked workers hang; use with --timeout)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--n-process", type=int, default=1, help=argparse.SUPPRESS)
@@ -89,12 +95,18 @@ def main() -> None:
         for threads, n_process in configs:
             load = os.getloadavg()[0]
             cmd = [sys.executable, __file__, "--worker", "--threads", str(threads), "--n-process", str(n_process),
-                   "--sentences", str(args.sentences), "--batch-size", str(args.batch_size)]
+                   "--sentences", str(args.sentences), "--batch-size", str(args.batch_size)] + (["--raw"] if args.raw else [])
             env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+            # own process group: a hung run's forked nlp.pipe workers are killed with it
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
             try:
-                out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout, check=True).stdout
+                out, err = proc.communicate(timeout=args.timeout)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
                 run = json.loads(out.strip().splitlines()[-1])
             except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
                 run = {"threads": threads, "n_process": n_process, "timed_out": args.timeout, "tokens_per_s": 0.0}
             run.update(round=round_, load_before=load)
             runs.append(run)
@@ -104,15 +116,19 @@ def main() -> None:
     import torch
 
     machine["torch"] = torch.__version__
-    (RESULTS / "threads.json").write_text(json.dumps({"machine": machine, "args": vars(args), "runs": runs}, indent=1) + "\n")
-    base = statistics.median(r["tokens_per_s"] for r in runs if (r["threads"], r["n_process"]) == configs[0])
+    (RESULTS / ("threads-raw.json" if args.raw else "threads.json")).write_text(json.dumps({"machine": machine, "args": vars(args), "runs": runs}, indent=1) + "\n")
+    base = statistics.median(r["tokens_per_s"] for r in runs if (r["threads"], r["n_process"]) == configs[0]) or 1.0
     print(f"{machine['cores']} cores, torch {machine['torch']}, {runs[0].get('sentences', args.sentences)} EWT test sentences, "
           f"median of {args.repeats} runs; load average before the runs {min(r['load_before'] for r in runs):.1f}-"
           f"{max(r['load_before'] for r in runs):.1f}\n")
     print("| threads x processes | nlp.pipe tokens/s (median) | all runs | vs 1 x 1 |")
     print("| --- | ---: | --- | ---: |")
     for threads, n_process in configs:
-        speeds = [r["tokens_per_s"] for r in runs if (r["threads"], r["n_process"]) == (threads, n_process)]
+        mine = [r for r in runs if (r["threads"], r["n_process"]) == (threads, n_process)]
+        if any("timed_out" in r for r in mine):
+            print(f"| {threads} x {n_process} | - | no result within {args.timeout:.0f} s in {sum('timed_out' in r for r in mine)} of {len(mine)} runs (hung) | - |")
+            continue
+        speeds = [r["tokens_per_s"] for r in mine]
         median = statistics.median(speeds)
         print(f"| {threads} x {n_process} | {median:.0f} | {' / '.join(f'{s:.0f}' for s in speeds)} | {median / base:.2f}x |")
 
