@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import copy
-import os
 import warnings
 import weakref
 from pathlib import Path
@@ -24,6 +23,8 @@ from ..bilm.weights import load_native, save_native
 from .architectures import ElmoListener
 from .bilm_model import bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
 from .contexts import ContextGetter
+from ..roundtrip import silence_worker_hook_warning
+from ..threads import check_component_threads, resolve_threads, using_threads
 from .extensions import install_extensions, set_hooks
 
 DEFAULT_MODEL: Dict[str, Any] = {
@@ -50,6 +51,8 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "store_layers": True,
     "set_hooks": True,
     "set_doc_tensor": None,
+    # compute threads for the biLM (0 = one per core)
+    "threads": 1,
     # training
     "frozen": True,
     "grad_factor": 1.0,
@@ -72,6 +75,7 @@ def make_elmo(
     store_layers: bool,
     set_hooks: bool,
     set_doc_tensor: Optional[bool],
+    threads: int,
     frozen: bool,
     grad_factor: float,
 ) -> "Elmo":
@@ -91,6 +95,7 @@ def make_elmo(
         store_layers=store_layers,
         set_hooks=set_hooks,
         set_doc_tensor=set_doc_tensor,
+        threads=threads,
         frozen=frozen,
         grad_factor=grad_factor,
     )
@@ -125,10 +130,12 @@ class Elmo(TrainablePipe):
         store_layers: bool = True,
         set_hooks: bool = True,
         set_doc_tensor: Optional[bool] = None,
+        threads: Optional[int] = 1,
         frozen: bool = True,
         grad_factor: float = 1.0,
     ) -> None:
         install_extensions()
+        silence_worker_hook_warning()
         self.vocab = nlp.vocab if nlp is not None else Vocab()
         self.model = model if model is not None else build_bilm_model()
         self.name = name
@@ -150,13 +157,13 @@ class Elmo(TrainablePipe):
         self.store_layers, self.set_hooks = bool(store_layers), bool(set_hooks)
         self.set_doc_tensor = set_doc_tensor
         self.frozen, self.grad_factor = bool(frozen), float(grad_factor)
+        self.threads = resolve_threads(threads)
         self.cfg: Dict[str, Any] = {}
         self._nlp_ref = weakref.ref(nlp) if nlp is not None else None
         self._tensor_decision: Optional[Tuple[Tuple[str, ...], bool]] = None
         self._unused_warned = False
         self._last_update: Optional[Tuple[List[Doc], List[Floats3d]]] = None
         self.mixer: Optional[ScalarMix] = None
-        self._pid = os.getpid()
 
     # ---------------------------------------------------------------- model
 
@@ -257,15 +264,12 @@ class Elmo(TrainablePipe):
     def predict(self, docs: Sequence[Doc]) -> List[Floats3d]:
         """All biLM layers per Doc, float32 ``[L+1, len(doc), dim]``."""
         docs = list(docs)
-        if os.getpid() != self._pid:
-            # A forked worker (nlp.pipe(n_process=N)): the parent's OpenMP pool does not survive
-            # fork, and N workers already fill the cores, so each worker computes on one thread.
-            torch.set_num_threads(1)
-            self._pid = os.getpid()
         last, self._last_update = self._last_update, None
         if last is not None and len(last[0]) == len(docs) and all(a is b for a, b in zip(last[0], docs)):
             return last[1]  # the very Docs update() just ran (an annotating component): reuse
-        return self.model.predict(docs)
+        check_component_threads(self.threads)
+        with using_threads(self.threads):  # one thread in forked nlp.pipe workers (see spacy_elmo.threads)
+            return self.model.predict(docs)
 
     def set_annotations(self, docs: Sequence[Doc], layers: Sequence[Floats3d]) -> None:
         write_tensor = self._should_set_doc_tensor()
@@ -301,7 +305,9 @@ class Elmo(TrainablePipe):
         self._warn_if_unused()
         if not self.listeners:
             return losses
-        layers, bp_layers = self.model.begin_update(docs)
+        check_component_threads(self.threads)
+        with using_threads(self.threads):
+            layers, bp_layers = self.model.begin_update(docs)
         batch_id = ElmoListener.get_batch_id(docs)
         # frozen: the outputs equal what predict() would give for these Doc objects (kept alive here)
         self._last_update = (docs, layers) if self.frozen else None
@@ -421,6 +427,7 @@ class Elmo(TrainablePipe):
 
 
 def _unpickle_elmo(state: Dict[str, Any]) -> "Elmo":
+    silence_worker_hook_warning()
     component = Elmo.__new__(Elmo)
     component.__setstate__(state)
     return component
