@@ -349,3 +349,18 @@ def test_elmo_tok2vec_alone_trains_and_round_trips():
     restored.add_pipe("textcat", config=config)
     restored.from_bytes(nlp.to_bytes())
     assert [d.cats for d in restored.pipe([t for t, _ in data])] == [d.cats for d in nlp.pipe([t for t, _ in data])]
+
+
+def test_mixes_command_prints_the_learned_weights(tmp_path, capsys):
+    from spacy_elmo.cli import main
+
+    nlp = elmo_tagger()
+    train(nlp, steps=3)
+    nlp.to_disk(tmp_path / "pipe")
+    assert main(["mixes", str(tmp_path / "pipe"), "--output", str(tmp_path / "mixes.json")]) == 0
+    out = capsys.readouterr().out
+    assert "tagger (mix): layer 0:" in out and "gamma" in out
+    import json
+
+    assert json.loads((tmp_path / "mixes.json").read_text()) == learned_mixes(nlp)
+    assert main(["mixes", str(tmp_path)]) == 2  # not a pipeline: one line, exit 2
