@@ -109,7 +109,7 @@ def training_rate(config_file: Path, train_docs: List[Doc], steps: int, weights:
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     examples = [Example(nlp.make_doc(" ".join(t.text for t in d)), d) for d in train_docs]
     examples = [Example(Doc(nlp.vocab, words=[t.text for t in e.reference]), e.reference) for e in examples]
-    optimizer = nlp.initialize(lambda: examples[:200])
+    optimizer = nlp.initialize(lambda: examples)
     batches = list(minibatch_by_words(examples, size=1000))
     words = 0
     for batch in batches[:3]:  # warm-up
@@ -128,6 +128,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--train-steps", type=int, default=30)
     parser.add_argument("--original", action="store_true")
+    parser.add_argument("--parts", nargs="+", default=["prediction", "training"], choices=["prediction", "training"],
+                        help="what to measure; the other part of an existing --output file is kept")
     parser.add_argument("--work", default="/tmp/spacy-elmo-bench")
     parser.add_argument("--output", default=str(REPO / "bench" / "results" / "listener.json"))
     args = parser.parse_args()
@@ -140,12 +142,16 @@ def main() -> None:
     models: Dict[str, Optional[str]] = {"default": None}
     if args.original:
         models["original"] = original_weights(work)
+    output = Path(args.output)
+    previous = json.loads(output.read_text()) if output.exists() else {}
     results: Dict[str, Any] = {
+        **previous,
         "machine": f"{platform.processor() or platform.machine()}, {args.threads} thread(s), torch {torch.__version__}",
         "text": f"UD EWT test, {len(test_docs)} sentences, {n_tokens} tokens",
-        "prediction": {},
     }
-    for name, weights in models.items():
+    if "prediction" in args.parts:
+        results["prediction"] = {}
+    for name, weights in (models.items() if "prediction" in args.parts else []):
         docs = test_docs if name == "default" else test_docs[: max(1, args.sentences // 4)]
         tokens = sum(len(d) for d in docs)
         taggers = {
@@ -166,13 +172,14 @@ def main() -> None:
             }
         results["prediction"][name] = {"tokens": tokens, "rows": rows}
         print(json.dumps({name: rows}, indent=1), flush=True)
-    results["training_words_per_second"] = {
-        "tagger, CNN tok2vec (baseline)": round(training_rate(CONFIGS / "tagger-cnn.cfg", train_docs, args.train_steps, None)),
-        "tagger, ElmoListener on the default biLM (frozen)": round(training_rate(CONFIGS / "tagger-elmo.cfg", train_docs, args.train_steps, None)),
-    }
-    print(json.dumps(results["training_words_per_second"], indent=1))
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
+    if "training" in args.parts:
+        results["training_words_per_second"] = {
+            "tagger, CNN tok2vec (baseline)": round(training_rate(CONFIGS / "tagger-cnn.cfg", train_docs, args.train_steps, None)),
+            "tagger, ElmoListener on the default biLM (frozen)": round(training_rate(CONFIGS / "tagger-elmo.cfg", train_docs, args.train_steps, None)),
+        }
+        print(json.dumps(results["training_words_per_second"], indent=1))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":
