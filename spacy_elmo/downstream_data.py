@@ -113,6 +113,18 @@ def write_docbin(docs: Sequence[Doc], path: Path) -> int:
     return sum(len(d) for d in docs)
 
 
+def write_lm_text(sentences: Sequence[Sentence], folder: Path, held_out: int = 500) -> None:
+    """The training sentences as unlabelled text for LM fine-tuning, one paragraph each; the last
+    ``held_out`` of them form the validation split (manifest.tsv), so no dev or test text is used."""
+    folder.mkdir(parents=True, exist_ok=True)
+    parts = {"ewt-train.txt": sentences[: len(sentences) - held_out], "ewt-train-heldout.txt": sentences[len(sentences) - held_out :]}
+    for name, part in parts.items():
+        with open(folder / name, "w", encoding="utf-8") as fh:
+            for sentence in part:
+                fh.write(" ".join(w[0] for w in sentence) + "\n\n")
+    (folder / "manifest.tsv").write_text("file\tsplit\newt-train.txt\ttrain\newt-train-heldout.txt\tvalid\n", encoding="utf-8")
+
+
 def prepare_ud(ud_dir: Path, out_dir: Path, fractions: Sequence[float] = (0.01, 0.1, 1.0), seed: int = 0) -> Dict[str, Dict[str, int]]:
     """train-{pct}.spacy (nested subsets), dev.spacy, test.spacy and train.txt (one sentence a line)."""
     vocab = Vocab()
@@ -124,10 +136,7 @@ def prepare_ud(ud_dir: Path, out_dir: Path, fractions: Sequence[float] = (0.01, 
         sentences = list(read_conllu(path))
         docs = [conllu_doc(vocab, s) for s in sentences]
         if split == "train":
-            (out_dir / "train-text").mkdir(parents=True, exist_ok=True)
-            with open(out_dir / "train-text" / "ewt-train.txt", "w", encoding="utf-8") as fh:
-                for s in sentences:
-                    fh.write(" ".join(w[0] for w in s) + "\n\n")
+            write_lm_text(sentences, out_dir / "train-text")
             for fraction, indices in nested_subsets(len(docs), fractions, seed).items():
                 name = f"train-{fraction * 100:g}pct"
                 tokens = write_docbin([docs[i] for i in indices], out_dir / f"{name}.spacy")

@@ -137,6 +137,8 @@ def run(args: argparse.Namespace) -> None:
     models = list(args.models)
     for seed in args.seeds:
         for plan in PLANS[args.plan]:
+            if plan["task"] not in args.tasks:
+                continue
             for model in models:
                 if model == "elmo-ewt" and plan["task"] != "pos":
                     continue
@@ -196,6 +198,7 @@ def main() -> None:
     p.add_argument("--plan", choices=sorted(PLANS), default="full")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--models", nargs="+", default=["cnn", "elmo"], choices=["cnn", "elmo", "elmo-ewt"])
+    p.add_argument("--tasks", nargs="+", default=["pos", "ner"], choices=["pos", "ner"])
     p.add_argument("--reclaim", action="store_true", help="redo runs claimed by a runner that was stopped before it finished them")
     p = sub.add_parser("report")
     p.add_argument("--plan", choices=sorted(PLANS), default="full")
