@@ -511,7 +511,7 @@ def package_cli(
 def mixes_cli(
     # fmt: off
     pipeline: Path = Arg(..., help="A trained spaCy pipeline folder (e.g. spacy train's model-best)"),
-    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the weights as JSON to this file"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the weights as JSON to this file (default: print only)"),
     # fmt: on
 ) -> None:
     """Print the layer weights (softmax of s) and gamma that each component learned over the biLM layers."""
