@@ -172,13 +172,14 @@ def report(args: argparse.Namespace) -> None:
             entry["mix_weights"] = [round(statistics.mean(w[i] for w in weights), 3) for i in range(len(weights[0]))]
             entry["gamma"] = round(statistics.mean(m[0]["gamma"] for m in mixes), 3)
         summary.append(entry)
-    lines = ["| task | training data | model | test score (mean ± sd) | seeds | learned layer weights (0, 1, 2) | gamma | train time (s) |",
+    lines = ["| task | training data | model | test score (mean ± sd) | seeds | learned layer weights (0, 1, 2) | gamma | train time (s, shared cores) |",
              "| --- | --- | --- | ---: | ---: | --- | ---: | ---: |"]
     order = {"cnn": 0, "elmo": 1, "elmo-ewt": 2}
     for e in sorted(summary, key=lambda e: (e["task"], float(e["subset"].rstrip("%")), order.get(e["model"], 9))):
         metric = "XPOS tag accuracy" if e["task"] == "pos" else "entity F1"
         weights = ", ".join(f"{w:.2f}" for w in e.get("mix_weights", [])) or "—"
-        lines.append(f"| {e['task']} ({metric}) | {e['subset']} | {e['model']} | {e['mean']:.2f} ± {e['sd']:.2f} | {e['n']} | {weights} | "
+        spread = f" ± {e['sd']:.2f}" if e["n"] > 1 else ""
+        lines.append(f"| {e['task']} ({metric}) | {e['subset']} | {e['model']} | {e['mean']:.2f}{spread} | {e['n']} | {weights} | "
                      f"{e.get('gamma', '—')} | {e['train_seconds']} |")
     out = HERE / "metrics"
     (out / f"downstream-{args.plan}.json").write_text(json.dumps(summary, indent=2))
