@@ -1,4 +1,5 @@
 """The `elmo` spaCy component: annotations, batching invariants, edge cases, IO, pipelines."""
+import json
 import shutil
 import subprocess
 import sys
@@ -323,3 +324,39 @@ def test_bfloat16_precision_is_close_and_saved_as_float32(tmp_path):
 
     state = torch.load(tmp_path / "p" / "elmo" / "model" / "weights.pt", weights_only=True)
     assert all(t.dtype == torch.float32 for t in state.values())
+
+
+SPAWN_SCRIPT = '''
+import json, multiprocessing, sys, warnings
+import numpy as np
+if __name__ == "__main__":
+    multiprocessing.set_start_method(sys.argv[1], force=True)
+    import spacy
+    nlp = spacy.blank("en")
+    nlp.add_pipe("tok2vec")
+    nlp.add_pipe("elmo", config={"weights": sys.argv[2]})
+    tagger = nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2",
+        "tok2vec": {"@architectures": "spacy.Tok2VecListener.v1", "width": 96, "upstream": "*"}}})
+    tagger.add_label("X")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nlp.initialize()
+        texts = ["The bank lends money .", "We sat on the river bank .", "Short .", "Another one ."] * 2
+        one = [(d._.elmo_vectors, d.tensor.shape) for d in nlp.pipe(texts)]
+        two = [(d._.elmo_vectors, d.tensor.shape) for d in nlp.pipe(texts, n_process=2, batch_size=2)]
+    print(json.dumps({"same": all(np.allclose(a[0], b[0], atol=1e-6) for a, b in zip(one, two)),
+                      "widths": sorted({b[1][1] for b in two})}))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+def test_n_process_under_every_start_method_keeps_the_listener_guard(tmp_path, method):
+    # spawn and forkserver pickle the component: it must carry its doc.tensor decision along
+    # (before: the worker lost it, overwrote the tok2vec listener's tensor, and the tagger crashed)
+    script = tmp_path / "run.py"
+    script.write_text(SPAWN_SCRIPT)
+    result = subprocess.run([sys.executable, str(script), method, str(ALLENNLP)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out == {"same": True, "widths": [96]}  # same ELMo vectors; doc.tensor is still tok2vec's

@@ -411,7 +411,13 @@ class Elmo(TrainablePipe):
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
-        state["_nlp_ref"] = None  # weak references do not pickle
+        if self.set_doc_tensor is None and self._nlp_ref is not None and self._nlp_ref() is not None:
+            # the pipeline stays behind (weak references do not pickle): keep its doc.tensor
+            # decision, so a spawned worker still leaves a tok2vec listener's tensor alone
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                state["set_doc_tensor"] = self._should_set_doc_tensor()
+        state["_nlp_ref"] = None
         state["_last_update"] = None
         # attributes of spaCy's (compiled) base class live outside __dict__
         state.update(vocab=self.vocab, model=self.model, name=self.name, cfg=self.cfg)
