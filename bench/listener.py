@@ -19,6 +19,7 @@ import json
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -130,7 +131,7 @@ def main() -> None:
     parser.add_argument("--original", action="store_true")
     parser.add_argument("--parts", nargs="+", default=["prediction", "training"], choices=["prediction", "training"],
                         help="what to measure; the other part of an existing --output file is kept")
-    parser.add_argument("--work", default="/tmp/spacy-elmo-bench")
+    parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "spacy-elmo-bench"), help="folder for the random original-shape weights")
     parser.add_argument("--output", default=str(REPO / "bench" / "results" / "listener.json"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
