@@ -335,11 +335,6 @@ class Elmo(TrainablePipe):
         self.listeners[-1].receive(batch_id, layers, backprop)
         return losses
 
-    def finish_update(self, sgd: Optimizer) -> None:
-        """Apply the optimizer to the biLM's weights; nothing at all while ``frozen``."""
-        if not self.frozen:
-            self.model.finish_update(sgd)
-
     def get_loss(self, examples: Iterable[Example], scores: Any) -> None:
         return None
 
