@@ -1,0 +1,81 @@
+"""Running the chunks on a Dask cluster (``pip install "spacy-elmo[cluster]"``).
+
+Each chunk is one task (:func:`~spacy_elmo.embedding.worker.embed_chunk`): the scheduler sends it
+the chunk's lines, the worker embeds them with the biLM it loaded once (a per-process cache) and
+writes the chunk's shard straight into the output folder, which must therefore be on a file
+system that every worker and this process can see (NFS, a cluster file system, or one machine).
+A task that fails or whose worker dies is retried (``retries``); since a shard's name is fixed by
+its chunk and it is renamed into place whole, a retry overwrites rather than duplicates. At most
+two tasks per worker thread are in flight, so the driver's memory stays bounded too.
+
+``local:N`` starts a local cluster of N single-threaded worker processes; any other value is a
+scheduler address (``tcp://host:8786``, as printed by ``dask scheduler``).
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Iterator, Optional, Tuple
+
+from .reader import Chunk, CorpusError
+from .run import Executor
+from .worker import ChunkResult, EmbedSpec, embed_chunk
+
+
+def require_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise CorpusError('--cluster needs Dask: pip install "spacy-elmo[cluster]" (dask[distributed]).') from None
+    return distributed
+
+
+def connect(cluster: str, threads: int = 1) -> Tuple[Any, Optional[Any]]:
+    """A ``distributed.Client`` for ``cluster`` and the local cluster it started (None for an address)."""
+    distributed = require_distributed()
+    if cluster.startswith("local:"):
+        count = cluster.split(":", 1)[1]
+        if not count.isdigit() or int(count) < 1:
+            raise CorpusError(f"--cluster {cluster}: use local:N with N >= 1 workers, or a scheduler address such as tcp://host:8786.")
+        local = distributed.LocalCluster(
+            n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None,
+            env={"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)},
+        )
+        return distributed.Client(local), local
+    try:
+        return distributed.Client(cluster, timeout="30s"), None
+    except (OSError, TimeoutError) as err:
+        raise CorpusError(f"--cluster {cluster}: cannot reach a Dask scheduler there ({err}).") from None
+
+
+def dask_executor(cluster: Any, retries: int = 2, threads: int = 1) -> Executor:
+    """An executor for :func:`~spacy_elmo.embedding.run.embed_corpus`: ``cluster`` is ``local:N``,
+    a scheduler address, or an existing ``distributed.Client`` (left open afterwards)."""
+
+    def run(spec: EmbedSpec, folder: Any, chunks: Iterator[Chunk]) -> Iterator[ChunkResult]:
+        distributed = require_distributed()
+        owned = not isinstance(cluster, distributed.Client)
+        client, local = connect(cluster, threads) if owned else (cluster, None)
+        try:
+            window = max(2, 2 * sum(client.nthreads().values()))
+            finished = distributed.as_completed()
+
+            def submit(chunk: Chunk) -> None:
+                finished.add(client.submit(embed_chunk, spec, str(folder), chunk, retries=retries, pure=False,
+                                           key=f"embed-chunk-{chunk.index}-{uuid.uuid4().hex}"))
+
+            in_flight = 0
+            for chunk in chunks:
+                submit(chunk)
+                in_flight += 1
+                if in_flight >= window:
+                    yield next(finished).result()
+                    in_flight -= 1
+            for future in finished:
+                yield future.result()
+        finally:
+            if owned:
+                client.close()
+                if local is not None:
+                    local.close()
+
+    return run

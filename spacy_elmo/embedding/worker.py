@@ -1,0 +1,136 @@
+"""The work of one chunk, wherever it runs: tokenize, embed, reduce the layers, write the shard.
+
+A process keeps one :class:`ChunkEmbedder` per :class:`EmbedSpec` (:func:`get_embedder`), so a
+worker process (local pool or cluster worker) loads the biLM once and reuses it for every chunk.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from . import shards
+from .reader import Chunk, CorpusError
+
+LAYERS = ("all", "top", "mix")
+TOKENIZERS = ("whitespace", "spacy")
+MixValue = Union[str, Tuple[float, ...]]
+
+
+@dataclass(frozen=True)
+class EmbedSpec:
+    """Everything that decides a chunk's output (hashable: the key of the per-process cache)."""
+
+    weights: str  # a model folder path, or en_default
+    layers: str = "all"
+    mix: MixValue = "average"
+    tokenizer: str = "whitespace"
+    lang: str = "en"
+    batch_tokens: int = 4096
+    max_line_tokens: int = 10_000
+    skip_empty: bool = False
+    threads: int = 1
+
+
+def make_tokenizer(kind: str, lang: str) -> Callable[[str], List[str]]:
+    """``whitespace``: ``str.split`` (pre-tokenized input, like ``allennlp elmo``); ``spacy``: the
+    language's spaCy tokenizer, whitespace tokens dropped (as the ``elmo`` component does)."""
+    if kind == "whitespace":
+        return str.split
+    if kind != "spacy":
+        raise CorpusError(f"--tokenizer {kind!r}: use whitespace (pre-tokenized lines) or spacy.")
+    import spacy
+
+    tokenizer = spacy.blank(lang).tokenizer
+    return lambda text: [t.text for t in tokenizer(text) if not t.is_space]
+
+
+class ChunkEmbedder:
+    """A loaded biLM plus the layer reduction of a spec."""
+
+    loads = 0  # biLMs this process has loaded (reported back so that tests can check "once per worker")
+
+    def __init__(self, spec: EmbedSpec) -> None:
+        import torch
+
+        from ..bilm import ScalarMix, load_bilm
+
+        self.spec = spec
+        self.bilm = load_bilm(spec.weights)
+        ChunkEmbedder.loads += 1
+        self.tokenize = make_tokenizer(spec.tokenizer, spec.lang)
+        self.mixer: Optional[ScalarMix] = None
+        if spec.layers == "mix":
+            mix = spec.mix if isinstance(spec.mix, str) else list(spec.mix)
+            self.mixer = ScalarMix(self.bilm.n_output_layers, mix, trainable=False)
+        self._torch = torch
+
+    def reduce(self, layers: np.ndarray) -> np.ndarray:
+        """``[L+1, n, dim]`` -> ``[n, L+1, dim]`` (all), ``[n, dim]`` (top, or the mix as the ``elmo`` component computes it)."""
+        if self.spec.layers == "all":
+            return layers.transpose(1, 0, 2)
+        if self.spec.layers == "top":
+            return layers[-1]
+        assert self.mixer is not None
+        with self._torch.inference_mode():
+            return self.mixer(self._torch.from_numpy(layers)).numpy()
+
+    def embed(self, chunk: Chunk) -> Tuple[List[int], List[List[str]], List[str], np.ndarray]:
+        """Corpus lines, tokens, texts and token-major vectors of a chunk's non-empty lines."""
+        lines: List[int] = []
+        tokens: List[List[str]] = []
+        texts: List[str] = []
+        for offset, text in enumerate(chunk.texts):
+            words = self.tokenize(text)
+            line = chunk.first_line + offset
+            if not words and not self.spec.skip_empty:
+                raise CorpusError(f"corpus line {line} has no tokens: remove it, or pass --skip-empty.")
+            if len(words) > self.spec.max_line_tokens:
+                raise CorpusError(f"corpus line {line} has {len(words):,} tokens, more than --max-line-tokens {self.spec.max_line_tokens:,}: split it or raise the limit.")
+            if words:
+                lines.append(line)
+                tokens.append(words)
+                texts.append(text)
+        pieces: List[Optional[np.ndarray]] = [None] * len(tokens)
+        for index, array in self.bilm.iter_embeddings(tokens, max_batch_tokens=self.spec.batch_tokens):
+            pieces[index] = self.reduce(array)
+        width = (self.bilm.n_output_layers, self.bilm.output_dim) if self.spec.layers == "all" else (self.bilm.output_dim,)
+        vectors = np.concatenate(pieces) if pieces else np.zeros((0, *width), dtype=np.float32)  # type: ignore[arg-type]
+        return lines, tokens, texts, vectors
+
+
+_EMBEDDERS: Dict[EmbedSpec, ChunkEmbedder] = {}
+
+
+def get_embedder(spec: EmbedSpec) -> ChunkEmbedder:
+    """This process's embedder for ``spec``, loading the biLM on first use."""
+    if spec not in _EMBEDDERS:
+        _EMBEDDERS[spec] = ChunkEmbedder(spec)
+    return _EMBEDDERS[spec]
+
+
+@dataclass
+class ChunkResult:
+    index: int
+    lines: int
+    tokens: int
+    seconds: float
+    pid: int
+    loads: int  # biLMs loaded by the process that did the chunk
+
+
+def embed_chunk(spec: EmbedSpec, folder: str, chunk: Chunk) -> ChunkResult:
+    """Embed one chunk and write its shard into ``folder`` (a task: runs in any process)."""
+    from ..threads import using_threads
+
+    start = time.perf_counter()
+    with using_threads(spec.threads):  # per chunk, so that an in-process run leaves the caller's setting alone
+        embedder = get_embedder(spec)
+        lines, tokens, texts, vectors = embedder.embed(chunk)
+    shards.write_shard(Path(folder) / shards.shard_name(chunk.index), lines, tokens, texts, vectors)
+    n_tokens = sum(len(t) for t in tokens)
+    return ChunkResult(chunk.index, len(lines), n_tokens, time.perf_counter() - start, os.getpid(), ChunkEmbedder.loads)
