@@ -26,6 +26,7 @@ from .contexts import ContextGetter
 from ..roundtrip import silence_worker_hook_warning
 from ..threads import check_component_threads, resolve_threads, using_threads
 from .extensions import install_extensions, set_hooks
+from ..senses.vectors import check_spec, similarity_vectors
 
 DEFAULT_MODEL: Dict[str, Any] = {
     "@architectures": "spacy-elmo.BiLM.v1",
@@ -50,6 +51,8 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "layer_norm": False,
     "store_layers": True,
     "set_hooks": True,
+    # the vectors .similarity compares (null = the mix above; else a mix spec of its own)
+    "similarity": None,
     "set_doc_tensor": None,
     # compute threads for the biLM (0 = one per core)
     "threads": 1,
@@ -75,6 +78,7 @@ def make_elmo(
     store_layers: bool,
     set_hooks: bool,
     set_doc_tensor: Optional[bool],
+    similarity: Optional[Union[str, List[float]]],
     threads: int,
     frozen: bool,
     grad_factor: float,
@@ -95,6 +99,7 @@ def make_elmo(
         store_layers=store_layers,
         set_hooks=set_hooks,
         set_doc_tensor=set_doc_tensor,
+        similarity=similarity,
         threads=threads,
         frozen=frozen,
         grad_factor=grad_factor,
@@ -130,6 +135,7 @@ class Elmo(TrainablePipe):
         store_layers: bool = True,
         set_hooks: bool = True,
         set_doc_tensor: Optional[bool] = None,
+        similarity: Optional[Union[str, Sequence[float]]] = None,
         threads: Optional[int] = 1,
         frozen: bool = True,
         grad_factor: float = 1.0,
@@ -156,6 +162,7 @@ class Elmo(TrainablePipe):
             mix_logits(self.mix_spec, 16)  # spelling checked now, layer count when the biLM loads
         self.store_layers, self.set_hooks = bool(store_layers), bool(set_hooks)
         self.set_doc_tensor = set_doc_tensor
+        self.similarity = check_spec(similarity)
         self.frozen, self.grad_factor = bool(frozen), float(grad_factor)
         self.threads = resolve_threads(threads)
         self.cfg: Dict[str, Any] = {}
@@ -281,6 +288,7 @@ class Elmo(TrainablePipe):
                 vectors = mixer(torch.from_numpy(array)).numpy() if array.shape[1] else np.zeros(array.shape[1:], dtype=np.float32)
             doc._.elmo_vectors = vectors
             doc._.elmo_layers = array if keep_layers else None
+            doc._.elmo_similarity_vectors = similarity_vectors(array, self.similarity)
             if write_tensor:
                 doc.tensor = vectors
             if self.set_hooks:

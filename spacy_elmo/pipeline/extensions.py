@@ -5,7 +5,9 @@ Stored on the Doc (so they survive ``Doc.to_bytes``, ``DocBin(store_user_data=Tr
 
 * ``doc._.elmo_vectors``: float32 ``[n_tokens, dim]``, the scalar mix per token (also written to
   ``doc.tensor`` by default);
-* ``doc._.elmo_layers``: float32 ``[L+1, n_tokens, dim]``, the raw biLM layers (optional).
+* ``doc._.elmo_layers``: float32 ``[L+1, n_tokens, dim]``, the raw biLM layers (optional);
+* ``doc._.elmo_similarity_vectors``: float32 ``[n_tokens, dim]`` or None, the mix ``.similarity``
+  compares when the component's ``similarity`` option names one (None: the mix above).
 
 Everything else is a getter over those two arrays. Whitespace tokens get zero vectors and are
 left out of the Span/Doc means.
@@ -24,8 +26,13 @@ def _doc_vectors(doc: Doc) -> Optional[Floats]:
     return doc._.elmo_vectors
 
 
-def _mean(doc: Doc, start: int, end: int) -> Optional[Floats]:
-    vectors = _doc_vectors(doc)
+def _similarity_vectors(doc: Doc) -> Optional[Floats]:
+    vectors = doc._.elmo_similarity_vectors
+    return _doc_vectors(doc) if vectors is None else vectors
+
+
+def _mean(doc: Doc, start: int, end: int, of=_doc_vectors) -> Optional[Floats]:
+    vectors = of(doc)
     if vectors is None:
         return None
     rows = [i for i in range(start, end) if not doc[i].is_space]
@@ -59,7 +66,7 @@ def _doc_elmo(doc: Doc) -> Optional[Floats]:
 
 def install_extensions() -> None:
     """Register the ``._.elmo*`` attributes (idempotent)."""
-    for name in ("elmo_vectors", "elmo_layers"):
+    for name in ("elmo_vectors", "elmo_layers", "elmo_similarity_vectors"):
         if not Doc.has_extension(name):
             Doc.set_extension(name, default=None)
     getters = {
@@ -91,14 +98,15 @@ def _cosine(a: Floats, b: Floats, what: str) -> float:
 
 
 def _vector_of(obj: Similar) -> Floats:
+    """What ``.similarity`` compares: the similarity mix if set, else the ELMo mix, else ``.vector``."""
+    value = None
     if isinstance(obj, Token):
-        value = _token_elmo(obj)
+        vectors = _similarity_vectors(obj.doc)
+        value = None if vectors is None else vectors[obj.i]
     elif isinstance(obj, Span):
-        value = _span_elmo(obj)
+        value = _mean(obj.doc, obj.start, obj.end, _similarity_vectors)
     elif isinstance(obj, Doc):
-        value = _doc_elmo(obj)
-    else:
-        value = None
+        value = _mean(obj, 0, len(obj), _similarity_vectors)
     return np.asarray(obj.vector if value is None else value, dtype=np.float32)
 
 
@@ -113,13 +121,13 @@ def set_hooks(doc: Doc) -> Doc:
     doc.user_hooks["vector"] = _doc_elmo
     doc.user_hooks["vector_norm"] = lambda d: float(np.linalg.norm(_doc_elmo(d)))
     doc.user_hooks["has_vector"] = lambda d: True
-    doc.user_hooks["similarity"] = lambda d, other: _cosine(_doc_elmo(d), _vector_of(other), "Doc")
+    doc.user_hooks["similarity"] = lambda d, other: _cosine(_vector_of(d), _vector_of(other), "Doc")
     doc.user_span_hooks["vector"] = _span_elmo
     doc.user_span_hooks["vector_norm"] = lambda s: float(np.linalg.norm(_span_elmo(s)))
     doc.user_span_hooks["has_vector"] = lambda s: True
-    doc.user_span_hooks["similarity"] = lambda s, other: _cosine(_span_elmo(s), _vector_of(other), "Span")
+    doc.user_span_hooks["similarity"] = lambda s, other: _cosine(_vector_of(s), _vector_of(other), "Span")
     doc.user_token_hooks["vector"] = _token_elmo
     doc.user_token_hooks["vector_norm"] = lambda t: float(np.linalg.norm(_token_elmo(t)))
     doc.user_token_hooks["has_vector"] = lambda t: True
-    doc.user_token_hooks["similarity"] = lambda t, other: _cosine(_token_elmo(t), _vector_of(other), "Token")
+    doc.user_token_hooks["similarity"] = lambda t, other: _cosine(_vector_of(t), _vector_of(other), "Token")
     return doc

@@ -1,0 +1,157 @@
+"""All-words WSD with sense centroids (Peters et al. 2018, section 5.3) on Raganato et al. (2017).
+
+Sense centroids come from SemCor; each test instance takes the nearest centroid among the senses
+SemCor shows for its lemma and POS. Without WordNet (none is available offline here) a lemma that
+SemCor never tags has no candidate senses: such instances stay unanswered, which costs recall,
+and the most-frequent-sense baseline (the SemCor sense seen most often with the lemma and POS)
+has exactly the same coverage. Scores follow the framework's scorer: P = correct / answered,
+R = correct / all, F1 their harmonic mean; an answer is correct when it is one of the gold keys.
+"""
+from __future__ import annotations
+
+import hashlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .inventory import SenseInventory
+from .vectors import candidate_mixes, layer_weights
+from .wsd_data import DEFAULT_WSD_DIR, DEV_SET, EVAL_SETS, WsdSentence, iter_instances, load_corpus
+
+TEST_SETS = tuple(s for s in EVAL_SETS if s != "ALL")
+
+
+def embed_instances(bilm, sentences: Sequence[WsdSentence], batch_tokens: int = 4096, log: Optional[Callable[[str], None]] = None) -> np.ndarray:
+    """float32 ``[n_instances, L+1, dim]``: every instance's biLM layers, in :func:`iter_instances` order."""
+    wanted: Dict[int, List[int]] = {}
+    order: Dict[Tuple[int, int], int] = {}
+    for n, (s, i, _iid, _key) in enumerate(iter_instances(sentences)):
+        wanted.setdefault(s, []).append(i)
+        order[(s, i)] = n
+    ids = sorted(wanted)
+    out: Optional[np.ndarray] = None
+    start = last = time.time()
+    done = 0
+    for pos, layers in bilm.iter_embeddings([sentences[s].words for s in ids], max_batch_tokens=batch_tokens):
+        s = ids[pos]
+        if out is None:
+            out = np.zeros((len(order), layers.shape[0], layers.shape[2]), dtype=np.float32)
+        for i in wanted[s]:
+            out[order[(s, i)]] = layers[:, i]
+        done += 1
+        if log is not None and time.time() - last > 30:
+            last = time.time()
+            log(f"embedded {done}/{len(ids)} sentences ({time.time() - start:.0f} s)")
+    assert out is not None
+    return out
+
+
+def cached_instances(bilm, weights: Optional[str], name: str, sentences, cache_dir: Optional[Path], log=None) -> np.ndarray:
+    """:func:`embed_instances`, kept in ``cache_dir`` (keyed by model and corpus) when given."""
+    if cache_dir is None:
+        return embed_instances(bilm, sentences, log=log)
+    tag = hashlib.sha1(f"{weights or 'en_default'}|{name}|{sum(len(s.words) for s in sentences)}".encode()).hexdigest()[:12]
+    path = Path(cache_dir) / f"wsd-{name}-{tag}.npy"
+    if path.exists():
+        return np.load(path)
+    array = embed_instances(bilm, sentences, log=log)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, array)
+    return array
+
+
+def score(predictions: Sequence[Optional[str]], gold: Sequence[Sequence[str]]) -> Dict[str, float]:
+    """Precision, recall and F1 (in %) as the framework's scorer computes them, plus coverage."""
+    answered = sum(p is not None for p in predictions)
+    correct = sum(p is not None and p in g for p, g in zip(predictions, gold))
+    p = correct / answered if answered else 0.0
+    r = correct / len(gold) if gold else 0.0
+    return {
+        "P": 100 * p,
+        "R": 100 * r,
+        "F1": 100 * (2 * p * r / (p + r) if p + r else 0.0),
+        "coverage": 100 * answered / len(gold) if gold else 0.0,
+        "n": len(gold),
+    }
+
+
+def evaluate(
+    weights: Optional[str] = None,
+    folder: Path = DEFAULT_WSD_DIR,
+    cache_dir: Optional[Path] = Path(tempfile.gettempdir()) / "spacy_elmo_cache",
+    log: Callable[[str], None] = lambda m: print(m, file=sys.stderr, flush=True),
+) -> Dict[str, object]:
+    """Nearest-centroid WSD per layer/mix and the most-frequent-sense baseline, F1 on every test set."""
+    from ..bilm import load_bilm
+
+    start = time.time()
+    bilm = load_bilm(weights) if weights else load_bilm()
+    train_sents, train_gold = load_corpus(folder, "semcor")
+    test_sents, test_gold = load_corpus(folder, "ALL")
+    log(f"SemCor: {len(train_sents)} sentences, {len(train_gold)} instances; ALL: {len(test_gold)} instances")
+    train_x = cached_instances(bilm, weights, "semcor", train_sents, cache_dir, log)
+    test_x = cached_instances(bilm, weights, "ALL", test_sents, cache_dir, log)
+    embed_seconds = time.time() - start
+
+    train = list(iter_instances(train_sents))
+    lemmas, senses, rows = [], [], []
+    for n, (_s, _i, iid, key) in enumerate(train):
+        for sense in train_gold[iid]:
+            lemmas.append(key)
+            senses.append(sense)
+            rows.append(n)
+    test = list(iter_instances(test_sents))
+    test_keys = [key for _s, _i, _iid, key in test]
+    gold = [test_gold[iid] for _s, _i, iid, _key in test]
+    dataset = [iid.split(".", 1)[0] for _s, _i, iid, _key in test]
+
+    def by_set(predictions: List[Optional[str]]) -> Dict[str, Dict[str, float]]:
+        out = {"ALL": score(predictions, gold)}
+        for name in TEST_SETS:
+            keep = [k for k, d in enumerate(dataset) if d == name]
+            out[name] = score([predictions[k] for k in keep], [gold[k] for k in keep])
+        return out
+
+    rows_out: Dict[str, Dict[str, Dict[str, float]]] = {}
+    inventory = None
+    for name, spec in candidate_mixes(train_x.shape[1]).items():
+        w = layer_weights(spec, train_x.shape[1])
+        inventory = SenseInventory(layer=spec, key="lemma_pos")
+        inventory.add_vectors(lemmas, senses, np.einsum("nld,l->nd", train_x[rows], w))
+        predictions = inventory.predict(test_keys, np.einsum("nld,l->nd", test_x, w))
+        rows_out[name] = by_set([p.sense if p is not None else None for p in predictions])
+        log(f"{name}: ALL F1 {rows_out[name]['ALL']['F1']:.1f}")
+    assert inventory is not None
+    mfs = by_set([inventory.most_frequent(key) for key in test_keys])
+    chosen = max(rows_out, key=lambda k: rows_out[k][DEV_SET]["F1"])
+    seen = sum(key in inventory for key in test_keys)
+    return {
+        "weights": weights or "en_default",
+        "rows": rows_out,
+        "most_frequent_sense": mfs,
+        "chosen_on_dev": chosen,
+        "dev_set": DEV_SET,
+        "train_instances": len(train),
+        "train_sense_keys": len(lemmas),
+        "test_instances": len(test),
+        "test_lemma_pos_seen_in_semcor": seen,
+        "embed_seconds": embed_seconds,
+        "seconds": time.time() - start,
+    }
+
+
+def table(report: Dict[str, object]) -> str:
+    """The report as a markdown table of F1 per test set."""
+    sets = ("senseval2", "senseval3", "semeval2007", "semeval2013", "semeval2015", "ALL")
+    lines = ["| method | " + " | ".join(("SE07 (dev)" if s == DEV_SET else s) for s in sets) + " |", "| --- |" + " ---: |" * len(sets)]
+    rows = dict(report["rows"])  # type: ignore[arg-type]
+    for name, r in rows.items():
+        mark = " (best on dev)" if name == report["chosen_on_dev"] else ""
+        lines.append(f"| nearest centroid, {name}{mark} | " + " | ".join(f"{r[s]['F1']:.1f}" for s in sets) + " |")
+    mfs = report["most_frequent_sense"]
+    lines.append("| most frequent SemCor sense | " + " | ".join(f"{mfs[s]['F1']:.1f}" for s in sets) + " |")  # type: ignore[index]
+    return "\n".join(lines)
