@@ -305,20 +305,32 @@ def prepare_cli(
     max_vocab: Optional[int] = Opt(None, "--max-vocab", help="At most this many vocabulary entries (specials included). Default: no limit"),
     shard_size: int = Opt(100_000, "--shard-size", help="Sentences per shard file"),
     max_files: Optional[int] = Opt(None, "--max-files", help="Use only the first N files of each split (quick runs). Default: all"),
+    layout: str = Opt("auto", "--layout", help="line: one sentence or document per line; paragraph: blank-line separated paragraphs; auto: decide per file from its first lines"),
+    held_out: float = Opt(0.02, "--held-out", help="Fraction of the training text moved to valid + test (half each) when no valid/test files are given; 0 = none"),
     # fmt: on
 ) -> None:
     """Tokenize text into sentence shards and a frequency-sorted vocabulary (the input of pretrain/finetune)."""
-    from .training.corpus import prepare_corpus
+    from .training.corpus import LAYOUTS, prepare_corpus
 
     missing = [str(p) for p in inputs if not p.exists()]
     if missing:
         raise UserError(f"not found: {', '.join(missing)}. Pass existing text files or folders.")
     use_line_progress()
+    if layout not in LAYOUTS:
+        raise UserError(f"--layout {layout!r}: use one of {', '.join(LAYOUTS)}.")
+    if not 0 <= held_out < 1:
+        raise UserError(f"--held-out {held_out}: give a fraction in [0, 1), e.g. 0.02.")
     stats = prepare_corpus(
-        inputs, out_dir, lang=lang, min_count=min_count, max_vocab=max_vocab, shard_size=shard_size, max_files=max_files
+        inputs, out_dir, lang=lang, min_count=min_count, max_vocab=max_vocab, shard_size=shard_size, max_files=max_files,
+        layout=layout, held_out=held_out,
     )
     for split, s in stats.items():
-        msg.text(f"{split:>5}: {s.files} files, {s.sentences:,} sentences, {s.tokens:,} tokens, {s.skipped_lines} bad lines skipped")
+        msg.text(
+            f"{split:>5}: {s.files} files, {s.lines:,} lines, {s.sentences:,} sentences, {s.tokens:,} tokens; "
+            f"{s.skipped_lines} bad lines skipped, {s.split_units} over-long units split"
+        )
+    if stats["valid"].sentences == 0:
+        msg.warn("no validation text: list valid files in a manifest.tsv, or use --held-out > 0 (pretrain/finetune evaluate on it)")
     msg.good(f"wrote {out_dir}")
 
 
@@ -331,7 +343,7 @@ def _train(
 ) -> None:
     import srsly
 
-    from .training.trainer import TrainConfig, train
+    from .training.trainer import TrainConfig, saved_config, train
 
     prepared_dir(data_dir)
     values: Dict[str, Any] = {}
@@ -346,6 +358,8 @@ def _train(
     if init_model is not None:
         values["init_model"] = str(init_model)
     values.update({k: v for k, v in overrides.items() if v is not None})
+    if resume:  # what the command line leaves unsaid comes from the run being resumed; what it says must agree
+        values = {**(saved_config(out_dir) or {}), **values}
     known = set(TrainConfig.__dataclass_fields__)
     unknown = sorted(set(values) - known)
     if unknown:

@@ -1,24 +1,39 @@
 """Corpus preparation: raw text files -> tokenized sentence shards + a frequency-sorted vocabulary.
 
-Input: UTF-8 text files or folders of them (``.txt``/``.gz``), paragraphs separated by blank
-lines. If a folder holds a ``manifest.tsv`` with ``file`` and ``split`` columns, its splits are
-used (``dev`` counts as ``valid``); otherwise every file goes to ``train``. Lines that are not
-valid UTF-8 are skipped and counted. Text is tokenized with a spaCy tokenizer and split into
-sentences by spaCy's rule-based sentencizer, streaming: memory grows with the vocabulary, not
-with the corpus.
+Input: UTF-8 text files or folders of them (``.txt``, ``.text``, ``.gz``), in one of two layouts:
+
+- ``line``: one sentence or document per line (the 1B Word Benchmark layout); each line is
+  split into sentences on its own, blank lines are ignored;
+- ``paragraph``: paragraphs separated by blank lines, hard-wrapped lines within a paragraph
+  joined (Project Gutenberg books).
+
+``auto`` (the default) decides per file from its first lines: ``paragraph`` when blank lines
+separate blocks of several lines, else ``line``. Nothing is dropped without being counted: a
+paragraph or line longer than ``max_chars`` is split at a line break or a space (counted as
+``split_units``), lines that are not valid UTF-8 are skipped and counted (``skipped_lines``),
+and memory stays bounded by ``max_chars`` per text unit, whatever the file size.
+
+Splits: a folder's ``manifest.tsv`` (``file`` and ``split`` columns; ``dev`` counts as
+``valid``) assigns files to train/valid/test. When no valid or test text is given, a
+``held_out`` fraction of the training text (whole blocks of 10 consecutive text units, chosen
+by a hash, so the split is deterministic) goes to valid and test, half each; the second and
+third blocks always do, so that a small corpus still gets both.
 
 Output folder::
 
     train/shard-00000.txt ...   one sentence per line, tokens joined by single spaces
     valid/..., test/...
     vocab.txt                   "<S>", "</S>", "<UNK>", then tokens by descending train count
-    stats.json                  sentences, tokens and skipped lines per split
+                                (the specials carry their real train counts: sentences, and
+                                tokens left out of the vocabulary)
+    stats.json                  per split: files, lines, sentences, tokens, skipped and split counts
 """
 from __future__ import annotations
 
 import csv
 import gzip
 import io
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,15 +44,26 @@ from tqdm import tqdm
 
 SPLITS = ("train", "valid", "test")
 SPECIALS = ("<S>", "</S>", "<UNK>")
+LAYOUTS = ("auto", "line", "paragraph")
+TEXT_SUFFIXES = (".txt", ".text", ".gz")
+HELD_OUT_BLOCK = 10  # text units per held-out block: neighbouring sentences stay in one split
+MAX_CHARS = 100_000
 
 
 @dataclass
 class SplitStats:
     files: int = 0
+    lines: int = 0
     sentences: int = 0
     tokens: int = 0
     skipped_lines: int = 0
+    split_units: int = 0
+    layouts: Dict[str, int] = field(default_factory=dict)
     shards: List[str] = field(default_factory=list)
+
+
+def is_text_file(path: Path) -> bool:
+    return path.is_file() and path.name != "manifest.tsv" and path.name.lower().endswith(TEXT_SUFFIXES)
 
 
 def text_files(inputs: Sequence[Path]) -> Dict[str, List[Path]]:
@@ -54,65 +80,125 @@ def text_files(inputs: Sequence[Path]) -> Dict[str, List[Path]]:
         if manifest.is_file():
             with manifest.open(encoding="utf-8") as fh:
                 for row in csv.DictReader(fh, delimiter="\t"):
-                    split = {"dev": "valid"}.get(row.get("split", "train"), row.get("split", "train"))
+                    if not row.get("file"):
+                        raise ValueError(f"{manifest}: every row needs a 'file' column (tab-separated header: file, split)")
+                    split = {"dev": "valid"}.get(row.get("split") or "train", row.get("split") or "train")
                     if split not in result:
-                        raise ValueError(f"{manifest}: unknown split {row.get('split')!r}")
+                        raise ValueError(f"{manifest}: unknown split {row.get('split')!r} (use train, valid/dev or test)")
                     path = item / row["file"]
                     if not path.is_file():
                         raise FileNotFoundError(f"{manifest} lists {row['file']}, which is not in {item}")
                     result[split].append(path)
             continue
-        for path in sorted(item.rglob("*")):
-            if path.is_file() and (path.suffix in (".txt", ".text") or path.name.endswith((".txt.gz", ".text.gz"))):
-                result["train"].append(path)
+        result["train"].extend(path for path in sorted(item.rglob("*")) if is_text_file(path))
     return result
 
 
-def read_paragraphs(path: Path, stats: SplitStats) -> Iterator[str]:
-    """Paragraphs (blank-line separated, line breaks joined) of one file; bad UTF-8 lines skipped."""
-    opener = gzip.open if path.suffix == ".gz" else open
+def _lines(path: Path, stats: SplitStats) -> Iterator[str]:
+    """Stripped lines of a (possibly gzipped) file; lines that are not UTF-8 are counted and skipped."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
     with opener(path, "rb") as fh:  # type: ignore[operator]
-        lines: List[str] = []
-        for raw in io.BufferedReader(fh):  # type: ignore[arg-type]
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                stats.skipped_lines += 1
+        try:
+            for raw in io.BufferedReader(fh):  # type: ignore[arg-type]
+                try:
+                    yield raw.decode("utf-8").strip()
+                except UnicodeDecodeError:
+                    stats.skipped_lines += 1
+        except (OSError, EOFError, zlib.error) as err:
+            raise ValueError(f"{path}: cannot read it to the end ({err}); is the file truncated or not gzip?") from err
+
+
+def detect_layout(path: Path, sample_lines: int = 2000) -> str:
+    """``paragraph`` if blank lines separate blocks of several lines in the file's start, else ``line``."""
+    run, multi_line_blocks, blanks = 0, 0, 0
+    for i, line in enumerate(_lines(path, SplitStats())):
+        if i >= sample_lines:
+            break
+        if not line:
+            blanks += 1
+            multi_line_blocks += run >= 2
+            run = 0
+        else:
+            run += 1
+    return "paragraph" if blanks and multi_line_blocks else "line"
+
+
+def _pieces(text: str, max_chars: int) -> Iterator[str]:
+    """``text`` cut at spaces (or anywhere, for a longer unbroken run) into pieces of <= max_chars."""
+    while len(text) > max_chars:
+        cut = text.rfind(" ", 0, max_chars + 1)
+        cut = cut if cut > 0 else max_chars
+        yield text[:cut]
+        text = text[cut:].lstrip(" ")
+    if text:
+        yield text
+
+
+def read_units(path: Path, layout: str, stats: SplitStats, max_chars: int = MAX_CHARS) -> Iterator[str]:
+    """Text units (lines, or paragraphs) of one file, none longer than ``max_chars``; every cut counted."""
+    if layout not in ("line", "paragraph"):
+        raise ValueError(f"layout must be 'line' or 'paragraph', not {layout!r}")
+    buffer: List[str] = []
+    size = 0
+    for line in _lines(path, stats):
+        if line:
+            stats.lines += 1
+        pieces = list(_pieces(line, max_chars)) if len(line) > max_chars else [line]
+        stats.split_units += len(pieces) - 1
+        if layout == "line":
+            yield from (p for p in pieces if p)
+            continue
+        for piece in pieces:
+            if not piece:  # a blank line ends the paragraph
+                if buffer:
+                    yield " ".join(buffer)
+                buffer, size = [], 0
                 continue
-            if line:
-                lines.append(line)
-            elif lines:
-                yield " ".join(lines)
-                lines = []
-        if lines:
-            yield " ".join(lines)
+            if buffer and size + 1 + len(piece) > max_chars:
+                stats.split_units += 1
+                yield " ".join(buffer)
+                buffer, size = [], 0
+            buffer.append(piece)
+            size += len(piece) + (1 if size else 0)
+    if buffer:
+        yield " ".join(buffer)
 
 
-def sentences_of(paragraphs: Iterable[str], lang: str, max_chars: int = 100_000) -> Iterator[List[str]]:
-    """Tokenized sentences (whitespace tokens dropped) from paragraphs."""
+def held_out_split(key: str, held_out: float) -> str:
+    """Deterministic split of a block of training text: valid and test take ``held_out / 2`` each."""
+    bucket = zlib.crc32(key.encode("utf-8")) / 2**32
+    if bucket < held_out / 2:
+        return "valid"
+    if bucket < held_out:
+        return "test"
+    return "train"
+
+
+def sentences_of(units: Iterable[Tuple[str, str]], lang: str, max_chars: int = MAX_CHARS) -> Iterator[Tuple[List[str], str]]:
+    """(tokens, split) per sentence (whitespace tokens dropped) from (text, split) units."""
     import spacy
 
     nlp = spacy.blank(lang)
     nlp.add_pipe("sentencizer")
     nlp.max_length = max(nlp.max_length, max_chars + 1)
-    for doc in nlp.pipe((p[:max_chars] for p in paragraphs), batch_size=256):
+    for doc, split in nlp.pipe(units, batch_size=64, as_tuples=True):
         for sent in doc.sents:
             tokens = [t.text for t in sent if not t.is_space]
             if tokens:
-                yield tokens
+                yield tokens, split
 
 
 class ShardWriter:
     """Writes sentences to numbered shard files of at most ``shard_size`` sentences."""
 
     def __init__(self, folder: Path, shard_size: int) -> None:
-        self.folder, self.shard_size = folder, shard_size
-        folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.shard_size = folder, max(1, shard_size)
         self.index, self.count, self.handle, self.names = 0, 0, None, []  # type: ignore[var-annotated]
 
     def write(self, tokens: List[str]) -> None:
         if self.handle is None or self.count >= self.shard_size:
             self.close()
+            self.folder.mkdir(parents=True, exist_ok=True)
             name = f"shard-{self.index:05d}.txt"
             self.names.append(name)
             self.handle = (self.folder / name).open("w", encoding="utf-8")
@@ -134,36 +220,60 @@ def prepare_corpus(
     max_vocab: Optional[int] = None,
     shard_size: int = 100_000,
     max_files: Optional[int] = None,
+    layout: str = "auto",
+    held_out: float = 0.02,
+    max_chars: int = MAX_CHARS,
 ) -> Dict[str, SplitStats]:
-    """Tokenize, split into sentences, write shards and the vocabulary; returns per-split stats."""
+    """Tokenize, split into sentences, write shards and the vocabulary; returns per-split stats.
+
+    ``held_out``: the fraction of training text moved to valid + test when the inputs give
+    neither (0 turns it off).
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    if not 0 <= held_out < 1:
+        raise ValueError(f"held_out must be a fraction in [0, 1), not {held_out}")
     files = text_files(inputs)
+    if max_files:
+        files = {split: paths[:max_files] for split, paths in files.items()}
     if not files["train"]:
-        raise ValueError(f"no training text found in {', '.join(map(str, inputs))}")
+        raise ValueError(f"no training text found in {', '.join(map(str, inputs))} (files ending in {', '.join(TEXT_SUFFIXES)})")
+    hold_out = held_out if not (files["valid"] or files["test"]) else 0.0
     out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     counts: Counter = Counter()
-    stats: Dict[str, SplitStats] = {}
+    stats = {split: SplitStats(files=len(files[split])) for split in SPLITS}
+    writers = {split: ShardWriter(out_dir / split, shard_size) for split in SPLITS}
+
+    def units() -> Iterator[Tuple[str, str]]:
+        blocks = 0
+        for split in SPLITS:
+            for number, path in enumerate(tqdm(files[split], desc=f"prepare {split}", unit="file", leave=False)):
+                chosen = detect_layout(path) if layout == "auto" else layout
+                stats[split].layouts[chosen] = stats[split].layouts.get(chosen, 0) + 1
+                target = split
+                for i, text in enumerate(read_units(path, chosen, stats[split], max_chars)):
+                    if hold_out and i % HELD_OUT_BLOCK == 0:
+                        blocks += 1  # blocks 2 and 3 are always held out, so that a small corpus gets both splits
+                        fixed = {2: "valid", 3: "test"}.get(blocks)
+                        target = fixed or held_out_split(f"{number}:{path.name}:{i // HELD_OUT_BLOCK}", hold_out)
+                    yield text, target
+
+    for tokens, split in sentences_of(units(), lang, max_chars):
+        writers[split].write(tokens)
+        stats[split].sentences += 1
+        stats[split].tokens += len(tokens)
+        if split == "train":
+            counts.update(tokens)
     for split in SPLITS:
-        chosen = files[split][:max_files] if max_files else files[split]
-        split_stats = stats[split] = SplitStats(files=len(chosen))
-        if not chosen:
-            continue
-        writer = ShardWriter(out_dir / split, shard_size)
-
-        def paragraphs() -> Iterator[str]:
-            for path in tqdm(chosen, desc=f"prepare {split}", unit="file", leave=False):
-                yield from read_paragraphs(path, split_stats)
-
-        for tokens in sentences_of(paragraphs(), lang):
-            writer.write(tokens)
-            split_stats.sentences += 1
-            split_stats.tokens += len(tokens)
-            if split == "train":
-                counts.update(tokens)
-        writer.close()
-        split_stats.shards = writer.names
+        writers[split].close()
+        stats[split].shards = writers[split].names
     vocab = build_vocab(counts, min_count=min_count, max_size=max_vocab)
-    write_vocab(out_dir / "vocab.txt", vocab, counts)
-    srsly.write_json(out_dir / "stats.json", {k: vars(v) for k, v in stats.items()} | {"vocab_size": len(vocab)})
+    specials = {"<S>": stats["train"].sentences, "</S>": stats["train"].sentences}
+    specials["<UNK>"] = stats["train"].tokens - sum(counts[t] for t in vocab if t not in SPECIALS)
+    write_vocab(out_dir / "vocab.txt", vocab, counts + Counter(specials))
+    summary = {k: vars(v) for k, v in stats.items()}
+    srsly.write_json(out_dir / "stats.json", summary | {"vocab_size": len(vocab), "held_out": hold_out, "layout": layout})
     return stats
 
 
@@ -185,13 +295,20 @@ def read_vocab(path: Path) -> Tuple[List[str], List[int]]:
     """Tokens and their train counts from a vocab.txt (a count column is optional)."""
     tokens, counts = [], []
     with Path(path).open(encoding="utf-8") as fh:
-        for line in fh:
-            line = line.rstrip("\n")
-            if not line:
-                continue
-            token, _, count = line.partition("\t")
-            tokens.append(token)
-            counts.append(int(count) if count else 0)
+        try:
+            for number, line in enumerate(fh, 1):
+                line = line.rstrip("\n")
+                if not line:
+                    continue
+                token, _, count = line.partition("\t")
+                if not count.strip().isdigit() and count:
+                    raise ValueError(f"{path}, line {number}: the count {count!r} of {token!r} is not a whole number")
+                tokens.append(token)
+                counts.append(int(count) if count else 0)
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not UTF-8 text ({err.reason} after {len(tokens)} entries); the vocabulary is damaged") from err
+    if len(set(tokens)) != len(tokens):
+        raise ValueError(f"{path}: {len(tokens) - len(set(tokens))} duplicated entries; a vocabulary lists each token once")
     if tuple(tokens[:3]) != SPECIALS:
         raise ValueError(f"{path}: a vocabulary must start with {', '.join(SPECIALS)}")
     return tokens, counts

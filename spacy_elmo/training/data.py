@@ -75,12 +75,18 @@ def read_shard(path: Path, max_length: int) -> List[List[str]]:
     """Sentences of one shard, longer ones cut into pieces of at most ``max_length`` tokens."""
     sentences: List[List[str]] = []
     with Path(path).open(encoding="utf-8") as fh:
-        for line in fh:
-            tokens = line.split(" ")
-            tokens[-1] = tokens[-1].rstrip("\n")
-            tokens = [t for t in tokens if t]
-            for start in range(0, len(tokens), max_length):
-                sentences.append(tokens[start : start + max_length])
+        try:
+            for line in fh:
+                tokens = line.split(" ")
+                tokens[-1] = tokens[-1].rstrip("\n")
+                tokens = [t for t in tokens if t]
+                for start in range(0, len(tokens), max_length):
+                    sentences.append(tokens[start : start + max_length])
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{path}: not UTF-8 text after {len(sentences)} sentences ({err.reason}); the shard is corrupt: "
+                "rerun `prepare` to rewrite it"
+            ) from err
     return sentences
 
 
@@ -136,15 +142,25 @@ def training_batches(
         epoch += 1
 
 
-def evaluation_batches(data_dir: Path, split: str, vocab: Vocabulary, max_tokens: int, max_length: int, limit: int = 0) -> Iterator[LMBatch]:
-    """Every sentence of a split once (or the first ``limit`` sentences), in a fixed order."""
+def evaluation_shards(data_dir: Path, split: str, max_length: int, limit: int = 0) -> Iterator[List[List[str]]]:
+    """The sentences (cut at ``max_length`` tokens) that perplexity scores, shard by shard.
+
+    ``limit``: only the first ``limit`` pieces. The biLM and the unigram baseline both read
+    this, so they score exactly the same predictions.
+    """
     seen = 0
     for path in shard_files(data_dir, split):
         sentences = read_shard(path, max_length)
         if limit:
             sentences = sentences[: max(0, limit - seen)]
         seen += len(sentences)
-        for chosen in bucket_batches([len(x) for x in sentences], max_tokens, random.Random(0)):
-            yield LMBatch.from_sentences([sentences[i] for i in chosen], vocab)
+        yield sentences
         if limit and seen >= limit:
             return
+
+
+def evaluation_batches(data_dir: Path, split: str, vocab: Vocabulary, max_tokens: int, max_length: int, limit: int = 0) -> Iterator[LMBatch]:
+    """Every sentence of a split once (or the first ``limit`` sentences), in a fixed order."""
+    for sentences in evaluation_shards(data_dir, split, max_length, limit):
+        for chosen in bucket_batches([len(x) for x in sentences], max_tokens, random.Random(0)):
+            yield LMBatch.from_sentences([sentences[i] for i in chosen], vocab)
