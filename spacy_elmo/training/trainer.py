@@ -141,6 +141,57 @@ def save_checkpoint(path: Path, state: Dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+RESUME_MAY_CHANGE = ("max_steps", "max_minutes", "threads", "log_every", "eval_every", "eval_sentences", "checkpoint_every")
+_PATH_FIELDS = ("data_dir", "out_dir", "init_model")
+
+
+def load_checkpoint(path: Path) -> Dict[str, Any]:
+    """A checkpoint written by :func:`save_checkpoint`, or a ValueError that names the file and the problem."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # torch raises several types for truncated or foreign files
+        raise ValueError(
+            f"checkpoint {path} cannot be read ({type(err).__name__}: {err}); it is not a spacy-elmo checkpoint or it is "
+            "damaged: restore it, or delete it to start the run over"
+        ) from err
+    missing = [k for k in ("model", "optimizer", "step", "tokens", "position", "config", "rng") if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise ValueError(f"checkpoint {path} lacks {', '.join(missing)}: it was not written by spacy-elmo's trainer")
+    return state
+
+
+def saved_config(out_dir: Path) -> Optional[Dict[str, Any]]:
+    """The configuration of the run whose checkpoint is in ``out_dir`` (None when there is none)."""
+    path = Path(out_dir) / "checkpoints" / "last.pt"
+    return dict(load_checkpoint(path)["config"]) if path.is_file() else None
+
+
+def resume_conflicts(config: TrainConfig, saved: Dict[str, Any]) -> List[str]:
+    """Fields where ``config`` differs from the checkpoint's, other than those a resumed run may change."""
+    conflicts = []
+    for name, value in asdict(config).items():
+        if name in RESUME_MAY_CHANGE or name not in saved:
+            continue
+        old = saved[name]
+        if name in _PATH_FIELDS and value is not None and old is not None:
+            same = Path(value).resolve() == Path(old).resolve()
+        else:
+            same = json.dumps(value) == json.dumps(old)
+        if not same:
+            conflicts.append(f"{name} is {value!r} now but {old!r} in the checkpoint")
+    return conflicts
+
+
+def _gather(state: torch.Tensor, world: int, device: torch.device) -> List[torch.Tensor]:
+    """Every rank's copy of a byte tensor (an RNG state), on the CPU."""
+    if world == 1:
+        return [state]
+    local = state.to(device)  # NCCL gathers device tensors only
+    parts = [torch.empty_like(local) for _ in range(world)]
+    torch.distributed.all_gather(parts, local)
+    return [p.cpu() for p in parts]
+
+
 def export_model(model: BiLMLanguageModel, vocab: Vocabulary, out_dir: Path) -> Path:
     """The biLM in our native format, plus the softmax and vocabulary for later fine-tuning."""
     save_native(model.bilm, out_dir)
@@ -195,9 +246,17 @@ def train(
         torch.set_num_threads(config.threads)
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
     checkpoint = None
+    stale = checkpoint_path.with_suffix(".tmp")
+    if main and stale.exists():  # a write that a kill interrupted; last.pt is still the previous, complete one
+        stale.unlink()
     if resume and checkpoint_path.is_file():
-        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-        config = TrainConfig(**{**asdict(config), **checkpoint["config"], "max_steps": config.max_steps, "max_minutes": config.max_minutes})
+        checkpoint = load_checkpoint(checkpoint_path)
+        conflicts = resume_conflicts(config, checkpoint["config"])
+        if conflicts:
+            raise ValueError(
+                f"cannot resume from {checkpoint_path}: {'; '.join(conflicts)}. Resume with the interrupted run's settings "
+                f"(only {', '.join(RESUME_MAY_CHANGE)} may change), or train into a new folder"
+            )
     random.seed(config.seed)
     np.random.seed(config.seed)
     torch.manual_seed(config.seed + rank)
@@ -211,6 +270,9 @@ def train(
         optimizer.load_state_dict(checkpoint["optimizer"])
         step, tokens_seen, position = checkpoint["step"], checkpoint["tokens"], Position(**checkpoint["position"])
         torch.set_rng_state(checkpoint["rng"]["torch"][rank] if rank < len(checkpoint["rng"]["torch"]) else torch.get_rng_state())
+        cuda_states = checkpoint["rng"].get("cuda") or []
+        if device.type == "cuda" and rank < len(cuda_states):
+            torch.cuda.set_rng_state(cuda_states[rank], device)
     if main:
         out.mkdir(parents=True, exist_ok=True)
         srsly.write_json(out / "train_config.json", asdict(config))
@@ -218,6 +280,8 @@ def train(
     wrapped: nn.Module = model
     if world > 1:
         wrapped = nn.parallel.DistributedDataParallel(model, find_unused_parameters=False)
+    if main and checkpoint is not None:
+        _truncate_metrics(out / "metrics.jsonl", step)
     metrics_file = (out / "metrics.jsonl").open("a", encoding="utf-8") if main else None
 
     def log(record: Dict[str, Any]) -> None:
@@ -226,15 +290,14 @@ def train(
             metrics_file.flush()
 
     def checkpoint_now() -> None:
-        rng = [torch.get_rng_state()]
-        if world > 1:
-            rng = [torch.empty_like(rng[0]) for _ in range(world)]
-            torch.distributed.all_gather(rng, torch.get_rng_state())
+        rng = {"torch": _gather(torch.get_rng_state(), world, device)}
+        if device.type == "cuda":  # dropout on the GPU draws from the device's generator
+            rng["cuda"] = _gather(torch.cuda.get_rng_state(device), world, device)
         if main:
             save_checkpoint(
                 checkpoint_path,
                 {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "tokens": tokens_seen,
-                 "position": asdict(position), "config": asdict(config), "rng": {"torch": rng},
+                 "position": asdict(position), "config": asdict(config), "rng": rng,
                  "elapsed_minutes": (time.time() - start_time) / 60 + elapsed_before},
             )
 
@@ -308,6 +371,23 @@ def train(
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
     return result
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop the records logged after the checkpoint a run resumes from (they are logged again)."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip() and _record_step(line) <= step]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _record_step(line: str) -> float:
+    try:
+        return float(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError):
+        return math.inf  # a line cut by a kill: dropped
 
 
 def plot_learning_curve(metrics_path: Path, png_path: Path) -> Optional[Path]:
