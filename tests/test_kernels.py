@@ -1,4 +1,6 @@
 """The shape-routed products and the fast tanh agree with plain torch to float rounding."""
+import sys
+
 import pytest
 import torch
 
@@ -52,10 +54,32 @@ def test_skipping_boundary_steps_changes_no_kept_output(allennlp_bilm):
     assert batch.lengths.tolist()[-1] == 2  # the empty sentence is covered
 
 
-def test_releasing_free_memory_is_safe_to_call_often():
+def _fragment_heap(mb: int) -> bytearray:
+    """Allocate ``mb`` MB in 100 KB heap blocks and free all but the last (which pins the heap top)."""
+    blocks = [bytearray(100_000) for _ in range(mb * 10)]
+    last = blocks[-1]
+    del blocks
+    return last
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
+def test_release_free_memory_returns_freed_heap_pages_and_can_be_switched_off():
     from spacy_elmo.bilm import memory
 
-    for _ in range(3):
+    if memory._trim_function() is None:
+        pytest.skip("this C library has no malloc_trim")
+    try:
+        memory.set_release_free_memory(False)
         memory.release_free_memory()
-    if memory._TRIM is not None:  # glibc: the resident size it compares against was read
-        assert memory._baseline_mb is not None and memory._baseline_mb > 0
+        pinned = _fragment_heap(300)
+        before = memory._resident_mb()
+        memory.release_free_memory()  # switched off: nothing is returned
+        assert memory._resident_mb() > before - 50
+        memory.set_release_free_memory(True)
+        memory._baseline_mb = before - 300  # as if resident memory had grown by 300 MB since it last acted
+        memory.release_free_memory()
+        assert memory._resident_mb() < before - 200, (before, memory._resident_mb())
+        del pinned
+    finally:
+        memory.set_release_free_memory(True)
+        memory._baseline_mb = None

@@ -10,7 +10,7 @@ from spacy_elmo import load_bilm
 
 from .conftest import ALLENNLP, BILMTF
 
-ATOL = 1e-5
+ATOL = 2e-6  # measured max 9.5e-7 (README, "Parity with the original")
 SETS = {"allennlp": (ALLENNLP, "sentences.json"), "bilm-tf": (BILMTF, "lm_embeddings_sentences.json")}
 
 
@@ -73,8 +73,7 @@ def test_context_free_token_layer(allennlp_bilm):
     assert len(vocab) == expected.shape[0] == 458
     outputs = allennlp_bilm.embed_sentences([[tok] for tok in vocab], batch_size=50)
     layer0 = np.stack([o[0, 0] for o in outputs])
-    assert max_diff(layer0[:, :16], expected) < ATOL
-    assert np.array_equal(layer0[:, :16], layer0[:, 16:])  # layer 0 is [x; x]
+    assert max_diff(layer0[:, :16], expected) < ATOL and max_diff(layer0[:, 16:], expected) < ATOL  # layer 0 is [x; x]
 
 
 def test_dense_char_id_entry_point_agrees(allennlp_bilm):
