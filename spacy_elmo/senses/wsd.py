@@ -84,8 +84,12 @@ def evaluate(
     folder: Path = DEFAULT_WSD_DIR,
     cache_dir: Optional[Path] = Path(tempfile.gettempdir()) / "spacy_elmo_cache",
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr, flush=True),
+    save_inventory: Optional[Path] = None,
 ) -> Dict[str, object]:
-    """Nearest-centroid WSD per layer/mix and the most-frequent-sense baseline, F1 on every test set."""
+    """Nearest-centroid WSD per layer/mix and the most-frequent-sense baseline, F1 on every test set.
+
+    ``save_inventory``: also write the SemCor sense inventory of the layer/mix chosen on the dev
+    set (semeval2007) there, keyed ``lemma|POS``, for the ``elmo_senses`` component."""
     from ..bilm import load_bilm
 
     start = time.time()
@@ -118,17 +122,23 @@ def evaluate(
 
     rows_out: Dict[str, Dict[str, Dict[str, float]]] = {}
     inventory = None
+    inventories: Dict[str, SenseInventory] = {}
     for name, spec in candidate_mixes(train_x.shape[1]).items():
         w = layer_weights(spec, train_x.shape[1])
         inventory = SenseInventory(layer=spec, key="lemma_pos")
         inventory.add_vectors(lemmas, senses, np.einsum("nld,l->nd", train_x[rows], w))
         predictions = inventory.predict(test_keys, np.einsum("nld,l->nd", test_x, w))
         rows_out[name] = by_set([p.sense if p is not None else None for p in predictions])
+        if save_inventory is not None:
+            inventories[name] = inventory
         log(f"{name}: ALL F1 {rows_out[name]['ALL']['F1']:.1f}")
     assert inventory is not None
     mfs = by_set([inventory.most_frequent(key) for key in test_keys])
     chosen = max(rows_out, key=lambda k: rows_out[k][DEV_SET]["F1"])
     seen = sum(key in inventory for key in test_keys)
+    if save_inventory is not None:
+        inventories[chosen].to_disk(save_inventory)
+        log(f"wrote the SemCor sense inventory ({chosen}) to {save_inventory}")
     return {
         "weights": weights or "en_default",
         "rows": rows_out,

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Nearest-neighbour search over token occurrences: corpus embedding, ANN library comparison,
+exact vs approximate at 1M occurrences, and the paper's "play" example.
+
+The corpus: paragraphs of the Gutenberg books (../shared/data/gutenberg_en_books, training books in
+manifest order), tokenised by spaCy's English tokenizer, split by the sentencizer and embedded
+once with the ``elmo`` component (the embedded default model, its default mix); the vectors are
+cached in the system temp folder (not in the repository). Queries are the first non-space tokens
+of paragraphs that come after the indexed ones (not in the index).
+
+    python bench/neighbours.py embed --tokens 1000000        # once: cache the corpus vectors
+    python bench/neighbours.py compare --n 200000            # hnswlib vs faiss vs usearch vs exact
+    python bench/neighbours.py measure --n 1000000           # exact vs hnswlib (the chosen one)
+    python bench/neighbours.py play                          # the "play" nearest-neighbour table
+
+Every command writes its numbers to bench/results/neighbours*.json (``--json`` to change).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List, Tuple
+
+import numpy as np
+
+BOOKS = Path("../shared/data/gutenberg_en_books")
+CACHE = Path(tempfile.gettempdir()) / "spacy_elmo_cache" / "neighbours"
+RESULTS = Path(__file__).resolve().parent / "results"
+N_QUERIES = 1000
+
+
+def paragraphs(folder: Path = BOOKS) -> Iterator[str]:
+    """Paragraphs (blank-line separated, lines joined) of the training books, in manifest order."""
+    with (folder / "manifest.tsv").open(encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["split"] == "train"]
+    for row in rows:
+        with gzip.open(folder / row["file"], "rt", encoding="utf-8") as fh:
+            block: List[str] = []
+            for line in fh:
+                if line.strip():
+                    block.append(line.strip())
+                elif block:
+                    yield " ".join(block)
+                    block = []
+            if block:
+                yield " ".join(block)
+
+
+def pipeline():
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("elmo", config={"store_layers": False})
+    return nlp
+
+
+def embed(n_tokens: int, cache: Path) -> None:
+    """Embed paragraphs until ``n_tokens`` non-space tokens are indexed, then ~N_QUERIES query tokens."""
+    from spacy_elmo.senses.index import TokenIndex
+
+    nlp = pipeline()
+    index = TokenIndex()
+    queries: List[Tuple[np.ndarray, str, str]] = []
+    start = last = time.time()
+    texts = paragraphs()
+    for doc in nlp.pipe(texts, batch_size=64):
+        if len(index) < n_tokens:
+            index.add_docs([doc])
+        else:
+            token = next((t for t in doc if not t.is_space and t.is_alpha), None)
+            if token is not None:
+                queries.append((doc.tensor[token.i].copy(), token.text, token.sent.text))
+            if len(queries) >= N_QUERIES:
+                break
+        if time.time() - last > 60:
+            last = time.time()
+            print(f"{len(index):,} occurrences, {len(queries)} queries, {time.time() - start:.0f} s", flush=True)
+    seconds = time.time() - start
+    index.save(cache / "exact")
+    np.save(cache / "queries.npy", np.stack([q[0] for q in queries]))
+    (cache / "queries.json").write_text(json.dumps([[q[1], q[2]] for q in queries]))
+    (cache / "embed.json").write_text(json.dumps({"occurrences": len(index), "seconds": seconds, "docs": index._next_doc}))
+    print(f"embedded {len(index):,} occurrences in {seconds:.0f} s ({len(index) / seconds:.0f} tokens/s)")
+
+
+def _timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def _latency(search_one, queries: np.ndarray, n: int = 200) -> float:
+    """Median seconds of one single-vector query."""
+    times = []
+    for q in queries[:n]:
+        start = time.perf_counter()
+        search_one(q[None])
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def ann_libraries(matrix: np.ndarray, queries: np.ndarray, k: int, M: int, ef_construction: int, ef: int) -> Dict[str, Dict[str, object]]:
+    """Build each library's HNSW index (one thread, same M / ef parameters) and time it."""
+    from spacy_elmo.senses.vectors import normalise
+
+    out: Dict[str, Dict[str, object]] = {}
+    dim = matrix.shape[1]
+    queries = normalise(queries)
+    try:
+        import hnswlib
+
+        def build_hnswlib():
+            index = hnswlib.Index(space="ip", dim=dim)
+            index.init_index(max_elements=len(matrix), ef_construction=ef_construction, M=M, random_seed=0)
+            index.add_items(matrix, np.arange(len(matrix)), num_threads=1)
+            index.set_ef(ef)
+            return index
+
+        index, seconds = _timed(build_hnswlib)
+        search = lambda q: index.knn_query(q, k=k, num_threads=1)[0]  # noqa: E731
+        out["hnswlib"] = {"build_s": seconds, "ids": search(queries), "latency_s": _latency(search, queries)}
+    except ImportError:
+        pass
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+
+        def build_faiss():
+            index = faiss.IndexHNSWFlat(dim, M, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = ef_construction
+            index.add(np.ascontiguousarray(matrix))
+            index.hnsw.efSearch = ef
+            return index
+
+        index_f, seconds = _timed(build_faiss)
+        search_f = lambda q: index_f.search(np.ascontiguousarray(q), k)[1]  # noqa: E731
+        out["faiss-cpu"] = {"build_s": seconds, "ids": search_f(queries), "latency_s": _latency(search_f, queries)}
+    except ImportError:
+        pass
+    try:
+        from usearch.index import Index
+
+        def build_usearch():
+            index = Index(ndim=dim, metric="ip", dtype="f32", connectivity=M, expansion_add=ef_construction, expansion_search=ef)
+            index.add(np.arange(len(matrix)), np.ascontiguousarray(matrix), threads=1)
+            return index
+
+        index_u, seconds = _timed(build_usearch)
+        search_u = lambda q: index_u.search(np.ascontiguousarray(q), k, threads=1).keys  # noqa: E731
+        out["usearch"] = {"build_s": seconds, "ids": np.asarray(search_u(queries)).reshape(len(queries), k), "latency_s": _latency(search_u, queries)}
+    except ImportError:
+        pass
+    return out
+
+
+def compare(n: int, cache: Path, k: int, M: int, ef_construction: int, ef: int) -> Dict[str, object]:
+    from spacy_elmo.senses.index import TokenIndex, exact_search, recall_at_k
+
+    index = TokenIndex.load(cache / "exact", mmap=True)
+    matrix = np.ascontiguousarray(index._matrix[:n], dtype=np.float32)
+    queries = np.load(cache / "queries.npy")
+    from spacy_elmo.senses.vectors import normalise
+
+    (scores, exact_ids), exact_s = _timed(exact_search, matrix, normalise(queries), k)
+    rows: Dict[str, Dict[str, float]] = {
+        "exact (numpy, blocks of 65,536)": {
+            "build_s": 0.0,
+            "latency_ms": 1000 * _latency(lambda q: exact_search(matrix, normalise(q), k), queries, 50),
+            "batch_ms_per_query": 1000 * exact_s / len(queries),
+            "recall_at_k": 1.0,
+        }
+    }
+    for name, r in ann_libraries(matrix, queries, k, M, ef_construction, ef).items():
+        rows[name] = {"build_s": r["build_s"], "latency_ms": 1000 * r["latency_s"], "recall_at_k": recall_at_k(np.asarray(r["ids"]), exact_ids)}
+        print(name, rows[name], flush=True)
+    return {"occurrences": n, "dim": int(matrix.shape[1]), "queries": len(queries), "k": k, "M": M, "ef_construction": ef_construction, "ef_search": ef,
+            "threads": 1, "rows": rows}
+
+
+def measure(n: int, cache: Path, k: int, M: int, ef_construction: int, ef_values: List[int]) -> Dict[str, object]:
+    """Exact vs the chosen ANN backend through TokenIndex: build, save, load, query, recall."""
+    from spacy_elmo.senses.index import TokenIndex, recall_at_k
+
+    source = TokenIndex.load(cache / "exact", mmap=False)
+    queries = np.load(cache / "queries.npy")
+    if n < len(source):
+        raise SystemExit(f"measure uses the whole cached index ({len(source):,} occurrences); embed with --tokens {n}")
+    exact_scores, exact_ids = source.search(queries, k)
+    exact_batch = _timed(source.search, queries, k)[1]
+    exact_latency = _latency(lambda q: source.search(q, k), queries, 50)
+    source.backend = "hnswlib"
+    source.ann_params.update(M=M, ef_construction=ef_construction, ef=ef_values[0], threads=1)
+    _, build_s = _timed(source.build)
+    folder = cache / "hnsw"
+    _, save_s = _timed(source.save, folder)
+    loaded, load_s = _timed(TokenIndex.load, folder)
+    rows = {}
+    for ef in ef_values:
+        loaded._ann.ef = ef
+        _, ids = loaded.search(queries, k)
+        rows[f"ef={ef}"] = {"recall_at_k": recall_at_k(ids, exact_ids), "latency_ms": 1000 * _latency(lambda q: loaded.search(q, k), queries)}
+        print(ef, rows[f"ef={ef}"], flush=True)
+    size = sum(f.stat().st_size for f in folder.iterdir())
+    return {"occurrences": len(source), "queries": len(queries), "k": k, "threads": 1, "M": M, "ef_construction": ef_construction,
+            "exact": {"latency_ms": 1000 * exact_latency, "batch_ms_per_query": 1000 * exact_batch / len(queries)},
+            "hnswlib": {"build_s": build_s, "save_s": save_s, "load_s": load_s, "folder_mb": size / 1e6, "by_ef": rows}}
+
+
+PLAY_QUERIES = [
+    "Chico Ruiz made a spectacular play on Alusik's grounder.",
+    "Olivia De Havilland signed to do a Broadway play for Garson.",
+    "The children went out to play in the garden.",
+]
+
+
+def play(cache: Path, k: int) -> Dict[str, object]:
+    from spacy_elmo.senses.index import TokenIndex
+
+    index = TokenIndex.load(cache / "exact", mmap=True)
+    nlp = pipeline()
+    out = []
+    for text in PLAY_QUERIES:
+        doc = nlp(text)
+        token = next(t for t in doc if t.lower_ == "play")
+        hits = index.query(token, k=k)
+        out.append({"query": text, "neighbours": [{"score": h.score, "text": h.text, "doc": h.doc, "sentence": h.sentence, "token": h.token,
+                                                   "context": h.context} for h in hits]})
+        print(f"\n{text}")
+        for h in hits:
+            print(f"  {h.score:.3f}  {h.text!r:>10}  {h.context}")
+    return {"occurrences": len(index), "k": k, "results": out}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", choices=("embed", "compare", "measure", "play"))
+    ap.add_argument("--tokens", type=int, default=1_000_000, help="embed: occurrences to index")
+    ap.add_argument("--n", type=int, default=200_000, help="compare/measure: occurrences")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--M", type=int, default=16)
+    ap.add_argument("--ef-construction", type=int, default=100)
+    ap.add_argument("--ef", type=int, nargs="+", default=[64])
+    ap.add_argument("--cache", type=Path, default=CACHE)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    args.cache.mkdir(parents=True, exist_ok=True)
+    if args.step == "embed":
+        embed(args.tokens, args.cache)
+        return
+    if args.step == "compare":
+        report = compare(args.n, args.cache, args.k, args.M, args.ef_construction, args.ef[0])
+        default = RESULTS / f"neighbours-compare-{args.n}.json"
+    elif args.step == "measure":
+        report = measure(args.n, args.cache, args.k, args.M, args.ef_construction, args.ef)
+        default = RESULTS / "neighbours-1m.json"
+    else:
+        report = play(args.cache, args.k)
+        default = RESULTS / "neighbours-play.json"
+    report["embedding"] = json.loads((args.cache / "embed.json").read_text())
+    out = args.json or default
+    out.write_text(json.dumps(report, indent=1))
+    print(f"-> {out}")
+
+
+if __name__ == "__main__":
+    main()

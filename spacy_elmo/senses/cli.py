@@ -1,0 +1,150 @@
+"""Commands ``wic``, ``wsd``, ``index`` and ``neighbours`` (registered on spacy-elmo's command line)."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+from ..cli import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, mix_spec, model_path, msg, user_errors
+from .wic import DEFAULT_WIC_DIR
+from .wsd_data import DEFAULT_WSD_DIR
+
+
+def _weights(weights: Optional[Path]) -> Optional[str]:
+    return None if weights is None or str(weights) in ("en_default", "default") else str(model_path(weights))
+
+
+def _write_json(output: Optional[Path], report: dict) -> None:
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        msg.good(f"wrote {output}")
+
+
+@app.command("wic")
+@user_errors
+def wic_cli(
+    # fmt: off
+    data: Path = Opt(DEFAULT_WIC_DIR, "--data", "-d", help="WiC folder ({train,dev,test}.data.txt and .gold.txt)"),
+    weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here"),
+    # fmt: on
+) -> None:
+    """WiC accuracy: cosine of the target word's two vectors; threshold on train, layer/mix on dev, accuracy on test."""
+    from . import wic
+
+    if not data.is_dir():
+        raise UserError(f"WiC folder not found: {data}. Pass --data with train/dev/test .data.txt and .gold.txt files.")
+    apply_threads(threads)
+    report = wic.evaluate(_weights(weights), data)
+    msg.text(wic.table(report))
+    msg.good(f"WiC test accuracy {100 * report['test_accuracy']:.1f} ({report['chosen_on_dev']}, chosen on dev; {report['seconds']:.0f} s)")
+    _write_json(output, report)
+
+
+@app.command("wsd")
+@user_errors
+def wsd_cli(
+    # fmt: off
+    data: Path = Opt(DEFAULT_WSD_DIR, "--data", "-d", help="Raganato WSD framework folder (Training_Corpora/SemCor, Evaluation_Datasets)"),
+    weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here"),
+    inventory: Optional[Path] = Opt(None, "--inventory", "-i", help="Also write the SemCor sense inventory (layer/mix chosen on semeval2007) to this file, for the elmo_senses component"),
+    cache_dir: Optional[Path] = Opt(None, "--cache-dir", help="Keep the embedded instances here (reused by later runs). Default: none"),
+    # fmt: on
+) -> None:
+    """All-words WSD: SemCor sense centroids, F1 on the Raganato test sets per layer/mix, beside the most frequent SemCor sense."""
+    from . import wsd
+
+    if not data.is_dir():
+        raise UserError(f"WSD folder not found: {data}. Pass --data with Training_Corpora/SemCor and Evaluation_Datasets.")
+    apply_threads(threads)
+    report = wsd.evaluate(_weights(weights), data, cache_dir=cache_dir, save_inventory=inventory, log=msg.info)
+    msg.text(wsd.table(report))
+    _write_json(output, report)
+
+
+def _paragraphs(paths: List[Path]) -> Iterator[str]:
+    for path in paths:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+            block: List[str] = []
+            for line in fh:
+                if line.strip():
+                    block.append(line.strip())
+                elif block:
+                    yield " ".join(block)
+                    block = []
+            if block:
+                yield " ".join(block)
+
+
+@app.command("index")
+@user_errors
+def index_cli(
+    # fmt: off
+    texts: List[Path] = Arg(..., help="Text files (.txt or .txt.gz; paragraphs separated by blank lines)"),
+    out: Path = Opt(..., "--out", "-o", help="Folder to write the index to"),
+    weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
+    layer: Optional[str] = Opt(None, "--layer", "-l", help="Vectors to index: average, top, layer:N or weights (default: the component's mix)"),
+    backend: str = Opt("exact", "--backend", "-b", help="exact, or hnswlib (approximate; pip install \"spacy-elmo[ann]\")"),
+    max_tokens: int = Opt(0, "--max-tokens", help="Stop after this many token occurrences (0 = all)"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
+    # fmt: on
+) -> None:
+    """Embed texts and build a nearest-neighbour index over their token occurrences."""
+    import spacy
+
+    from .index import TokenIndex
+
+    for path in texts:
+        if not path.is_file():
+            raise UserError(f"text file not found: {path}")
+    apply_threads(threads)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    config = {"store_layers": layer is not None}
+    if _weights(weights):
+        config["weights"] = _weights(weights)
+    nlp.add_pipe("elmo", config=config)
+    index = TokenIndex(layer=mix_spec(layer) if layer else None, backend=backend)
+    for doc in nlp.pipe(_paragraphs(texts), batch_size=64):
+        index.add_docs([doc])
+        if max_tokens and len(index) >= max_tokens:
+            break
+    index.save(out)
+    msg.good(f"indexed {len(index):,} token occurrences ({backend}) in {out}")
+
+
+@app.command("neighbours")
+@user_errors
+def neighbours_cli(
+    # fmt: off
+    index_dir: Path = Arg(..., help="Index folder written by the index command"),
+    text: str = Arg(..., help="A sentence with the query word"),
+    word: str = Opt(..., "--word", help="The query word (its first occurrence in the text)"),
+    k: int = Opt(10, "--k", "-k", help="Number of neighbours"),
+    weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder the index was built with"),
+    # fmt: on
+) -> None:
+    """The k token occurrences of an index nearest to a word in context."""
+    import spacy
+
+    from .index import TokenIndex
+
+    index = TokenIndex.load(index_dir)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    config = {"store_layers": index.layer is not None}
+    if _weights(weights):
+        config["weights"] = _weights(weights)
+    nlp.add_pipe("elmo", config=config)
+    doc = nlp(text)
+    token = next((t for t in doc if t.text == word), None) or next((t for t in doc if t.lower_ == word.lower()), None)
+    if token is None:
+        raise UserError(f"--word {word!r} is not a token of the text ({[t.text for t in doc]})")
+    for hit in index.query(token, k=k):
+        msg.text(f"{hit.score:.3f}\t{hit.text}\tdoc {hit.doc} sentence {hit.sentence} token {hit.token}\t{hit.context or ''}")

@@ -1,0 +1,81 @@
+"""The WiC and WSD evaluation helpers on small constructed files (the real data is not needed)."""
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from spacy_elmo.senses.vectors import candidate_mixes, layer_weights
+from spacy_elmo.senses.wic import best_threshold, cosines, read_split
+from spacy_elmo.senses.wsd import score
+from spacy_elmo.senses.wsd_data import instance_key, iter_instances, load_corpus, read_gold, read_sentences, to_docs
+
+XML = """<?xml version="1.0" encoding="UTF-8" ?>
+<corpus lang="en" source="toy">
+<text id="toy.d000">
+<sentence id="toy.d000.s000">
+<wf lemma="the" pos="DET">The</wf>
+<instance id="toy.d000.s000.t000" lemma="bank" pos="NOUN">banks</instance>
+<instance id="toy.d000.s000.t001" lemma="take_place" pos="VERB">took_place</instance>
+<wf lemma="." pos=".">.</wf>
+</sentence>
+</text>
+</corpus>
+"""
+
+
+def test_wsd_reader(tmp_path):
+    folder = tmp_path / "Evaluation_Datasets" / "toy"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "toy.data.xml.gz", "wt", encoding="utf-8") as fh:
+        fh.write(XML)
+    (folder / "toy.gold.key.txt").write_text("toy.d000.s000.t000 bank%1:14:00:: bank%1:06:00::\ntoy.d000.s000.t001 take_place%2:30:00::\n")
+    sentences, gold = load_corpus(tmp_path, "toy")
+    assert sentences[0].words == ["The", "banks", "took_place", "."]
+    assert list(iter_instances(sentences)) == [(0, 1, "toy.d000.s000.t000", "bank|NOUN"), (0, 2, "toy.d000.s000.t001", "take_place|VERB")]
+    assert gold["toy.d000.s000.t000"] == ["bank%1:14:00::", "bank%1:06:00::"]
+    import spacy
+
+    doc = to_docs(sentences, spacy.blank("en").vocab)[0]
+    assert [t.lemma_ for t in doc] == ["the", "bank", "take_place", "."] and doc[1].pos_ == "NOUN" and doc[3].pos_ == "PUNCT"
+    assert instance_key(doc[1].lemma_, doc[1].pos_) == "bank|NOUN"
+    (tmp_path / "bad.xml").write_text("<corpus></corpus>")
+    with pytest.raises(ValueError, match="no <sentence> elements"):
+        read_sentences(tmp_path / "bad.xml")
+    (tmp_path / "bad.key").write_text("only_an_id\n")
+    with pytest.raises(ValueError, match="expected 'instance_id sense_key"):
+        read_gold(tmp_path / "bad.key")
+    with pytest.raises(FileNotFoundError, match="semcor.data.xml"):
+        load_corpus(tmp_path, "semcor")
+
+
+def test_wsd_score_is_the_framework_scorer():
+    gold = [["a"], ["b", "c"], ["d"], ["e"]]
+    result = score(["a", "c", "x", None], gold)  # 2 correct of 3 answered, of 4
+    assert result["P"] == pytest.approx(100 * 2 / 3) and result["R"] == pytest.approx(50.0)
+    assert result["F1"] == pytest.approx(100 * 2 * (2 / 3) * 0.5 / (2 / 3 + 0.5)) and result["coverage"] == pytest.approx(75.0)
+
+
+def test_wic_reader_threshold_and_cosines(tmp_path):
+    (tmp_path / "dev.data.txt").write_text("bank\tN\t1-2\tthe bank lends\tby the bank\nplay\tV\t0-0\tplay now\tplay ball\n")
+    (tmp_path / "dev.gold.txt").write_text("F\nT\n")
+    pairs, gold = read_split(tmp_path, "dev")
+    assert pairs[0] == (["the", "bank", "lends"], 1, ["by", "the", "bank"], 2) and gold.tolist() == [False, True]
+    (tmp_path / "test.data.txt").write_text("bank\tN\t1-2\tthe bank\n")
+    (tmp_path / "test.gold.txt").write_text("F\n")
+    with pytest.raises(ValueError, match="expected 5 tab-separated fields"):
+        read_split(tmp_path, "test")
+    threshold, accuracy = best_threshold(np.array([0.1, 0.4, 0.6, 0.9]), np.array([False, False, True, True]))
+    assert accuracy == 1.0 and 0.4 < threshold < 0.6
+    a = np.zeros((1, 3, 2)); b = np.zeros((1, 3, 2))
+    a[0, 1] = [1, 0]; b[0, 1] = [0, 1]; a[0, 2] = [1, 1]; b[0, 2] = [1, 1]
+    assert cosines(a, b, layer_weights("layer:1", 3))[0] == pytest.approx(0.0)
+    assert cosines(a, b, layer_weights("layer:2", 3))[0] == pytest.approx(1.0)
+
+
+def test_candidate_mixes():
+    mixes = candidate_mixes(3)
+    assert list(mixes) == ["layer 0", "layer 1", "layer 2", "average (all layers)", "average of layers 1-2"]
+    np.testing.assert_allclose(layer_weights(mixes["average of layers 1-2"], 3), [0, 0.5, 0.5], atol=1e-6)
+    np.testing.assert_allclose(layer_weights(mixes["layer 1"], 3), [0, 1, 0], atol=1e-6)
