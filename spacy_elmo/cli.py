@@ -496,7 +496,7 @@ def ship_cli(
     # fmt: off
     run_dir: Path = Arg(..., help="Output folder of `pretrain` or `finetune` (its model/ holds the export)"),
     dest: Path = Arg(..., help="Folder to write, in the embedded default's layout (softmax stored in float16)"),
-    force: bool = Opt(False, "--force", help="Overwrite a non-empty DEST"),
+    force: bool = Opt(False, "--force", help="Overwrite a non-empty DEST. Default: off"),
     # fmt: on
 ) -> None:
     """Copy a trained biLM into the layout of the embedded default (the command that made the shipped model)."""
