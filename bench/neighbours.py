@@ -12,6 +12,8 @@ of paragraphs that come after the indexed ones (not in the index).
     python bench/neighbours.py compare --n 200000            # hnswlib vs faiss vs usearch vs exact
     python bench/neighbours.py measure --n 1000000           # exact vs hnswlib (the chosen one)
     python bench/neighbours.py play                          # the "play" nearest-neighbour table
+    python bench/neighbours.py embed --layer layer:2         # the same corpus indexed by the top layer
+    python bench/neighbours.py play --layer layer:2
 
 Every command writes its numbers to bench/results/neighbours*.json (``--json`` to change).
 """
@@ -52,27 +54,35 @@ def paragraphs(folder: Path = BOOKS) -> Iterator[str]:
                 yield " ".join(block)
 
 
-def pipeline():
+def pipeline(layer=None):
     import spacy
 
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
-    nlp.add_pipe("elmo", config={"store_layers": False})
+    nlp.add_pipe("elmo", config={"store_layers": layer is not None})
     return nlp
 
 
-def embed(n_tokens: int, cache: Path) -> None:
-    """Embed paragraphs until ``n_tokens`` non-space tokens are indexed, then ~N_QUERIES query tokens."""
+def index_folder(cache: Path, layer) -> Path:
+    """The cached exact index of a layer choice: ``exact`` for the doc.tensor mix, ``exact-layer2`` ..."""
+    return cache / ("exact" if layer is None else "exact-" + str(layer).replace(":", ""))
+
+
+def embed(n_tokens: int, cache: Path, books: Path = BOOKS, layer=None) -> None:
+    """Embed paragraphs until ``n_tokens`` non-space tokens are indexed, then ~N_QUERIES query tokens
+    (the queries only for the doc.tensor mix, which the ANN measurements use)."""
     from spacy_elmo.senses.index import TokenIndex
 
-    nlp = pipeline()
-    index = TokenIndex()
+    nlp = pipeline(layer)
+    index = TokenIndex(layer=layer)
     queries: List[Tuple[np.ndarray, str, str]] = []
     start = last = time.time()
-    texts = paragraphs()
+    texts = paragraphs(books)
     for doc in nlp.pipe(texts, batch_size=64):
         if len(index) < n_tokens:
             index.add_docs([doc])
+        elif layer is not None:
+            break
         else:
             token = next((t for t in doc if not t.is_space and t.is_alpha), None)
             if token is not None:
@@ -83,7 +93,10 @@ def embed(n_tokens: int, cache: Path) -> None:
             last = time.time()
             print(f"{len(index):,} occurrences, {len(queries)} queries, {time.time() - start:.0f} s", flush=True)
     seconds = time.time() - start
-    index.save(cache / "exact")
+    index.save(index_folder(cache, layer))
+    if layer is not None:
+        print(f"embedded {len(index):,} occurrences ({layer}) in {seconds:.0f} s")
+        return
     np.save(cache / "queries.npy", np.stack([q[0] for q in queries]))
     (cache / "queries.json").write_text(json.dumps([[q[1], q[2]] for q in queries]))
     (cache / "embed.json").write_text(json.dumps({"occurrences": len(index), "seconds": seconds, "docs": index._next_doc}))
@@ -191,8 +204,8 @@ def measure(n: int, cache: Path, k: int, M: int, ef_construction: int, ef_values
 
     source = TokenIndex.load(cache / "exact", mmap=False)
     queries = np.load(cache / "queries.npy")
-    if n < len(source):
-        raise SystemExit(f"measure uses the whole cached index ({len(source):,} occurrences); embed with --tokens {n}")
+    if len(source) < n:
+        raise SystemExit(f"the cached index has {len(source):,} occurrences, fewer than --n {n:,}: embed with --tokens {n}")
     exact_scores, exact_ids = source.search(queries, k)
     exact_batch = _timed(source.search, queries, k)[1]
     exact_latency = _latency(lambda q: source.search(q, k), queries, 50)
@@ -221,11 +234,11 @@ PLAY_QUERIES = [
 ]
 
 
-def play(cache: Path, k: int) -> Dict[str, object]:
+def play(cache: Path, k: int, layer=None) -> Dict[str, object]:
     from spacy_elmo.senses.index import TokenIndex
 
-    index = TokenIndex.load(cache / "exact", mmap=True)
-    nlp = pipeline()
+    index = TokenIndex.load(index_folder(cache, layer), mmap=True)
+    nlp = pipeline(layer)
     out = []
     for text in PLAY_QUERIES:
         doc = nlp(text)
@@ -235,8 +248,8 @@ def play(cache: Path, k: int) -> Dict[str, object]:
                                                    "context": h.context} for h in hits]})
         print(f"\n{text}")
         for h in hits:
-            print(f"  {h.score:.3f}  {h.text!r:>10}  {h.context}")
-    return {"occurrences": len(index), "k": k, "results": out}
+            print(f"  {h.score:.3f}  {h.text!r:>10}  {(h.context or '').strip()}")
+    return {"occurrences": len(index), "k": k, "layer": layer, "results": out}
 
 
 def main() -> None:
@@ -248,7 +261,9 @@ def main() -> None:
     ap.add_argument("--M", type=int, default=16)
     ap.add_argument("--ef-construction", type=int, default=100)
     ap.add_argument("--ef", type=int, nargs="+", default=[64])
-    ap.add_argument("--cache", type=Path, default=CACHE)
+    ap.add_argument("--cache", type=Path, default=CACHE, help="where the embedded corpus and the indexes are kept")
+    ap.add_argument("--books", type=Path, default=BOOKS, help="the Gutenberg books folder (manifest.tsv + books/)")
+    ap.add_argument("--layer", help="embed/play: index this layer choice (layer:N, top, average) instead of the doc.tensor mix")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     import torch
@@ -257,7 +272,7 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.step == "embed":
-        embed(args.tokens, args.cache)
+        embed(args.tokens, args.cache, args.books, args.layer)
         return
     if args.step == "compare":
         report = compare(args.n, args.cache, args.k, args.M, args.ef_construction, args.ef[0])
@@ -266,8 +281,8 @@ def main() -> None:
         report = measure(args.n, args.cache, args.k, args.M, args.ef_construction, args.ef)
         default = RESULTS / "neighbours-1m.json"
     else:
-        report = play(args.cache, args.k)
-        default = RESULTS / "neighbours-play.json"
+        report = play(args.cache, args.k, args.layer)
+        default = RESULTS / ("neighbours-play.json" if args.layer is None else f"neighbours-play-{args.layer.replace(':', '')}.json")
     report["embedding"] = json.loads((args.cache / "embed.json").read_text())
     out = args.json or default
     out.write_text(json.dumps(report, indent=1))

@@ -6,7 +6,8 @@ from any evaluation set). Each sentence is embedded with the ``elmo`` component;
 mean cosine similarity of the word's vectors within a sense and across senses, and
 leave-one-out nearest-centroid sense accuracy (the paper's WSD method), per word and over all
 288 sentences. A static vector (the context-free layer 0) gives the same vector in every
-sentence: similarity 1.0 everywhere and chance-level accuracy.
+sentence: similarity 1.0 everywhere and chance-level accuracy. The centroids are a
+``spacy_elmo.senses.SenseInventory`` (the ``elmo_senses`` component's).
 
     python bench/senses.py [--weights PATH] [--mix average|top|layer:N] [--summary] [--json]
 
@@ -21,6 +22,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 import spacy
+
+from spacy_elmo.senses import SenseInventory
 
 SENSES: Dict[str, Tuple[Tuple[str, List[str]], Tuple[str, List[str]]]] = {
     "bank": (
@@ -476,17 +479,19 @@ def evaluate(nlp) -> Dict[str, Dict[str, float]]:
         va, vb = vectors_of(nlp, word, sents_a), vectors_of(nlp, word, sents_b)
         within = [cosine(x, y) for v in (va, vb) for x, y in itertools.combinations(v, 2)]
         across = [cosine(x, y) for x in va for y in vb]
-        labelled = [(v, 0) for v in va] + [(v, 1) for v in vb]
+        vectors = np.concatenate([va, vb])
+        labels = [sense_a] * len(va) + [sense_b] * len(vb)
         correct = 0
-        for i, (v, label) in enumerate(labelled):
-            rest = [x for j, x in enumerate(labelled) if j != i]
-            centroids = [np.mean([x for x, l in rest if l == k], axis=0) for k in (0, 1)]
-            correct += int(np.argmax([cosine(v, c) for c in centroids]) == label)
+        for i in range(len(labels)):  # leave one out: centroids of the other sentences, nearest by cosine
+            rest = [j for j in range(len(labels)) if j != i]
+            inventory = SenseInventory()
+            inventory.add_vectors([word] * len(rest), [labels[j] for j in rest], vectors[rest])
+            correct += int(inventory.disambiguate_vector(word, vectors[i]).sense == labels[i])
         report[word] = {
             "senses": f"{sense_a} / {sense_b}",
             "within_sense_cos": float(np.mean(within)),
             "across_sense_cos": float(np.mean(across)),
-            "nearest_centroid_accuracy": correct / len(labelled),
+            "nearest_centroid_accuracy": correct / len(labels),
         }
     return report
 

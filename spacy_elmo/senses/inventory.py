@@ -237,7 +237,7 @@ class SenseInventory:
                 "senses": [s for _, s, _ in rows],
                 "counts": [self._counts[r] for _, _, r in rows],
                 "n_vectors": [self._n_vectors[r] for _, _, r in rows],
-                "sums": sums.astype(np.float64).tobytes(),
+                "sums": sums.astype(np.float32).tobytes(),
             }
         )
 
@@ -254,7 +254,7 @@ class SenseInventory:
         inventory = cls(layer=msg["layer"], key=msg["key"])
         inventory.dim = msg["dim"]
         dim = inventory.dim or 0
-        sums = np.frombuffer(msg["sums"], dtype=np.float64).reshape(len(msg["lemmas"]), dim)
+        sums = np.frombuffer(msg["sums"], dtype=np.float32).reshape(len(msg["lemmas"]), dim).astype(np.float64)
         for lemma, sense, count, n, total in zip(msg["lemmas"], msg["senses"], msg["counts"], msg["n_vectors"], sums):
             row = inventory._row(lemma, sense)
             inventory._sums[row] = total.copy()

@@ -165,3 +165,29 @@ def table(report: Dict[str, object]) -> str:
     mfs = report["most_frequent_sense"]
     lines.append("| most frequent SemCor sense | " + " | ".join(f"{mfs[s]['F1']:.1f}" for s in sets) + " |")  # type: ignore[index]
     return "\n".join(lines)
+
+
+def evaluate_pipeline(nlp, folder: Path = DEFAULT_WSD_DIR, name: str = "ALL", batch_size: int = 64) -> Dict[str, Dict[str, float]]:
+    """F1 of a spaCy pipeline's ``token._.elmo_sense`` (``elmo`` + ``elmo_senses`` with a ``lemma_pos``
+    inventory) on a test set, read as gold Docs (words, lemmas, POS, one sentence per Doc)."""
+    from .wsd_data import to_docs
+
+    sentences, gold = load_corpus(folder, name)
+    docs = to_docs(sentences, nlp.vocab)
+    for doc in docs:
+        for k, token in enumerate(doc):
+            token.is_sent_start = k == 0
+    predictions: List[Optional[str]] = []
+    golds: List[List[str]] = []
+    dataset: List[str] = []
+    for sent, doc in zip(sentences, nlp.pipe(docs, batch_size=batch_size)):
+        for i, iid in sent.instances:
+            predictions.append(doc[i]._.elmo_sense)
+            golds.append(gold[iid])
+            dataset.append(iid.split(".", 1)[0])
+    out = {name: score(predictions, golds)}
+    if name == "ALL":
+        for part in TEST_SETS:
+            keep = [k for k, d in enumerate(dataset) if d == part]
+            out[part] = score([predictions[k] for k in keep], [golds[k] for k in keep])
+    return out
