@@ -215,3 +215,17 @@ def test_similarity_ignores_static_vectors():
         float(doc.tensor[1] @ doc.tensor[4] / np.linalg.norm(doc.tensor[1]) / np.linalg.norm(doc.tensor[4])), abs=1e-5
     )
     assert doc[1].similarity(doc[4]) < 0.99  # the static vectors are identical
+
+
+def test_similarity_mix_survives_docbin():
+    from spacy.tokens import DocBin
+
+    import spacy_elmo
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"similarity": [0.0, 1.0, 1.0]})
+    doc = nlp("The bank of the river . The bank lends money .")
+    expected = doc[1].similarity(doc[7])
+    restored = next(spacy_elmo.restore_all(DocBin(store_user_data=True, docs=[doc]).get_docs(nlp.vocab)))
+    assert restored._.elmo_similarity_vectors is not None
+    assert restored[1].similarity(restored[7]) == pytest.approx(expected, abs=1e-6)
