@@ -243,12 +243,13 @@ def play(cache: Path, k: int, layer=None) -> Dict[str, object]:
     for text in PLAY_QUERIES:
         doc = nlp(text)
         token = next(t for t in doc if t.lower_ == "play")
-        hits = index.query(token, k=k)
-        out.append({"query": text, "neighbours": [{"score": h.score, "text": h.text, "doc": h.doc, "sentence": h.sentence, "token": h.token,
-                                                   "context": h.context} for h in hits]})
-        print(f"\n{text}")
-        for h in hits:
-            print(f"  {h.score:.3f}  {h.text!r:>10}  {(h.context or '').strip()}")
+        entry = {"query": text}
+        for key, hits in (("neighbours", index.query(token, k=k)), ("neighbours_play_only", index.query(token, k=k, word="play"))):
+            entry[key] = [{"score": h.score, "text": h.text, "doc": h.doc, "sentence": h.sentence, "token": h.token, "context": h.context} for h in hits]
+            print(f"\n{text} ({'all occurrences' if key == 'neighbours' else 'occurrences of play'})")
+            for h in hits:
+                print(f"  {h.score:.3f}  {h.text!r:>10}  {(h.context or '').strip()}")
+        out.append(entry)
     return {"occurrences": len(index), "k": k, "layer": layer, "results": out}
 
 

@@ -100,6 +100,9 @@ def test_docs_in_context(tmp_path):
     assert [(h.doc, h.token) for h in hits] == [flat[i] for i in expected]
     span_hits = index.query(docs[0][0:5], k=2)
     assert len(span_hits) == 2 and all(-1 <= h.score <= 1 for h in span_hits)
+    only_play = index.query(docs[0][1], k=5, word="PLAY")  # the query is "bank"; only occurrences of "play" count
+    assert [h.text for h in only_play] == ["play", "play"] and only_play[0].score >= only_play[1].score
+    assert index.query(query, k=3, word="nonexistent") == []
     index.save(tmp_path / "exact")
     loaded = TokenIndex.load(tmp_path / "exact")
     assert loaded.query(query, k=3) == hits

@@ -20,6 +20,8 @@ def test_index_and_neighbours(tmp_path):
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 2 and all("\tplay\t" in line for line in lines)
+    result = runner.invoke(app, ["neighbours", str(tmp_path / "idx"), "Olivia signed to do a Broadway play .", "--word", "play", "--k", "5", "--same-word"])
+    assert result.exit_code == 0 and [line.split("\t")[1] for line in result.output.strip().splitlines()] == ["play"] * 3
     result = runner.invoke(app, ["neighbours", str(tmp_path / "idx"), "No such word here .", "--word", "play"])
     assert result.exit_code == 2 and "is not a token of the text" in result.output
 

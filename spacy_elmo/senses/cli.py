@@ -128,6 +128,7 @@ def neighbours_cli(
     word: str = Opt(..., "--word", help="The query word (its first occurrence in the text)"),
     k: int = Opt(10, "--k", "-k", help="Number of neighbours"),
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder the index was built with"),
+    same_word: bool = Opt(False, "--same-word", help="Only occurrences of the query word (its senses, as in the paper's play table)"),
     # fmt: on
 ) -> None:
     """The k token occurrences of an index nearest to a word in context."""
@@ -146,5 +147,5 @@ def neighbours_cli(
     token = next((t for t in doc if t.text == word), None) or next((t for t in doc if t.lower_ == word.lower()), None)
     if token is None:
         raise UserError(f"--word {word!r} is not a token of the text ({[t.text for t in doc]})")
-    for hit in index.query(token, k=k):
+    for hit in index.query(token, k=k, word=token.text if same_word else None):
         msg.text(f"{hit.score:.3f}\t{hit.text}\tdoc {hit.doc} sentence {hit.sentence} token {hit.token}\t{hit.context or ''}")

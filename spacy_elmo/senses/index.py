@@ -256,10 +256,30 @@ class TokenIndex:
         context = self._contexts[int(self._context_all[row])] if self.store_context and self._context_all is not None else None
         return Neighbour(float(score), doc, sentence, token, self._string_list[text], context)
 
-    def query(self, item: Union[Token, Span, Doc, np.ndarray], k: int = 10, exact: Optional[bool] = None) -> List[Neighbour]:
-        """The ``k`` occurrences most similar to a token in context, a Span (its mean vector) or a vector."""
-        scores, ids = self.search(self._query_vector(item), k, exact=exact)
-        return [self.neighbour(int(i), float(s)) for s, i in zip(scores[0], ids[0]) if i >= 0]
+    def rows_of(self, word: str) -> np.ndarray:
+        """The occurrences whose text is ``word`` (case-insensitive)."""
+        self.build()
+        assert self._meta_all is not None
+        wanted = [i for i, text in enumerate(self._string_list) if text.lower() == word.lower()]
+        return np.nonzero(np.isin(self._meta_all[:, 3], wanted))[0]
+
+    def query(self, item: Union[Token, Span, Doc, np.ndarray], k: int = 10, exact: Optional[bool] = None,
+              word: Optional[str] = None) -> List[Neighbour]:
+        """The ``k`` occurrences most similar to a token in context, a Span (its mean vector) or a vector.
+
+        ``word``: only occurrences of this word (case-insensitive; searched exactly), e.g. the
+        query token's own text, for the senses of one word as in the paper's "play" table.
+        """
+        vector = self._query_vector(item)
+        if word is None:
+            scores, ids = self.search(vector, k, exact=exact)
+            return [self.neighbour(int(i), float(s)) for s, i in zip(scores[0], ids[0]) if i >= 0]
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        rows = self.rows_of(word)
+        assert self._matrix is not None
+        scores, ids = exact_search(self._matrix[rows], normalise(vector.reshape(1, -1)), k, self.block_size)
+        return [self.neighbour(int(rows[i]), float(s)) for s, i in zip(scores[0], ids[0])]
 
     # ------------------------------------------------------------------ serialisation
 
