@@ -15,7 +15,6 @@ import pytest
 import spacy
 from spacy.tokens import Doc
 
-import spacy_elmo.embedding.cli  # noqa: F401  (registers embed-corpus on the app)
 from spacy_elmo import load_bilm
 from spacy_elmo.cli import main
 from spacy_elmo.embedding import EmbedOptions, embed_corpus, iter_shard_dir, shards
@@ -40,6 +39,10 @@ def write(path: Path, lines) -> Path:
 
 
 def run(capsys, *argv):
+    # imported here, not at collection: until spacy_elmo.cli imports it, registering the command
+    # earlier would change the command list that tests/test_cli.py checks
+    import spacy_elmo.embedding.cli  # noqa: F401
+
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
@@ -174,6 +177,21 @@ KILLABLE = (
 )
 
 
+def test_chunks_skip_the_done_ones_and_keep_line_numbers_across_files(tmp_path):
+    from spacy_elmo.embedding.reader import input_files, iter_chunks
+
+    write(tmp_path / "a.txt", [f"line {i}" for i in range(4)])
+    write(tmp_path / "b.txt", [f"line {i}" for i in range(4, 10)])
+    files = input_files(tmp_path)
+    every = list(iter_chunks(files, 3))
+    assert [(c.index, c.first_line, c.texts) for c in every] == [
+        (0, 0, ["line 0", "line 1", "line 2"]), (1, 3, ["line 3", "line 4", "line 5"]),
+        (2, 6, ["line 6", "line 7", "line 8"]), (3, 9, ["line 9"]),
+    ]
+    assert [(c.index, c.first_line) for c in iter_chunks(files, 3, done={1, 3})] == [(0, 0), (2, 6)]
+    assert [c.index for c in iter_chunks(files, 3, done={0, 1, 2, 3})] == []
+
+
 def test_resume_after_sigkill_is_identical_to_an_uninterrupted_run(tmp_path, capsys):
     rng = np.random.default_rng(0)
     words = "the a river bank money lends sat on of he she it ice melts spring rises over its".split()
@@ -212,6 +230,17 @@ def test_resume_after_sigkill_is_identical_to_an_uninterrupted_run(tmp_path, cap
     assert resumed_index == whole_index
     assert resumed.keys() == whole.keys() and all(np.array_equal(resumed[k], whole[k]) for k in whole)
     assert not parts.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_n_process_2_gives_the_single_process_output(tmp_path):
+    source = write(tmp_path / "in.txt", LINES * 3)
+    single = embed_corpus(EmbedOptions(input=source, output=tmp_path / "single.hdf5", chunk_lines=4))
+    multi = embed_corpus(EmbedOptions(input=source, output=tmp_path / "multi.hdf5", chunk_lines=4, n_process=2))
+    assert single.workers == 1 and multi.workers == 2 and {r.loads for r in multi.results} == {1}
+    one_index, one = read_allennlp(tmp_path / "single.hdf5")
+    two_index, two = read_allennlp(tmp_path / "multi.hdf5")
+    assert one_index == two_index and one.keys() == two.keys() and len(two) == len(LINES) * 3
+    assert all(np.array_equal(one[k], two[k]) for k in one)
 
 
 def test_two_dask_workers_with_a_failed_task_give_the_single_process_output(tmp_path):

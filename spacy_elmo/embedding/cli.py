@@ -13,7 +13,7 @@ def embed_corpus_cli(
     # fmt: off
     input: Path = Arg(..., help="Text file, or folder of .txt/.txt.gz files, with one sentence or document per line (whitespace-tokenized unless --tokenizer spacy)"),
     output: Path = Arg(..., help="HDF5 file to write (--format hdf5), or folder for the shards (--format shards)"),
-    layers: str = Opt("all", "--layers", help="all: every biLM layer [L+1, n, dim]; top: the last layer [n, dim]; mix: the --mix of the layers [n, dim]"),
+    layers: str = Opt("all", "--layers", help="all: every biLM layer, shape (L+1, n, dim); top: the last layer, (n, dim); mix: the --mix of the layers, (n, dim)"),
     mix: str = Opt("average", "--mix", "-m", help="With --layers mix: average, top, layer:N or one weight per layer (computed as the elmo component does)"),
     format: str = Opt("hdf5", "--format", "-f", help="hdf5: one file in AllenNLP's layout (needs h5py); shards: a folder of .npz shards + manifest.json, for very large corpora"),
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder (spacy-elmo format, or options.json + .hdf5); en_default = the embedded English model"),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Union
 
+from ..bilm.weights import DEFAULT_NAMES
 from . import shards
 from .reader import Chunk, CorpusError, Scan, input_files, iter_chunks, scan_input
 from .worker import LAYERS, TOKENIZERS, ChunkResult, EmbedSpec, MixValue, embed_chunk
@@ -68,7 +69,7 @@ class EmbedSummary:
 
 def model_fingerprint(weights: str) -> str:
     """SHA-256 of the biLM's files (native config + weights, or options.json + .hdf5)."""
-    from ..bilm.weights import CONFIG_NAME, DEFAULT_NAMES, find_original_files
+    from ..bilm.weights import CONFIG_NAME, find_original_files
 
     path = Path(weights)
     if weights in DEFAULT_NAMES and not path.exists():
@@ -112,7 +113,6 @@ def run_config(options: EmbedOptions, scan: Scan) -> Dict[str, Any]:
     """What the shards depend on: resuming with any other value would mix two outputs."""
     return {
         "model_sha256": model_fingerprint(options.weights),
-        "weights": options.weights,
         "layers": options.layers,
         "mix": options.mix if options.layers == "mix" else None,
         "tokenizer": options.tokenizer,
@@ -225,7 +225,7 @@ def embed_corpus(options: EmbedOptions, executor: Optional[Executor] = None, log
             raise CorpusError(f"folder {options.output.parent} does not exist: create it, or write OUTPUT elsewhere.")
     scan = scan_input(files, options.max_line_tokens, options.skip_empty)
     config = run_config(options, scan)
-    folder = work_folder(options)
+    folder = work_folder(options).absolute()  # workers elsewhere (a cluster) do not share our working directory
     if options.format == "shards" and (folder / shards.MANIFEST).is_file() and not options.overwrite:
         manifest = shards.read_manifest(folder)
         if manifest.get("complete") and not _differences(manifest.get("config", {}), config):
@@ -236,7 +236,8 @@ def embed_corpus(options: EmbedOptions, executor: Optional[Executor] = None, log
     if done:
         log(f"resuming {folder}: {len(done)} of {n_chunks} chunks already done")
     mix: MixValue = options.mix if isinstance(options.mix, str) else tuple(float(w) for w in options.mix)
-    spec = EmbedSpec(options.weights, options.layers, mix, options.tokenizer, options.lang, options.batch_tokens,
+    weights = options.weights if options.weights in DEFAULT_NAMES and not Path(options.weights).exists() else str(Path(options.weights).absolute())
+    spec = EmbedSpec(weights, options.layers, mix, options.tokenizer, options.lang, options.batch_tokens,
                      options.max_line_tokens, options.skip_empty, options.threads)
     if executor is None:
         if options.cluster is not None:
