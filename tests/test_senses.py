@@ -229,3 +229,19 @@ def test_similarity_mix_survives_docbin():
     restored = next(spacy_elmo.restore_all(DocBin(store_user_data=True, docs=[doc]).get_docs(nlp.vocab)))
     assert restored._.elmo_similarity_vectors is not None
     assert restored[1].similarity(restored[7]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_inventory_from_the_initialize_config(bank_inventory, tmp_path):
+    bank_inventory.to_disk(tmp_path / "senses.bin")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    nlp.add_pipe("elmo_senses", config={"min_score": 0.1})
+    config = nlp.config.copy()
+    config["initialize"]["components"] = {"elmo_senses": {"inventory": str(tmp_path / "senses.bin")}}
+    loaded = spacy.util.load_model_from_config(config, auto_fill=True)
+    loaded.initialize()
+    assert loaded.get_pipe("elmo_senses").min_score == 0.1
+    assert bank(loaded(HELD_OUT[1][0]))._.elmo_sense == "money"
+    bare = spacy.util.load_model_from_config(nlp.config, auto_fill=True)
+    with pytest.raises(ValueError, match="needs a sense inventory"):
+        bare.initialize()

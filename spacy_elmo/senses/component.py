@@ -6,8 +6,8 @@ whose key (see :func:`~spacy_elmo.senses.inventory.token_key`) the inventory kno
 None if it has none) and ``token._.elmo_sense_method`` (``"centroid"``, or ``"most_frequent"``
 for the back-off); other tokens get None. The inventory is saved and loaded with the pipeline.
 """
-from __future__ import annotations
-
+# no ``from __future__ import annotations``: spaCy validates the initialize settings with pydantic,
+# which needs the annotations of ``initialize`` as real types
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
