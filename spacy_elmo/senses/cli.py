@@ -29,7 +29,7 @@ def wic_cli(
     data: Path = Opt(DEFAULT_WIC_DIR, "--data", "-d", help="WiC folder ({train,dev,test}.data.txt and .gold.txt)"),
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
-    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here. Default: none"),
     # fmt: on
 ) -> None:
     """WiC accuracy: cosine of the target word's two vectors; threshold on train, layer/mix on dev, accuracy on test."""
@@ -51,8 +51,8 @@ def wsd_cli(
     data: Path = Opt(DEFAULT_WSD_DIR, "--data", "-d", help="Raganato WSD framework folder (Training_Corpora/SemCor, Evaluation_Datasets)"),
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
-    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here"),
-    inventory: Optional[Path] = Opt(None, "--inventory", "-i", help="Also write the SemCor sense inventory (layer/mix chosen on semeval2007) to this file, for the elmo_senses component"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here. Default: none"),
+    inventory: Optional[Path] = Opt(None, "--inventory", "-i", help="Also write the SemCor sense inventory (layer/mix chosen on semeval2007) to this file, for the elmo_senses component. Default: none"),
     cache_dir: Optional[Path] = Opt(None, "--cache-dir", help="Keep the embedded instances here (reused by later runs). Default: none"),
     # fmt: on
 ) -> None:
@@ -128,7 +128,7 @@ def neighbours_cli(
     word: str = Opt(..., "--word", help="The query word (its first occurrence in the text)"),
     k: int = Opt(10, "--k", "-k", help="Number of neighbours"),
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder the index was built with"),
-    same_word: bool = Opt(False, "--same-word", help="Only occurrences of the query word (its senses, as in the paper's play table)"),
+    same_word: bool = Opt(False, "--same-word", help="Only occurrences of the query word (its senses, as in the paper's play table). Default: all occurrences"),
     # fmt: on
 ) -> None:
     """The k token occurrences of an index nearest to a word in context."""
