@@ -57,4 +57,4 @@ def embed_corpus_cli(
         raise UserError(f"interrupted: the finished chunks are kept; rerun the same command ({PROG} embed-corpus ...) to resume.") from None
     rate = f", {summary.tokens_per_second:,.0f} tokens/s" if summary.seconds else ""
     resumed = f" ({summary.resumed_chunks} chunks from an earlier run)" if summary.resumed_chunks else ""
-    msg.good(f"wrote {summary.output}: {summary.lines:,} lines, {summary.tokens:,} tokens in {summary.chunks} chunks{resumed}{rate}")
+    msg.good(f"wrote {summary.output}: {summary.lines:,} lines, {summary.tokens:,} tokens in {summary.chunks} chunk{'s' if summary.chunks != 1 else ''}{resumed}{rate}")

@@ -1,6 +1,6 @@
 """Running the chunks on a Dask cluster (``pip install "spacy-elmo[cluster]"``).
 
-Each chunk is one task (:func:`~spacy_elmo.embedding.worker.embed_chunk`): the scheduler sends it
+Each chunk is one task (:func:`cluster_chunk`): the scheduler sends it
 the chunk's lines, the worker embeds them with the biLM it loaded once (a per-process cache) and
 writes the chunk's shard straight into the output folder, which must therefore be on a file
 system that every worker and this process can see (NFS, a cluster file system, or one machine).
