@@ -2,6 +2,7 @@
 component, one-line input errors, resume after SIGKILL, and a 2-worker Dask run."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import spacy
 from spacy.tokens import Doc
 
 from spacy_elmo import load_bilm
-from spacy_elmo.cli import main
+from spacy_elmo.cli import app, main
 from spacy_elmo.embedding import EmbedOptions, embed_corpus, iter_shard_dir, shards
 
 h5py = pytest.importorskip("h5py")
@@ -38,11 +39,21 @@ def write(path: Path, lines) -> Path:
     return path
 
 
-def run(capsys, *argv):
-    # imported here, not at collection: until spacy_elmo.cli imports it, registering the command
-    # earlier would change the command list that tests/test_cli.py checks
-    import spacy_elmo.embedding.cli  # noqa: F401
+@pytest.fixture(autouse=True)
+def embed_corpus_command():
+    """embed-corpus registered while these tests run, whether or not spacy_elmo.cli imports it yet;
+    the app's command list is restored afterwards (tests/test_cli.py checks it)."""
+    before = list(app.registered_commands)
+    if not any(command.name == "embed-corpus" for command in app.registered_commands):
+        if "spacy_elmo.embedding.cli" in sys.modules:
+            importlib.reload(sys.modules["spacy_elmo.embedding.cli"])
+        else:
+            importlib.import_module("spacy_elmo.embedding.cli")
+    yield
+    app.registered_commands[:] = before
 
+
+def run(capsys, *argv):
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
