@@ -19,7 +19,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 CHILD = r"""
