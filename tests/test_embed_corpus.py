@@ -203,6 +203,32 @@ def test_chunks_skip_the_done_ones_and_keep_line_numbers_across_files(tmp_path):
     assert [c.index for c in iter_chunks(files, 3, done={0, 1, 2, 3})] == []
 
 
+def test_at_most_a_window_of_chunks_is_read_ahead_of_the_results():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spacy_elmo.embedding.reader import Chunk
+    from spacy_elmo.embedding.run import bounded
+    from spacy_elmo.embedding.worker import ChunkResult
+
+    pulled = []
+
+    def chunks():
+        for i in range(50):
+            pulled.append(i)
+            yield Chunk(i, i, [f"line {i}"])
+
+    def work(chunk):
+        time.sleep(0.001)
+        return ChunkResult(chunk.index, 1, 1, 0.0, 0, 1)
+
+    seen = []
+    with ThreadPoolExecutor(2) as pool:
+        for result in bounded(lambda chunk: pool.submit(work, chunk), chunks(), window=4):
+            seen.append(result.index)
+            assert len(pulled) - len(seen) <= 4  # the input is read lazily: memory bounded by the window
+    assert sorted(seen) == list(range(50))
+
+
 def test_resume_after_sigkill_is_identical_to_an_uninterrupted_run(tmp_path, capsys):
     rng = np.random.default_rng(0)
     words = "the a river bank money lends sat on of he she it ice melts spring rises over its".split()
