@@ -73,10 +73,33 @@ def rss_mb(pid: int) -> float:
 
 def tree_rss_mb() -> Dict[str, float]:
     """Resident MB of this process and of its child processes (the nlp.pipe workers)."""
-    import psutil
+    pid = os.getpid()
+    children: List[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return {"main": rss_mb(pid), "workers": sum(rss_mb(c) for c in children)}
 
-    me = psutil.Process()
-    return {"main": rss_mb(me.pid), "workers": sum(rss_mb(c.pid) for c in me.children(recursive=True))}
+
+def char_cache_entries() -> int:
+    from spacy_elmo.bilm.characters import char_cache_info
+
+    return int(char_cache_info().currsize)
+
+
+def rss_trend(samples: List[Dict[str, Any]], warm: float = 0.1) -> Dict[str, float]:
+    """Resident memory after warm-up: slope (MB/minute, least squares) and median of the first and last thirds."""
+    rows = [s for s in samples if s["progress"] >= warm]
+    if len(rows) < 6:
+        return {}
+    minutes = np.array([s["s"] / 60 for s in rows])
+    mb = np.array([s["main"] for s in rows])
+    third = len(rows) // 3
+    return {"slope_mb_per_min": float(np.polyfit(minutes, mb, 1)[0]), "median_first_third_mb": float(np.median(mb[:third])),
+            "median_last_third_mb": float(np.median(mb[-third:])), "max_first_third_mb": float(mb[:third].max()),
+            "max_last_third_mb": float(mb[-third:].max())}
 
 
 def growth_after_warmup(samples: List[Dict[str, Any]], key: str, warm: float = 0.1) -> float:
@@ -166,14 +189,16 @@ def soak(args: argparse.Namespace) -> Dict[str, Any]:
         time.sleep(args.sample_every)
         with lock:
             recent = [c["ms"] for c in calls if c["t"] > time.time() - args.sample_every and c["kind"] == "book"]
+        cache = nlp.get_pipe("elmo").bilm.token_cache
         samples.append({"s": time.time() - start, "progress": (time.time() - start) / (60 * args.minutes), "main": rss_mb(os.getpid()),
+                        "char_cache_entries": char_cache_entries(), "token_cache_entries": len(cache) if cache is not None else 0,
                         "calls": len(calls), "p50_ms": statistics.median(recent) if recent else None,
                         "p99_ms": float(np.quantile(recent, 0.99)) if recent else None, "errors": len(errors)})
         print(f"{samples[-1]['s']:.0f} s: {len(calls):,} calls, RSS {samples[-1]['main']:.0f} MB, p50 {samples[-1]['p50_ms']} ms, errors {len(errors)}", flush=True)
     by_kind = {k: [c["ms"] for c in calls if c["kind"] == k] for k in ("book", "hostile")}
     latency = {k: {"calls": len(v), "p50_ms": statistics.median(v), "p99_ms": float(np.quantile(v, 0.99))} for k, v in by_kind.items() if v}
     return {"kind": "soak", "minutes": args.minutes, "threads": args.threads, "calls": len(calls), "latency": latency, "errors": errors[:20], "n_errors": len(errors),
-            "rss_growth_after_warmup_mb": growth_after_warmup(samples, "main"), "samples": samples}
+            "rss_growth_after_warmup_mb": growth_after_warmup(samples, "main"), "rss_trend": rss_trend(samples), "samples": samples}
 
 
 def plot(result: Dict[str, Any], png: Path) -> None:
