@@ -602,5 +602,9 @@ def main(argv: Optional[List[str]] = None, prog_name: Optional[str] = None) -> i
     return int(result) if isinstance(result, int) else 0
 
 
+# commands defined in their own subpackages register themselves on ``app`` when imported
+from .embedding import cli as _embedding_cli  # noqa: E402,F401  (embed-corpus)
+from .senses import cli as _senses_cli  # noqa: E402,F401  (wic, wsd, index, neighbours)
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
