@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
 import json
 import os
 import tempfile
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
+
+from spacy_elmo.training.corpus import SplitStats, read_units
 
 BOOKS = Path("../shared/data/gutenberg_en_books")
 CACHE = Path(tempfile.gettempdir()) / "spacy_elmo_cache" / "neighbours"
@@ -42,16 +43,7 @@ def paragraphs(folder: Path = BOOKS) -> Iterator[str]:
     with (folder / "manifest.tsv").open(encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["split"] == "train"]
     for row in rows:
-        with gzip.open(folder / row["file"], "rt", encoding="utf-8") as fh:
-            block: List[str] = []
-            for line in fh:
-                if line.strip():
-                    block.append(line.strip())
-                elif block:
-                    yield " ".join(block)
-                    block = []
-            if block:
-                yield " ".join(block)
+        yield from read_units(folder / row["file"], "paragraph", SplitStats())
 
 
 def pipeline(layer=None):

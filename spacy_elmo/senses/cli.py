@@ -1,7 +1,6 @@
 """Commands ``wic``, ``wsd``, ``index`` and ``neighbours`` (registered on spacy-elmo's command line)."""
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Iterator, List, Optional
@@ -68,18 +67,10 @@ def wsd_cli(
 
 
 def _paragraphs(paths: List[Path]) -> Iterator[str]:
+    from ..training.corpus import SplitStats, read_units
+
     for path in paths:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
-            block: List[str] = []
-            for line in fh:
-                if line.strip():
-                    block.append(line.strip())
-                elif block:
-                    yield " ".join(block)
-                    block = []
-            if block:
-                yield " ".join(block)
+        yield from read_units(path, "paragraph", SplitStats())
 
 
 @app.command("index")
