@@ -19,7 +19,7 @@ from spacy_elmo.training.trainer import load_checkpoint
 
 from .test_training import GENERAL, tiny_config, write_corpus
 
-TINY = dict(lstm_dim=32, projection_dim=16, char_dim=8, filters=[[1, 16], [2, 16], [3, 32]], n_highway=1, max_steps=40,
+TINY = dict(lstm_dim=32, projection_dim=16, char_dim=8, filters=[[1, 16], [2, 16], [3, 32]], n_highway=1, max_steps=150,
             warmup_steps=5, lr=1e-2, max_tokens=512, log_every=5, eval_every=1000, eval_sentences=50, checkpoint_every=1,
             threads=1, dropout=0.2, n_samples=20, seed=3)
 
@@ -37,6 +37,14 @@ def _pretrain(data: Path, out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def _step(checkpoint: Path) -> int:
+    """The step of the last complete checkpoint (0 before the first)."""
+    try:
+        return int(load_checkpoint(checkpoint)["step"]) if checkpoint.exists() else 0
+    except ValueError:  # replaced between the check and the read
+        return 0
+
+
 def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_weights(data, tmp_path):
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(TINY))
@@ -45,23 +53,21 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_weights(da
     out = tmp_path / "killed"
     checkpoint = out / "checkpoints" / "last.pt"
     rng = random.Random(0)
-    kills, steps_at_kill = 0, []
+    targets = [rng.randint(10, 40), rng.randint(55, 85), rng.randint(100, 130)]  # a kill once each step is passed
+    steps_at_kill = []
     process = _pretrain(data, out, "--config", str(config))
-    while True:
-        if kills < 3:
-            while process.poll() is None and not checkpoint.exists():
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 1.5))  # checkpoints are written every step: kills land inside writes too
-        if process.poll() is None and kills < 3:
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-            kills += 1
-            steps_at_kill.append(load_checkpoint(checkpoint)["step"])  # never half-written: it loads
-            process = _pretrain(data, out, "--resume")  # the rest of the settings come from the checkpoint
-            continue
-        _, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err.decode()
-        break
+    for target in targets:
+        while process.poll() is None and _step(checkpoint) < target:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.05))  # checkpoints are written every step: kills land inside writes too
+        assert process.poll() is None, "the run ended before it could be killed"
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        steps_at_kill.append(load_checkpoint(checkpoint)["step"])  # never half-written: it loads
+        process = _pretrain(data, out, "--resume")  # the rest of the settings come from the checkpoint
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err.decode()
+    kills = len(steps_at_kill)
     assert kills == 3 and steps_at_kill == sorted(steps_at_kill) and steps_at_kill[-1] < TINY["max_steps"]
     a, b = load_checkpoint(straight / "checkpoints" / "last.pt"), load_checkpoint(checkpoint)
     assert a["step"] == b["step"] == TINY["max_steps"] and a["position"] == b["position"]
