@@ -374,7 +374,7 @@ def _train(
         print(json.dumps(result))
 
 
-# the options that pretrain and finetune share (typer needs them spelled out in each signature)
+# the options that pretrain and finetune share
 _CONFIG_HELP = "JSON file of TrainConfig fields (architecture, optimiser, batch sizes); the options below override it. Default: none (TrainConfig's defaults)"
 _RESUME_HELP = "Continue from OUT_DIR/checkpoints/last.pt if it exists (exact resume: model, optimiser, RNG, data position). Default: off"
 _FROM_CONFIG = "Default: from --config, else TrainConfig's"
@@ -392,29 +392,44 @@ def _train_default(name: str) -> str:
 
 
 
+_TRAIN_OPTIONS = {  # one definition each; typer needs the parameters spelled out in each signature
+    "config": Opt(None, "--config", "-c", help=_CONFIG_HELP),
+    "resume": Opt(False, "--resume", help=_RESUME_HELP),
+    "max_steps": Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} {_train_default('max_steps')}"),
+    "max_minutes": Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} {_train_default('max_minutes')}"),
+    "lr": Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} {_train_default('lr')}"),
+    "warmup_steps": Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} {_train_default('warmup_steps')}"),
+    "threads": Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} {_train_default('threads')}"),
+    "max_tokens": Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} {_train_default('max_tokens')}"),
+    "seed": Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} {_train_default('seed')}"),
+    "eval_every": Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} {_train_default('eval_every')}"),
+    "checkpoint_every": Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} {_train_default('checkpoint_every')}"),
+    "dump_weights": Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
+}
+
+
 @app.command("pretrain")
 @user_errors
 def pretrain_cli(
     # fmt: off
     data_dir: Path = Arg(..., help="Output folder of `prepare`"),
     out_dir: Path = Arg(..., help="Folder for checkpoints, metrics.jsonl, learning_curve.png and the exported model/"),
-    config: Optional[Path] = Opt(None, "--config", "-c", help=_CONFIG_HELP),
-    resume: bool = Opt(False, "--resume", help=_RESUME_HELP),
-    max_steps: Optional[int] = Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} {_train_default('max_steps')}"),
-    max_minutes: Optional[float] = Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} {_train_default('max_minutes')}"),
-    lr: Optional[float] = Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} {_train_default('lr')}"),
-    warmup_steps: Optional[int] = Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} {_train_default('warmup_steps')}"),
-    threads: Optional[int] = Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} {_train_default('threads')}"),
-    max_tokens: Optional[int] = Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} {_train_default('max_tokens')}"),
-    seed: Optional[int] = Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} {_train_default('seed')}"),
-    eval_every: Optional[int] = Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} {_train_default('eval_every')}"),
-    checkpoint_every: Optional[int] = Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} {_train_default('checkpoint_every')}"),
-    dump_weights: Optional[Path] = Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
+    config: Optional[Path] = _TRAIN_OPTIONS["config"],
+    resume: bool = _TRAIN_OPTIONS["resume"],
+    max_steps: Optional[int] = _TRAIN_OPTIONS["max_steps"],
+    max_minutes: Optional[float] = _TRAIN_OPTIONS["max_minutes"],
+    lr: Optional[float] = _TRAIN_OPTIONS["lr"],
+    warmup_steps: Optional[int] = _TRAIN_OPTIONS["warmup_steps"],
+    threads: Optional[int] = _TRAIN_OPTIONS["threads"],
+    max_tokens: Optional[int] = _TRAIN_OPTIONS["max_tokens"],
+    seed: Optional[int] = _TRAIN_OPTIONS["seed"],
+    eval_every: Optional[int] = _TRAIN_OPTIONS["eval_every"],
+    checkpoint_every: Optional[int] = _TRAIN_OPTIONS["checkpoint_every"],
+    dump_weights: Optional[Path] = _TRAIN_OPTIONS["dump_weights"],
     # fmt: on
 ) -> None:
     """Train a biLM from scratch on prepared text (runs under torchrun for DistributedDataParallel)."""
-    overrides = dict(max_steps=max_steps, max_minutes=max_minutes, lr=lr, warmup_steps=warmup_steps, threads=threads,
-                     max_tokens=max_tokens, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every)
+    overrides = {name: value for name, value in locals().items() if name in TRAIN_OVERRIDES}
     _train(None, data_dir, out_dir, config, resume, dump_weights, overrides)
 
 
@@ -425,23 +440,22 @@ def finetune_cli(
     model: Path = Arg(..., help="biLM to start from: a spacy-elmo model folder, an options.json + .hdf5 folder, or en_default"),
     data_dir: Path = Arg(..., help="Output folder of `prepare` on the in-domain text"),
     out_dir: Path = Arg(..., help="Folder for checkpoints, metrics.jsonl, learning_curve.png and the exported model/"),
-    config: Optional[Path] = Opt(None, "--config", "-c", help=_CONFIG_HELP),
-    resume: bool = Opt(False, "--resume", help=_RESUME_HELP),
-    max_steps: Optional[int] = Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} {_train_default('max_steps')}"),
-    max_minutes: Optional[float] = Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} {_train_default('max_minutes')}"),
-    lr: Optional[float] = Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} {_train_default('lr')}"),
-    warmup_steps: Optional[int] = Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} {_train_default('warmup_steps')}"),
-    threads: Optional[int] = Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} {_train_default('threads')}"),
-    max_tokens: Optional[int] = Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} {_train_default('max_tokens')}"),
-    seed: Optional[int] = Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} {_train_default('seed')}"),
-    eval_every: Optional[int] = Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} {_train_default('eval_every')}"),
-    checkpoint_every: Optional[int] = Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} {_train_default('checkpoint_every')}"),
-    dump_weights: Optional[Path] = Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
+    config: Optional[Path] = _TRAIN_OPTIONS["config"],
+    resume: bool = _TRAIN_OPTIONS["resume"],
+    max_steps: Optional[int] = _TRAIN_OPTIONS["max_steps"],
+    max_minutes: Optional[float] = _TRAIN_OPTIONS["max_minutes"],
+    lr: Optional[float] = _TRAIN_OPTIONS["lr"],
+    warmup_steps: Optional[int] = _TRAIN_OPTIONS["warmup_steps"],
+    threads: Optional[int] = _TRAIN_OPTIONS["threads"],
+    max_tokens: Optional[int] = _TRAIN_OPTIONS["max_tokens"],
+    seed: Optional[int] = _TRAIN_OPTIONS["seed"],
+    eval_every: Optional[int] = _TRAIN_OPTIONS["eval_every"],
+    checkpoint_every: Optional[int] = _TRAIN_OPTIONS["checkpoint_every"],
+    dump_weights: Optional[Path] = _TRAIN_OPTIONS["dump_weights"],
     # fmt: on
 ) -> None:
     """Continue the language-model objective from a biLM on in-domain text, keeping its vocabulary."""
-    overrides = dict(max_steps=max_steps, max_minutes=max_minutes, lr=lr, warmup_steps=warmup_steps, threads=threads,
-                     max_tokens=max_tokens, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every)
+    overrides = {name: value for name, value in locals().items() if name in TRAIN_OVERRIDES}
     _train(model_path(model), data_dir, out_dir, config, resume, dump_weights, overrides)
 
 

@@ -2,7 +2,6 @@
 component, one-line input errors, resume after SIGKILL, and a 2-worker Dask run."""
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import signal
@@ -17,7 +16,7 @@ import spacy
 from spacy.tokens import Doc
 
 from spacy_elmo import load_bilm
-from spacy_elmo.cli import app, main
+from spacy_elmo.cli import main
 from spacy_elmo.embedding import EmbedOptions, embed_corpus, iter_shard_dir, shards
 
 h5py = pytest.importorskip("h5py")
@@ -37,20 +36,6 @@ LINES = [
 def write(path: Path, lines) -> Path:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
-
-
-@pytest.fixture(autouse=True)
-def embed_corpus_command():
-    """embed-corpus registered while these tests run, whether or not spacy_elmo.cli imports it yet;
-    the app's command list is restored afterwards (tests/test_cli.py checks it)."""
-    before = list(app.registered_commands)
-    if not any(command.name == "embed-corpus" for command in app.registered_commands):
-        if "spacy_elmo.embedding.cli" in sys.modules:
-            importlib.reload(sys.modules["spacy_elmo.embedding.cli"])
-        else:
-            importlib.import_module("spacy_elmo.embedding.cli")
-    yield
-    app.registered_commands[:] = before
 
 
 def run(capsys, *argv):

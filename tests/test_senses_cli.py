@@ -1,9 +1,6 @@
 """The wic, wsd, index and neighbours commands (spacy_elmo.senses.cli) on small inputs."""
 from __future__ import annotations
 
-import importlib
-import sys
-
 import pytest
 from typer.testing import CliRunner
 
@@ -11,19 +8,6 @@ from spacy_elmo.cli import app
 from spacy_elmo.senses.index import TokenIndex
 
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def sense_commands():
-    """The commands registered for these tests only, whether or not spacy_elmo.cli imports them
-    already (the app's command list is left as it was, for the other CLI tests)."""
-    before = list(app.registered_commands)
-    if "spacy_elmo.senses.cli" in sys.modules:
-        importlib.reload(sys.modules["spacy_elmo.senses.cli"])
-    else:
-        importlib.import_module("spacy_elmo.senses.cli")
-    yield
-    app.registered_commands[:] = before
 
 
 def test_index_and_neighbours(tmp_path):

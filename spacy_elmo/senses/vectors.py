@@ -54,8 +54,7 @@ def doc_vectors(doc: Doc, spec: LayerSpec) -> np.ndarray:
             f"layer choice {spec!r} needs the raw biLM layers, but this Doc ({doc.text[:40]!r}) has none "
             "(doc._.elmo_layers is None): run 'elmo' with store_layers=true, or use the Doc's mix (layer=None)"
         )
-    weights = layer_weights(spec, layers.shape[0])
-    return np.einsum("lnd,l->nd", np.asarray(layers, dtype=np.float32), weights).astype(np.float32)
+    return similarity_vectors(layers, spec)
 
 
 def token_vector(token: Token, spec: LayerSpec) -> np.ndarray:
