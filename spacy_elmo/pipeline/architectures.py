@@ -23,9 +23,10 @@ from spacy.util import registry
 from thinc.api import Linear, Maxout, Model, chain, with_array
 from thinc.types import Floats1d, Floats2d, Floats3d
 
-from ..bilm.scalar_mix import mix_logits, trainable_mix_logits
-from .bilm_model import BILM_NODE, configure_bilm_model
+from ..bilm.scalar_mix import check_mix_spec, trainable_mix_logits
+from .bilm_model import BILM_NODE, configure_bilm_model, get_bilm
 from .extensions import install_extensions
+from .scope import initialising
 
 MIX_NODE = "elmo-scalar-mix"
 LISTENER_NODE = "elmo-listener"
@@ -62,7 +63,7 @@ def ScalarMix_v1(
         raise ValueError(f"ScalarMix: l2 must be >= 0, got {l2}")
     if isinstance(init, str):
         try:
-            mix_logits(init, 16)  # the spelling; the layer count is checked at initialisation
+            check_mix_spec(init)  # the spelling; the layer count is checked at initialisation
         except ValueError as error:
             raise ValueError(f"ScalarMix init: {error}") from None
     else:
@@ -198,7 +199,6 @@ class ElmoListener(Model):
         self._backprop: Optional[Callable] = None
         self._upstream: Optional[weakref.ReferenceType] = None
         self._component: Optional[str] = None
-        self._init_docs: set = set()
 
     @property
     def upstream_name(self) -> str:
@@ -211,7 +211,6 @@ class ElmoListener(Model):
 
     def receive(self, batch_id: int, outputs: List[Floats3d], backprop: Callable) -> None:
         self._batch_id, self._outputs, self._backprop = batch_id, outputs, backprop
-        self._init_docs = set()
 
     def clear(self) -> None:
         self._batch_id = self._outputs = self._backprop = None
@@ -223,7 +222,7 @@ class ElmoListener(Model):
         # the link to the upstream component and a batch in flight do not travel (spawn workers
         # read the layers from the Docs)
         state = dict(self.__dict__)
-        state.update(_upstream=None, _batch_id=None, _outputs=None, _backprop=None, _init_docs=set())
+        state.update(_upstream=None, _batch_id=None, _outputs=None, _backprop=None)
         slots = {name: getattr(self, name) for cls in type(self).__mro__ for name in getattr(cls, "__slots__", ()) if hasattr(self, name)}
         return state, slots
 
@@ -233,10 +232,8 @@ class ElmoListener(Model):
 
 
 def _listener_init(model: ElmoListener, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
-    # spaCy initialises downstream models with raw training Docs that no elmo has processed
-    # yet: allow zeros of the right shape for exactly those Docs.
-    if X is not None:
-        model._init_docs = {id(doc) for doc in X if doc._.elmo_layers is None}
+    """Nothing to set: the listener has no weights (see :func:`_listener_forward` for the zeros
+    it gives while its model is being initialised)."""
 
 
 def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
@@ -248,14 +245,18 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> T
         model.clear()
         return outputs, backprop
     outputs = []
-    if model._init_docs and any(doc._.elmo_layers is not None for doc in docs):
-        model._init_docs = set()  # initialisation is over
+    # spaCy initialises a downstream model with raw training Docs that no elmo component has
+    # processed: zeros of the right shape, but only within that initialisation call (never in
+    # training or prediction, where zeros would be a silent wrong answer)
+    zeros = None
+    if not is_train and any(doc._.elmo_layers is None for doc in docs) and initialising(model):
+        zeros = _zeros_like_upstream
     for doc in docs:
         layers = doc._.elmo_layers
-        if layers is None and id(doc) in model._init_docs:
-            layers = _zeros_like_upstream(model, len(doc))
         if layers is None:
-            raise ValueError(_missing_layers_message(model, is_train))
+            if zeros is None:
+                raise ValueError(_missing_layers_message(model, is_train))
+            layers = zeros(model, len(doc))
         outputs.append(model.ops.asarray3f(layers))
     return outputs, _no_backprop
 
@@ -280,7 +281,8 @@ def _missing_layers_message(model: ElmoListener, is_train: bool) -> str:
         )
     if is_train:
         return (
-            f"{model.where()}: this training Doc has no ELMo layers and the 'elmo' component sent none. If 'elmo' "
+            f"{model.where()}: this training Doc has no ELMo layers and the 'elmo' component sent none for this "
+            f"batch. Train with nlp.update (it runs 'elmo' first), not the component's update alone; if 'elmo' "
             f"is in [training] frozen_components, also list it in [training] annotating_components"
         )
     return (
@@ -347,8 +349,7 @@ def _hstack(ops: Any, a: List[Floats2d], b: List[Floats2d]) -> List[Floats2d]:
 def _tok2vec_init(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
     refs = {name: model.get_ref(name) for name in model.ref_names if model.has_ref(name)}
     if X is None:
-        for layer in refs.values():
-            layer.initialize()
+        _init_without_sample(model, refs)
         return
     source = refs["source"]
     source.initialize(X=X)
@@ -367,6 +368,66 @@ def _tok2vec_init(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) ->
         refs["output_mix"].initialize(X=layers)
         joined = _hstack(model.ops, hidden, refs["output_mix"].predict(layers))
         refs["output_project"].initialize(X=joined)
+
+
+def _layer_shape(source: Model) -> Tuple[int, int]:
+    """(number of layers, width) of what ``source`` gives, from its biLM's config."""
+    if isinstance(source, ElmoListener):
+        upstream = source.upstream()
+        if upstream is None:
+            raise ValueError(
+                f"{source.where()} is not connected to an 'elmo' component, so its widths are unknown: add one "
+                f"earlier in the pipeline (nlp.add_pipe('elmo', first=True)) or set upstream to the name of an "
+                f"existing 'elmo' component (or '*')"
+            )
+        bilm = upstream.bilm
+    else:
+        bilm = get_bilm(source)
+    return bilm.n_output_layers, bilm.output_dim
+
+
+def _output_width(layer: Model) -> int:
+    """The output width of ``layer``: its own nO, else that of its last layer that has one."""
+    if layer.has_dim("nO"):
+        return layer.get_dim("nO")
+    for child in reversed(layer.layers):
+        try:
+            return _output_width(child)
+        except ValueError:
+            continue
+    raise ValueError(f"ElmoListener: cannot tell the output width of the embed block {layer.name!r}; give it a width (nO)")
+
+
+def _set_input_width(layer: Model, width: int) -> None:
+    node: Optional[Model] = layer
+    while node is not None:  # with_array(chain(maxout, layernorm)): down the first layers
+        if node.has_dim("nI") is None:
+            node.set_dim("nI", width)
+        node = node.layers[0] if node.layers else None
+
+
+def _init_without_sample(model: Model, refs: Dict[str, Model]) -> None:
+    """Set every width from the biLM's config (spaCy initialises some components without data)."""
+    n_layers, dim = _layer_shape(refs["source"])
+    refs["source"].initialize()
+    mixes = [refs[name] for name in ("mix", "output_mix") if name in refs]
+    for mix in mixes:
+        if mix.has_dim("nL") and mix.get_dim("nL") != n_layers:
+            raise ValueError(f"ScalarMix: built for {mix.get_dim('nL')} layers, the biLM gives {n_layers}")
+        mix.set_dim("nL", n_layers)
+        mix.set_dim("nO", dim)
+        mix.initialize()
+    n_features = dim
+    if "embed" in refs:
+        refs["embed"].initialize()
+        n_features += _output_width(refs["embed"])
+    _set_input_width(refs["project"], n_features)
+    refs["project"].initialize()
+    if "encode" in refs:
+        refs["encode"].initialize()
+    if "output_project" in refs:
+        _set_input_width(refs["output_project"], model.get_dim("nO") + dim)
+        refs["output_project"].initialize()
 
 
 def _tok2vec_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
@@ -453,8 +514,9 @@ def ElmoTok2Vec_v1(
 ) -> Model[List[Doc], List[Floats2d]]:
     """The ElmoListener stack with its own biLM (a ``spacy-elmo.BiLM.v1`` block) and no upstream.
 
-    frozen: keep the biLM's weights fixed (no gradients, no optimizer step); grad_factor scales
-        the gradient that reaches the biLM when it is not frozen.
+    frozen: keep the biLM's weights fixed (no gradients, no optimizer step).
+    grad_factor: with ``frozen = false``, the biLM's learning rate as a factor of the optimizer's
+        (0.1 = the biLM learns at a tenth of the task's rate; acts under Adam too).
     """
     if bilm.name != BILM_NODE:
         raise ValueError(f"ElmoTok2Vec: 'bilm' must be a spacy-elmo.BiLM.v1 block, got a {bilm.name!r} model")
