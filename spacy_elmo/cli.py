@@ -18,7 +18,7 @@ import typer
 from wasabi.util import ICONS, color, locale_escape, supports_ansi
 
 from .bilm.weights import DEFAULT_NAMES, WeightsError
-from .threads import DEFAULT_THREADS, available_cores, oversubscription_message
+from .threads import DEFAULT_THREADS, available_cores, first_oversubscription_message, oversubscription_message
 
 PROG = "python -m spacy_elmo"
 HELP = (
@@ -183,7 +183,7 @@ def apply_threads(threads: int, what: str = "--threads") -> int:
     set_threads(threads)
     import torch
 
-    warning = oversubscription_message(torch.get_num_threads())
+    warning = first_oversubscription_message(torch.get_num_threads())
     if warning:
         msg.warn(warning)
     return torch.get_num_threads()

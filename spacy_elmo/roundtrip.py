@@ -5,20 +5,26 @@ through ``Doc.to_bytes``, ``DocBin(store_user_data=True)`` and ``nlp.pipe(n_proc
 does not travel:
 
 * the ``.vector``/``.similarity`` hooks: spaCy never serialises user hooks (its warning W109), so
-  Docs that come back from worker processes or from bytes have none, and ``token.similarity``
-  falls back to spaCy's own (warnings W007/W008, and zeros after a DocBin);
+  Docs read from bytes have none, and ``token.similarity`` falls back to spaCy's own (1.0 for
+  any two tokens of the same word, zeros after a DocBin);
 * ``doc.tensor`` after a ``DocBin``: a DocBin does not store tensors.
 
 :func:`restore` puts both back from ``doc._.elmo_vectors``; :func:`restore_all` does it for a stream::
 
     docs = spacy_elmo.restore_all(doc_bin.get_docs(nlp.vocab))
-    docs = spacy_elmo.restore_all(nlp.pipe(texts, n_process=2))
+
+Docs from ``nlp.pipe(texts, n_process=N)`` need no call: the ``elmo`` component has the pipeline
+give every Doc that had hooks in its worker process its hooks back as it arrives
+(:func:`keep_hooks_across_processes`).
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+import warnings
+import weakref
+from typing import Any, Dict, Iterable, Iterator
 
 import numpy as np
+from spacy.language import Language
 from spacy.tokens import Doc
 
 
@@ -59,3 +65,55 @@ def silence_worker_hook_warning() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message=r"\[W109\]", category=UserWarning, module=r"spacy\.language")
+
+
+def restore_hooks(doc: Doc) -> Doc:
+    """Give back the hooks of a Doc that had them before it was serialised (its user data says so)."""
+    if doc.user_data.get(_hooks_mark()) and "similarity" not in doc.user_token_hooks and doc._.elmo_vectors is not None:
+        from .pipeline.extensions import set_hooks
+
+        set_hooks(doc)
+    return doc
+
+
+def _hooks_mark() -> Any:
+    from .pipeline.extensions import HOOKS_MARK
+
+    return HOOKS_MARK
+
+
+class _RestoringPipe:
+    """``nlp._multiprocessing_pipe`` that restores each Doc's hooks as it comes back from a worker."""
+
+    def __init__(self, nlp: Language) -> None:
+        self._nlp = weakref.ref(nlp)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Iterator[Doc]:
+        nlp = self._nlp()
+        if nlp is None:  # pragma: no cover - the pipeline owns this object
+            raise RuntimeError("spacy-elmo: the pipeline of this nlp.pipe call no longer exists")
+        return (restore_hooks(doc) for doc in type(nlp)._multiprocessing_pipe(nlp, *args, **kwargs))
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "_RestoringPipe":
+        nlp = self._nlp()
+        return _RestoringPipe(memo.get(id(nlp), nlp))
+
+    def __reduce__(self) -> Any:
+        return (_RestoringPipe, (self._nlp(),))
+
+
+def keep_hooks_across_processes(nlp: Language) -> None:
+    """Have ``nlp.pipe(n_process=N)`` give Docs their ELMo hooks back as they arrive from the
+    workers (hooks do not survive the bytes they travel as). Idempotent; only this ``nlp`` changes.
+    """
+    if isinstance(nlp.__dict__.get("_multiprocessing_pipe"), _RestoringPipe):
+        return
+    if not callable(getattr(type(nlp), "_multiprocessing_pipe", None)):  # pragma: no cover - another spaCy
+        warnings.warn(
+            "spacy-elmo: this spaCy version has no Language._multiprocessing_pipe, so Docs from "
+            "nlp.pipe(n_process>1) come back without ELMo .similarity hooks: wrap the call in spacy_elmo.restore_all()",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    nlp._multiprocessing_pipe = _RestoringPipe(nlp)  # type: ignore[method-assign]

@@ -51,11 +51,22 @@ def oversubscription_message(threads: int, n_process: int = 1, cores: Optional[i
         return None
     procs = f" x {n_process} processes" if n_process > 1 else ""
     fit = max(1, cores // max(1, n_process))
+    more = f"; up to {fit} pay only on cores that nothing else uses" if fit > 1 else ""
     return (
         f"spacy-elmo: {threads} threads{procs} = {total} compute threads on {cores} CPU cores; the biLM's "
         f"recurrent steps then wait for descheduled threads and run several times slower. "
-        f"Use threads={fit}" + (" (or fewer processes)" if n_process > 1 else "") + "."
+        f"Use threads={DEFAULT_THREADS}, the safe default" + (" (or fewer processes)" if n_process > 1 else "") + more + "."
     )
+
+
+def first_oversubscription_message(threads: int, n_process: int = 1, cores: Optional[int] = None) -> Optional[str]:
+    """:func:`oversubscription_message`, but only the first time per process for the same numbers
+    (the CLI and the ``elmo`` component it builds share it, so that one setting warns once)."""
+    key = (threads, max(1, n_process), cores)
+    if key in _checked:
+        return None
+    _checked.add(key)
+    return oversubscription_message(threads, n_process, cores)
 
 
 def check_oversubscription(threads: int, n_process: int = 1, cores: Optional[int] = None, stacklevel: int = 2) -> bool:
@@ -148,8 +159,8 @@ def check_component_threads(threads: int, cores: Optional[int] = None) -> bool:
     n_process = 2 if in_worker_process() else 1
     if in_forked_worker():
         threads = min(threads, 1)  # safe_threads runs forked workers with one thread (and says so)
-    key = (threads, n_process, cores)
-    if key in _checked:
+    message = first_oversubscription_message(threads, n_process, cores)
+    if message is None:
         return False
-    _checked.add(key)
-    return check_oversubscription(threads, n_process, cores, stacklevel=3)
+    warnings.warn(message, ThreadOversubscriptionWarning, stacklevel=3)
+    return True

@@ -13,7 +13,7 @@ from spacy.tokens import Doc, DocBin
 from spacy_elmo import WeightsError, load_bilm
 from spacy_elmo.pipeline.contexts import split_windows
 
-from .conftest import ALLENNLP
+from .conftest import ALLENNLP, BILMTF
 
 TEXTS = [
     "The bank raised its interest rates. We sat on the bank of the river!",
@@ -196,6 +196,19 @@ def test_n_process_2_equals_n_process_1(nlp):
     for a, doc in zip(single, multi):
         assert np.abs(a - vectors(doc)).max() < 1e-6
         assert doc._.elmo_layers.shape[1] == len(doc)
+    # .similarity needs no extra call after the workers (before: spaCy's own, 1.0 for the same word)
+    one = list(nlp.pipe(TEXTS[:1]))[0]
+    two = multi[0]
+    bank, river_bank = (one[1], one[11]), (two[1], two[11])
+    assert bank[0].text == bank[1].text == "bank"
+    expected = bank[0].similarity(bank[1])
+    assert expected < 0.999
+    assert river_bank[0].similarity(river_bank[1]) == pytest.approx(expected, abs=1e-6)
+    assert two[0:4].similarity(two[8:12]) == pytest.approx(one[0:4].similarity(one[8:12]), abs=1e-6)
+    assert two.similarity(multi[1]) == pytest.approx(one.similarity(nlp(TEXTS[1])), abs=1e-6)
+    plain = spacy.blank("en")
+    plain.add_pipe("elmo", config={"weights": str(ALLENNLP), "set_hooks": False})
+    assert not any(doc.user_token_hooks for doc in plain.pipe(TEXTS[:2], n_process=2))  # no hooks asked, none given
 
 
 def test_to_disk_and_spacy_load_carry_the_weights(tmp_path, allennlp_bilm):
@@ -209,8 +222,8 @@ def test_to_disk_and_spacy_load_carry_the_weights(tmp_path, allennlp_bilm):
     loaded = spacy.load(tmp_path / "pipeline")
     after = [vectors(doc) for doc in loaded.pipe(TEXTS)]
     assert all(np.array_equal(a, b) for a, b in zip(before, after))
-    from_bytes = spacy.blank("en")
-    from_bytes.add_pipe("elmo", config={"weights": str(source), "mix": [1, 2, 3], "gamma": 0.5})
+    from_bytes = spacy.blank("en")  # a component built with other weights: the bytes replace them
+    from_bytes.add_pipe("elmo", config={"weights": str(BILMTF), "mix": [1, 2, 3], "gamma": 0.5})
     from_bytes.get_pipe("elmo").from_bytes(loaded.get_pipe("elmo").to_bytes())
     assert [np.array_equal(vectors(d), b) for d, b in zip(from_bytes.pipe(TEXTS), before)] == [True] * len(TEXTS)
 
@@ -231,31 +244,42 @@ def test_default_model_missing_is_a_clear_error(monkeypatch, tmp_path):
 
     monkeypatch.setattr(models, "__file__", str(tmp_path / "__init__.py"))
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo")
     with pytest.raises(WeightsError, match="embedded default model is missing"):
-        nlp("text")
+        nlp.add_pipe("elmo")
 
 
-def test_missing_weights_path_is_a_clear_error(tmp_path):
+def test_missing_weights_path_is_an_error_at_creation(tmp_path):
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"weights": str(tmp_path / "missing")})
-    with pytest.raises(WeightsError, match="missing does not exist"):
-        nlp.initialize()
+    with pytest.raises(WeightsError) as caught:
+        nlp.add_pipe("elmo", config={"weights": str(tmp_path / "missing")})
+    message = str(caught.value)
+    assert message.startswith("elmo: config weights: ") and "missing' does not exist" in message and "\n" not in message
+    assert "options.json" in message and "null" in message  # what is accepted
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(WeightsError, match="neither config.json .* nor options.json"):
+        nlp.add_pipe("elmo", config={"weights": str(tmp_path / "empty")})
+    assert nlp.pipe_names == []
 
 
 @pytest.mark.parametrize(
     "config,match",
     [
-        ({"mix": "bottom"}, "mix must be"),
+        ({"mix": "bottom"}, "elmo: config mix: mix must be"),
+        ({"mix": "layer:9"}, r"elmo: config mix: mix 'layer:9': this biLM has 3 layers, 0\.\.2 "),
+        ({"mix": "layer:-1"}, "elmo: config mix: .*start at 0"),
+        ({"mix": [1, 1]}, r"elmo: config mix: .*one entry per biLM layer \(3\)"),
+        ({"similarity": "layer:3"}, r"elmo: config similarity: mix 'layer:3': this biLM has 3 layers, 0\.\.2 "),
+        ({"similarity": [1, -1, 1]}, "elmo: config similarity: .*non-negative"),
         ({"max_batch_tokens": 100}, "max_batch_tokens=100"),
         ({"contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 10, "overlap": 10}}, "overlap"),
+        ({"grad_factor": -1.0}, "grad_factor must be a finite number >= 0"),
     ],
 )
-def test_bad_config(config, match):
+def test_bad_config_fails_at_creation(config, match):
     nlp = spacy.blank("en")
     with pytest.raises(ValueError, match=match):
         nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), **config})
-        nlp("x")
+    assert nlp.pipe_names == []
 
 
 LISTENING_TAGGER = {

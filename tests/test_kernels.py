@@ -29,11 +29,34 @@ def test_products_match_torch(rows, dtype):
         assert torch.allclose(kernels.linear_t(x[0], w[0].t(), b[0]).float(), expected[0], atol=tol, rtol=tol)
 
 
-def test_products_keep_gradients():
-    x = torch.randn(5, 3, requires_grad=True)
-    w = torch.randn(3, 4, requires_grad=True)
-    kernels.linear(x, w).sum().backward()
-    assert x.grad is not None and w.grad is not None
+@pytest.mark.parametrize("rows", [1, 3, kernels.MIN_ROWS_MKL + 1])
+def test_product_gradients_match_finite_differences(rows):
+    # the training path (autograd on): every product's gradient against central differences
+    g = torch.Generator().manual_seed(rows)
+    x = torch.randn(2, rows, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(2, 3, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(2, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    acc = torch.randn(2, rows, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    fast = rows > 8  # random projections of the Jacobian: the full one is slow at hundreds of rows
+    check = lambda f, *args: torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-7, rtol=1e-5, fast_mode=fast)  # noqa: E731
+    assert check(kernels.linear, x[0], w[0], b[0])
+    assert check(lambda x0, w0: kernels.linear(x0, w0), x[0], w[0])
+    assert check(lambda x0, w0, b0: kernels.linear_t(x0, w0.t(), b0), x[0], w[0], b[0])
+    assert check(kernels.directional_matmul, x, w, b)
+    assert check(lambda a, x_, w_, b_: kernels.directional_addmm_(a.clone(), x_, w_, b_), acc, x, w, b)
+
+
+def test_float32_gradients_equal_torchs():
+    g = torch.Generator().manual_seed(7)
+    x0, w0, b0 = torch.randn(37, 24, generator=g), torch.randn(24, 40, generator=g), torch.randn(40, generator=g)
+    upstream = torch.randn(37, 40, generator=g)
+    grads = []
+    for product in (kernels.linear, lambda x, w, b: x @ w + b):
+        x, w, b = (t.clone().requires_grad_(True) for t in (x0, w0, b0))
+        product(x, w, b).backward(upstream)
+        grads.append((x.grad, w.grad, b.grad))
+    for ours, reference in zip(*grads):
+        assert torch.allclose(ours, reference, atol=1e-5, rtol=1e-5)
 
 
 def test_fast_tanh_matches_torch():

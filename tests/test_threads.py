@@ -41,7 +41,9 @@ def test_oversubscription_warns_with_numbers():
     assert oversubscription_message(1, 2, cores=2) is None
     text = oversubscription_message(2, 2, cores=2)
     assert "2 threads x 2 processes = 4 compute threads on 2 CPU cores" in text and "threads=1" in text
-    assert "threads=2" in oversubscription_message(4, 1, cores=2)
+    four = oversubscription_message(4, 1, cores=2)
+    assert "Use threads=1, the safe default; up to 2 pay only on cores that nothing else uses." in four
+    assert "threads=2" not in four and "up to" not in oversubscription_message(2, 1, cores=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert check_oversubscription(3, 1, cores=2)
@@ -102,3 +104,23 @@ def test_forked_workers_run_one_thread_instead_of_hanging(tmp_path):
     script.write_text(FORK_SCRIPT)
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def test_the_cli_and_the_component_it_builds_warn_once(capsys):
+    from spacy_elmo import threads as module
+    from spacy_elmo.cli import apply_threads
+
+    too_many = available_cores() + 2
+    module._checked.clear()
+    before = torch.get_num_threads()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            apply_threads(too_many)  # the CLI's --threads: one line
+            assert not module.check_component_threads(too_many)  # the component it builds: nothing more
+        printed = capsys.readouterr()
+        assert (printed.out + printed.err).count(f"{too_many} threads = {too_many} compute threads") == 1
+        assert not caught
+    finally:
+        torch.set_num_threads(before)
+        module._checked.clear()

@@ -12,6 +12,25 @@ MixSpec = Union[str, Sequence[float]]
 _NEG = -1e4  # softmax weight exactly 0.0 in float32, finite gradients
 
 
+def check_mix_spec(spec: MixSpec) -> None:
+    """Check the spelling of a mix spec without knowing the biLM's layer count (see :func:`mix_logits`)."""
+    if isinstance(spec, str):
+        if spec in ("average", "top"):
+            return
+        if spec.startswith("layer:"):
+            try:
+                index = int(spec.split(":", 1)[1])
+            except ValueError:
+                raise ValueError(f"mix {spec!r}: expected 'layer:N' with an integer N") from None
+            if index < 0:
+                raise ValueError(f"mix {spec!r}: layer numbers start at 0 (the context-free token layer)")
+            return
+        raise ValueError(f"mix must be 'average', 'top', 'layer:N' or a list of weights, got {spec!r}")
+    weights = [float(w) for w in spec]
+    if any(w < 0 or not math.isfinite(w) for w in weights) or sum(weights) <= 0:
+        raise ValueError(f"mix weights {weights} must be finite, non-negative and not all zero")
+
+
 def mix_logits(spec: MixSpec, n_layers: int) -> torch.Tensor:
     """Initial logits ``s`` for a mix spec.
 
@@ -30,7 +49,7 @@ def mix_logits(spec: MixSpec, n_layers: int) -> torch.Tensor:
             except ValueError:
                 raise ValueError(f"mix {spec!r}: expected 'layer:N' with an integer N") from None
             if not 0 <= index < n_layers:
-                raise ValueError(f"mix {spec!r}: the biLM has layers 0..{n_layers - 1}")
+                raise ValueError(f"mix {spec!r}: this biLM has {n_layers} layers, 0..{n_layers - 1} (0 = the context-free token layer)")
             logits = torch.full((n_layers,), _NEG)
             logits[index] = 0.0
             return logits

@@ -308,16 +308,56 @@ def load_bilm(
         if options_file is None or weight_file is None:
             raise ValueError("load_bilm needs a path, or both options_file= and weight_file=")
         return load_original(options_file, weight_file, stateful=stateful)
-    if isinstance(path, str) and path in DEFAULT_NAMES and not Path(path).exists():
-        from ..models import default_model_path  # the package data folder; imports no spaCy
-
-        path = default_model_path()
-    path = Path(path)
-    if not path.exists():
-        raise WeightsError(f"ELMo weights not found: {path} does not exist")
-    if path.is_file():
-        raise WeightsError(f"{path} is a file: pass its directory, or options_file= and weight_file=")
+    path = resolve_weights(path)
     if (path / CONFIG_NAME).is_file():
         return load_native(path, stateful=stateful)
     options, weights = find_original_files(path)
     return load_original(options, weights, stateful=stateful)
+
+
+def resolve_weights(weights: Optional[PathLike]) -> Path:
+    """The folder a ``weights`` setting names, checked to hold a loadable biLM; nothing is loaded.
+
+    ``None``, ``"en_default"`` and ``"default"`` (where no such folder exists) name the embedded
+    default English biLM. Any other value must be a folder holding ``config.json`` (spacy-elmo's
+    format) or ``options.json`` and one ``.hdf5`` file (the original format). Raises
+    :class:`WeightsError` with one line naming the value and what is accepted. This is the one
+    place that turns a ``weights`` value into a location: the component, the CLI and
+    :func:`load_bilm` all go through it.
+    """
+    if weights is None or (isinstance(weights, str) and weights in DEFAULT_NAMES and not Path(weights).exists()):
+        from ..models import default_model_path  # the package data folder; imports no spaCy
+
+        return default_model_path()
+    path = Path(weights)
+    if not path.exists():
+        raise WeightsError(
+            f"ELMo weights not found: {str(weights)!r} does not exist; give a folder with config.json "
+            "(spacy-elmo format) or options.json + one .hdf5 file (original format), or null for the "
+            "embedded default English biLM"
+        )
+    if path.is_file():
+        raise WeightsError(f"{path} is a file: pass its directory, or options_file= and weight_file=")
+    if not (path / CONFIG_NAME).is_file():
+        find_original_files(path)
+    return path
+
+
+def read_config(weights: Optional[PathLike]) -> BiLMConfig:
+    """The architecture of the biLM that ``weights`` names (see :func:`resolve_weights`), read
+    from its options without loading any weights."""
+    path = resolve_weights(weights)
+    if (path / CONFIG_NAME).is_file():
+        config_path = path / CONFIG_NAME
+        try:
+            meta = srsly.read_json(config_path)
+        except ValueError as err:
+            raise WeightsError(f"{config_path} is not valid JSON: {err}") from None
+        options, source = (meta.get("options") if isinstance(meta, dict) else None), str(config_path)
+    else:
+        options_path = path / "options.json"
+        options, source = read_options(options_path), f"options file {options_path}"
+    try:
+        return BiLMConfig.from_options(options, source=source)
+    except OptionsError as err:
+        raise WeightsError(str(err)) from None

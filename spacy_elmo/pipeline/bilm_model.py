@@ -9,8 +9,9 @@ Each Doc is cut into contexts (sentences or windows, see :mod:`.contexts`); cont
 Docs of a batch are sorted by length and packed under a token budget; whitespace tokens are not
 fed to the biLM and get zero vectors. With ``frozen`` (the default) the biLM runs under
 ``torch.inference_mode`` and its backprop is a no-op; otherwise gradients from downstream
-components, scaled by ``grad_factor``, flow into the biLM's torch parameters and the optimizer
-updates them in ``finish_update``.
+components flow into the biLM's torch parameters and the optimizer updates them in
+``finish_update`` at ``grad_factor`` times its learning rate (a learning-rate factor, so that it
+acts under Adam too, which would undo any scaling of the gradient itself).
 """
 from __future__ import annotations
 
@@ -33,20 +34,17 @@ from ..bilm.batching import pack_by_token_budget
 from ..bilm.characters import TokenBatch
 from ..bilm.memory import release_free_memory
 from ..bilm.model import BiLMConfig
-from ..bilm.weights import model_from_state
+from ..bilm.weights import model_from_state, resolve_weights
 from .contexts import Context, ContextGetter, SentenceContexts
 
 PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 BILM_NODE = "elmo-bilm"
+SHIM_SETTINGS = ("weights", "frozen", "precision", "token_cache_size")  # what BiLMShim.from_bytes requires
 
 
 def load_configured_bilm(weights: Optional[str]) -> BiLM:
-    """``weights`` = None: the embedded default English biLM; else a path for :func:`load_bilm`."""
-    if weights is None:
-        from ..models import default_model_path
-
-        return load_bilm(default_model_path())
-    return load_bilm(weights)
+    """``weights`` = None: the embedded default English biLM; else a location (see :func:`resolve_weights`)."""
+    return load_bilm(resolve_weights(weights))
 
 
 def bilm_to_bytes(bilm: BiLM) -> bytes:
@@ -74,6 +72,7 @@ class BiLMShim(Shim):
         self.frozen = True
         self.precision = "float32"
         self.token_cache_size = 0
+        self.grad_factor = 1.0
 
     @property
     def bilm(self) -> BiLM:
@@ -104,10 +103,21 @@ class BiLMShim(Shim):
             param.requires_grad_(not self.frozen)
         self._model = bilm
 
-    def configure(self, *, frozen: Optional[bool] = None, precision: Optional[str] = None, token_cache_size: Optional[int] = None) -> None:
+    def configure(
+        self,
+        *,
+        frozen: Optional[bool] = None,
+        precision: Optional[str] = None,
+        token_cache_size: Optional[int] = None,
+        grad_factor: Optional[float] = None,
+    ) -> None:
         """Change settings; an already loaded biLM is updated in place."""
         if frozen is not None:
             self.frozen = bool(frozen)
+        if grad_factor is not None:
+            if isinstance(grad_factor, bool) or not isinstance(grad_factor, (int, float)) or not 0 <= grad_factor < float("inf"):
+                raise ValueError(f"elmo: grad_factor must be a finite number >= 0, got {grad_factor!r}")
+            self.grad_factor = float(grad_factor)
         if precision is not None:
             if precision not in PRECISIONS:
                 raise ValueError(f"elmo: precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
@@ -124,12 +134,14 @@ class BiLMShim(Shim):
     # thinc's Shim interface ---------------------------------------------------------------
 
     def finish_update(self, optimizer: Optimizer) -> None:
+        """One optimizer step for the biLM's parameters, at ``grad_factor`` times the optimizer's
+        learning rate (its weight decay scales with it); nothing at all while frozen."""
         if self.frozen or self._model is None:
             return
         for name, param in self._model.named_parameters():
             if param.grad is None:
                 continue
-            data, grad = optimizer((self.id, name), param.data.numpy(), param.grad.numpy())
+            data, grad = optimizer((self.id, name), param.data.numpy(), param.grad.numpy(), lr_scale=self.grad_factor)
             param.data = torch.from_numpy(np.ascontiguousarray(data)).to(param.dtype)
             param.grad.zero_()
         cache = self._model.token_cache
@@ -141,12 +153,36 @@ class BiLMShim(Shim):
             self._model.to("cpu" if device_type == "cpu" else f"cuda:{device_id}")
 
     def to_bytes(self) -> bytes:
-        settings = {"weights": self.weights, "frozen": self.frozen, "precision": self.precision, "token_cache_size": self.token_cache_size}
+        """The biLM (architecture and weights) and every setting of this shim."""
+        settings = {
+            "weights": self.weights,
+            "frozen": self.frozen,
+            "precision": self.precision,
+            "token_cache_size": self.token_cache_size,
+            "grad_factor": self.grad_factor,
+        }
         return srsly.msgpack_dumps({"settings": settings, "bilm": bilm_to_bytes(self.bilm)})
 
     def from_bytes(self, data: bytes) -> "BiLMShim":
-        msg = srsly.msgpack_loads(data)
-        self.set_bilm(bilm_from_bytes(msg["bilm"]))
+        """Load what :meth:`to_bytes` wrote: the biLM and its settings (frozen, precision, cache
+        size, grad_factor, the weights it came from). Raises ``ValueError`` naming anything missing."""
+        try:
+            msg = srsly.msgpack_loads(data)
+        except Exception as error:  # msgpack raises several types for bytes that are not its own
+            raise ValueError(f"spacy-elmo biLM bytes cannot be read ({error}); were they written by BiLMShim.to_bytes?") from None
+        if not isinstance(msg, dict):
+            raise ValueError("spacy-elmo biLM bytes hold no 'settings' and 'bilm': were they written by BiLMShim.to_bytes?")
+        missing = [key for key in ("settings", "bilm") if key not in msg]
+        settings = msg.get("settings") if isinstance(msg.get("settings"), dict) else {}
+        missing += [f"settings.{key}" for key in SHIM_SETTINGS if "settings" in msg and key not in settings]
+        if missing:
+            raise ValueError(f"spacy-elmo biLM bytes lack {', '.join(missing)}: were they written by BiLMShim.to_bytes?")
+        bilm = bilm_from_bytes(msg["bilm"])
+        self.weights = settings["weights"]
+        # the precision check needs the frozen setting first; grad_factor came later (default 1.0)
+        self.frozen = bool(settings["frozen"])
+        self.configure(precision=settings["precision"], token_cache_size=settings["token_cache_size"], grad_factor=settings.get("grad_factor", 1.0))
+        self.set_bilm(bilm)
         return self
 
     def copy(self) -> "BiLMShim":
@@ -175,7 +211,7 @@ def build_bilm_model(
         bilm_forward,
         init=bilm_init,
         shims=[shim],
-        attrs={"contexts": contexts if contexts is not None else SentenceContexts(), "grad_factor": 1.0},
+        attrs={"contexts": contexts if contexts is not None else SentenceContexts()},
     )
     configure_bilm_model(model, max_batch_tokens=max_batch_tokens, token_cache_size=token_cache_size, precision=precision, frozen=True)
     return model
@@ -202,9 +238,7 @@ def configure_bilm_model(
         model.attrs["contexts"] = contexts
     if max_batch_tokens is not None:
         model.attrs["max_batch_tokens"] = int(max_batch_tokens)
-    if grad_factor is not None:
-        model.attrs["grad_factor"] = float(grad_factor)
-    shim.configure(frozen=frozen, precision=precision, token_cache_size=token_cache_size)
+    shim.configure(frozen=frozen, precision=precision, token_cache_size=token_cache_size, grad_factor=grad_factor)
     max_length = getattr(model.attrs["contexts"], "max_length", None)
     budget = model.attrs["max_batch_tokens"]
     if budget < 3 or (max_length is not None and max_length + 2 > budget):
@@ -263,8 +297,6 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
         output = bilm(TokenBatch.from_sentences([strings[i] for i in chosen]), boundaries=False)
         _scatter(output.detach().cpu().numpy(), [jobs[i] for i in chosen], outputs)
         kept.append((output, [jobs[i] for i in chosen]))
-    grad_factor = model.attrs["grad_factor"]
-
     def backprop(d_outputs: List[Floats3d]) -> List:
         tensors, grads = [], []
         for output, batch in kept:
@@ -273,7 +305,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
                 keep = slice(context.keep_start, context.keep_end)
                 grad[:, row, keep] = d_outputs[d][:, context.indices[keep]]
             tensors.append(output)
-            grads.append(torch.from_numpy(grad * grad_factor).to(output.dtype))
+            grads.append(torch.from_numpy(grad).to(output.dtype))
         if tensors:
             torch.autograd.backward(tensors, grads)
         kept.clear()

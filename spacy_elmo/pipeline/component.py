@@ -18,15 +18,18 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, ScalarMix
-from ..bilm.scalar_mix import mix_logits
-from ..bilm.weights import load_native, save_native
-from .architectures import ElmoListener
-from .bilm_model import bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
+from ..bilm.scalar_mix import check_mix_spec, mix_logits
+from ..bilm.weights import WeightsError, load_native, read_config, save_native
+from .architectures import LISTENER_NODE, TOK2VEC_NODE, ElmoListener
+from .bilm_model import BILM_NODE, bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
 from .contexts import ContextGetter
-from ..roundtrip import silence_worker_hook_warning
+from .scope import loading_saved_pipeline
+from ..roundtrip import keep_hooks_across_processes, silence_worker_hook_warning
 from ..threads import check_component_threads, resolve_threads, using_threads
 from .extensions import install_extensions, set_hooks
-from ..senses.vectors import check_spec, similarity_vectors
+from ..senses.vectors import similarity_vectors
+
+ELMO_NODES = (LISTENER_NODE, TOK2VEC_NODE, BILM_NODE)
 
 DEFAULT_MODEL: Dict[str, Any] = {
     "@architectures": "spacy-elmo.BiLM.v1",
@@ -153,24 +156,58 @@ class Elmo(TrainablePipe):
             "token_cache_size": token_cache_size,
             "precision": precision,
         }
-        configure_bilm_model(self.model, frozen=bool(frozen), grad_factor=float(grad_factor), **self.overrides)
+        configure_bilm_model(self.model, frozen=bool(frozen), grad_factor=grad_factor, **self.overrides)
         self.model.attrs["replace_listener"] = self._replace_listener
         self.model.attrs["replace_listener_cfg"] = self._replace_listener_cfg
         self.mix_spec = mix if isinstance(mix, str) else [float(w) for w in mix]
         self.gamma, self.layer_norm = float(gamma), bool(layer_norm)
-        if isinstance(self.mix_spec, str):
-            mix_logits(self.mix_spec, 16)  # spelling checked now, layer count when the biLM loads
         self.store_layers, self.set_hooks = bool(store_layers), bool(set_hooks)
         self.set_doc_tensor = set_doc_tensor
-        self.similarity = check_spec(similarity)
+        self.similarity = similarity if similarity is None or isinstance(similarity, str) else [float(w) for w in similarity]
+        self._check_config()
         self.frozen, self.grad_factor = bool(frozen), float(grad_factor)
         self.threads = resolve_threads(threads)
         self.cfg: Dict[str, Any] = {}
         self._nlp_ref = weakref.ref(nlp) if nlp is not None else None
+        if nlp is not None:
+            keep_hooks_across_processes(nlp)
         self._tensor_decision: Optional[Tuple[Tuple[str, ...], bool]] = None
         self._unused_warned = False
         self._last_update: Optional[Tuple[List[Doc], List[Floats3d]]] = None
         self.mixer: Optional[ScalarMix] = None
+
+    def _check_config(self) -> None:
+        """Validate the settings now, not at the first Doc: the weights must exist and every mix
+        must fit the biLM's real layer count (read from its options; no weights are loaded)."""
+        for key, spec in (("mix", self.mix_spec), ("similarity", self.similarity)):
+            if spec is not None:
+                try:
+                    check_mix_spec(spec)
+                except ValueError as error:
+                    raise ValueError(f"elmo: config {key}: {error}") from None
+        shim = get_shim(self.model)
+        if shim.loaded:
+            n_layers = shim.bilm.n_output_layers
+        elif loading_saved_pipeline():
+            return  # the saved biLM replaces the configured weights, which may be gone; checked on load
+        else:
+            try:
+                n_layers = read_config(shim.weights).n_layers + 1
+            except WeightsError as error:
+                raise WeightsError(f"elmo: config weights: {error}") from None
+        for key, spec in (("mix", self.mix_spec), ("similarity", self.similarity)):
+            if spec is not None:
+                try:
+                    mix_logits(spec, n_layers)
+                except ValueError as error:
+                    raise ValueError(f"elmo: config {key}: {error}") from None
+
+    @property
+    def is_trainable(self) -> bool:
+        """False while the biLM is frozen: it has no weights to train, so spaCy neither steps it
+        nor logs a loss for it (``spacy train`` shows no "LOSS ELMO" column that stays 0.00).
+        ``update`` still runs it and feeds its listeners."""
+        return not self.frozen
 
     # ---------------------------------------------------------------- model
 
@@ -199,6 +236,7 @@ class Elmo(TrainablePipe):
         """Load the weights (if not loaded yet); no training data is needed."""
         if nlp is not None:
             self._nlp_ref = weakref.ref(nlp)
+            keep_hooks_across_processes(nlp)
         self._mixer()
         self._warn_if_unused()
 
@@ -305,7 +343,8 @@ class Elmo(TrainablePipe):
         """Run the biLM once on the batch and hand its layers to every listener."""
         if losses is None:
             losses = {}
-        losses.setdefault(self.name, 0.0)
+        if not self.frozen:  # a frozen biLM has no loss (see is_trainable)
+            losses.setdefault(self.name, 0.0)
         examples = list(examples)
         validate_examples(examples, "Elmo.update")
         docs = [eg.predicted for eg in examples]
@@ -384,7 +423,7 @@ class Elmo(TrainablePipe):
         names = nlp.pipe_names
         if self.name not in names:
             return
-        later = [n for n in names[names.index(self.name) + 1 :] if isinstance(getattr(nlp.get_pipe(n), "model", None), Model)]
+        later = [n for n in names[names.index(self.name) + 1 :] if _trains_without_elmo(nlp.get_pipe(n))]
         if later:
             self._unused_warned = True
             warnings.warn(
@@ -440,6 +479,14 @@ def _unpickle_elmo(state: Dict[str, Any]) -> "Elmo":
     component = Elmo.__new__(Elmo)
     component.__setstate__(state)
     return component
+
+
+def _trains_without_elmo(pipe: Any) -> bool:
+    """A component with a model in which nothing reads ELMo (no listener, no biLM of its own)."""
+    model = getattr(pipe, "model", None)
+    if not isinstance(model, Model):
+        return False
+    return not any(node.name in ELMO_NODES for node in model.walk())
 
 
 def _frozen_backprop(d_layers: Any) -> List:

@@ -110,14 +110,21 @@ def _vector_of(obj: Similar) -> Floats:
     return np.asarray(obj.vector if value is None else value, dtype=np.float32)
 
 
+HOOKS_MARK = ("spacy_elmo", "hooks")
+"""A ``doc.user_data`` key: the Doc had ELMo hooks. User data survives ``Doc.to_bytes``, so a Doc
+that comes back from a worker process (or a DocBin) can get its hooks back (see ``restore``)."""
+
+
 def set_hooks(doc: Doc) -> Doc:
     """Make ``.vector``, ``.vector_norm``, ``.has_vector`` and ``.similarity`` use ELMo.
 
-    Hooks live on the Doc object only and do not survive serialisation; call this again on a
-    Doc that was deserialised (e.g. from a DocBin), it needs only ``doc._.elmo_vectors``.
+    Hooks live on the Doc object only and do not survive serialisation. Docs from
+    ``nlp.pipe(n_process=N)`` get them back by themselves; call this again (or
+    ``spacy_elmo.restore``) on a Doc read from bytes or a DocBin: it needs only ``doc._.elmo_vectors``.
     """
     if doc._.elmo_vectors is None:
         raise ValueError("set_hooks: this Doc has no ELMo vectors (doc._.elmo_vectors is None); run the 'elmo' component first")
+    doc.user_data[HOOKS_MARK] = True
     doc.user_hooks["vector"] = _doc_elmo
     doc.user_hooks["vector_norm"] = lambda d: float(np.linalg.norm(_doc_elmo(d)))
     doc.user_hooks["has_vector"] = lambda d: True

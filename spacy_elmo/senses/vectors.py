@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from spacy.tokens import Doc, Span, Token
 
-from ..bilm.scalar_mix import mix_logits
+from ..bilm.scalar_mix import check_mix_spec, mix_logits
 
 LayerSpec = Optional[Union[str, Sequence[float]]]
 
@@ -32,10 +32,8 @@ def check_spec(spec: LayerSpec) -> LayerSpec:
     """Validate the spelling of a spec now (the layer count is checked on first use)."""
     if spec is None:
         return None
-    if isinstance(spec, str):
-        mix_logits(spec, 64)
-        return spec
-    return [float(w) for w in spec]
+    check_mix_spec(spec)
+    return spec if isinstance(spec, str) else [float(w) for w in spec]
 
 
 def doc_vectors(doc: Doc, spec: LayerSpec) -> np.ndarray:
