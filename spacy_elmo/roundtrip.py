@@ -68,18 +68,12 @@ def silence_worker_hook_warning() -> None:
 
 
 def restore_hooks(doc: Doc) -> Doc:
-    """Give back the hooks of a Doc that had them before it was serialised (its user data says so)."""
-    if doc.user_data.get(_hooks_mark()) and "similarity" not in doc.user_token_hooks and doc._.elmo_vectors is not None:
+    """Give back the hooks of a Doc that had them before it was serialised (``doc._.elmo_hooks``)."""
+    if Doc.has_extension("elmo_hooks") and doc._.elmo_hooks and "similarity" not in doc.user_token_hooks and doc._.elmo_vectors is not None:
         from .pipeline.extensions import set_hooks
 
         set_hooks(doc)
     return doc
-
-
-def _hooks_mark() -> Any:
-    from .pipeline.extensions import HOOKS_MARK
-
-    return HOOKS_MARK
 
 
 class _RestoringPipe:

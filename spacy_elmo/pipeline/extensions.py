@@ -7,7 +7,9 @@ Stored on the Doc (so they survive ``Doc.to_bytes``, ``DocBin(store_user_data=Tr
   ``doc.tensor`` by default);
 * ``doc._.elmo_layers``: float32 ``[L+1, n_tokens, dim]``, the raw biLM layers (optional);
 * ``doc._.elmo_similarity_vectors``: float32 ``[n_tokens, dim]`` or None, the mix ``.similarity``
-  compares when the component's ``similarity`` option names one (None: the mix above).
+  compares when the component's ``similarity`` option names one (None: the mix above);
+* ``doc._.elmo_hooks``: True once :func:`set_hooks` ran, so that a Doc back from a worker
+  process gets its hooks again (hooks themselves are never serialised).
 
 Everything else is a getter over those two arrays. Whitespace tokens get zero vectors and are
 left out of the Span/Doc means.
@@ -69,6 +71,8 @@ def install_extensions() -> None:
     for name in ("elmo_vectors", "elmo_layers", "elmo_similarity_vectors"):
         if not Doc.has_extension(name):
             Doc.set_extension(name, default=None)
+    if not Doc.has_extension("elmo_hooks"):
+        Doc.set_extension("elmo_hooks", default=False)
     getters = {
         Doc: {"elmo": _doc_elmo},
         Span: {"elmo": _span_elmo, "elmo_layers": _span_layers},
@@ -110,11 +114,6 @@ def _vector_of(obj: Similar) -> Floats:
     return np.asarray(obj.vector if value is None else value, dtype=np.float32)
 
 
-HOOKS_MARK = ("spacy_elmo", "hooks")
-"""A ``doc.user_data`` key: the Doc had ELMo hooks. User data survives ``Doc.to_bytes``, so a Doc
-that comes back from a worker process (or a DocBin) can get its hooks back (see ``restore``)."""
-
-
 def set_hooks(doc: Doc) -> Doc:
     """Make ``.vector``, ``.vector_norm``, ``.has_vector`` and ``.similarity`` use ELMo.
 
@@ -124,7 +123,7 @@ def set_hooks(doc: Doc) -> Doc:
     """
     if doc._.elmo_vectors is None:
         raise ValueError("set_hooks: this Doc has no ELMo vectors (doc._.elmo_vectors is None); run the 'elmo' component first")
-    doc.user_data[HOOKS_MARK] = True
+    doc._.elmo_hooks = True
     doc.user_hooks["vector"] = _doc_elmo
     doc.user_hooks["vector_norm"] = lambda d: float(np.linalg.norm(_doc_elmo(d)))
     doc.user_hooks["has_vector"] = lambda d: True
