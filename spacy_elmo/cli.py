@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO, TypeVar
 import typer
 from wasabi.util import ICONS, color, locale_escape, supports_ansi
 
-from .bilm.weights import DEFAULT_NAMES, WeightsError
+from .bilm.weights import WeightsError, resolve_weights
 from .threads import DEFAULT_THREADS, available_cores, first_oversubscription_message, oversubscription_message
 
 PROG = "python -m spacy_elmo"
@@ -108,19 +108,12 @@ def user_errors(func: F) -> F:
 
 
 def model_path(value: Path, what: str = "biLM") -> Path:
-    """A model folder, or the embedded default for ``en_default``/``default`` (when no such folder exists)."""
-    if str(value) in DEFAULT_NAMES and not value.exists():
-        from .models import default_model_path
-
-        return default_model_path()
-    if not value.exists():
-        raise UserError(
-            f"{what} folder not found: {value}. Pass a spacy-elmo model folder (config.json + weights.pt), "
-            f"a folder with options.json and one .hdf5 file, or en_default for the embedded model."
-        )
-    if not value.is_dir():
-        raise UserError(f"{value} is a file: pass the folder that holds the {what} (config.json + weights.pt, or options.json + .hdf5).")
-    return value
+    """The folder of a biLM argument, through :func:`resolve_weights` (the embedded default for
+    ``en_default``/``default``); one line naming the argument when it holds no biLM."""
+    try:
+        return resolve_weights(str(value))
+    except WeightsError as error:
+        raise UserError(f"{what} {value}: {error}") from None
 
 
 def prepared_dir(value: Path) -> Path:

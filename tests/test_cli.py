@@ -50,6 +50,7 @@ def test_help_shows_defaults(capsys, name):
         (["embed", "Hi.", "--mix", "1,2"], "3 comma-separated weights"),
         (["embed", "Hi.", "--mix", "layer:x"], "whole number"),
         (["embed", "Hi.", "--weights", "no/such/model"], "not found"),
+        (["embed", "Hi.", "--weights", str(ALLENNLP.parent)], "neither config.json (spacy-elmo format) nor options.json"),
         (["embed", "Hi.", "--threads", "-1"], "--threads"),
         (["evaluate", str(ALLENNLP), "."], "has no softmax"),
         (["evaluate", "en_default", "no/such/corpus"], "prepare"),

@@ -333,8 +333,8 @@ def resolve_weights(weights: Optional[PathLike]) -> Path:
     if not path.exists():
         raise WeightsError(
             f"ELMo weights not found: {str(weights)!r} does not exist; give a folder with config.json "
-            "(spacy-elmo format) or options.json + one .hdf5 file (original format), or null for the "
-            "embedded default English biLM"
+            "(spacy-elmo format) or options.json + one .hdf5 file (original format), or en_default "
+            "(null in a config) for the embedded default English biLM"
         )
     if path.is_file():
         raise WeightsError(f"{path} is a file: pass its directory, or options_file= and weight_file=")
