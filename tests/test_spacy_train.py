@@ -39,11 +39,12 @@ def test_train_evaluate_package_install_load(tmp_path):
     docs = [Doc(nlp.vocab, words=text.split(), tags=tags, sent_starts=[True] + [False] * (len(tags) - 1)) for text, tags in SENTENCES]
     DocBin(docs=docs * 3).to_disk(tmp_path / "train.spacy")
     DocBin(docs=docs).to_disk(tmp_path / "dev.spacy")
-    run(
+    log = run(
         "-m", "spacy", "train", CONFIG, "--output", tmp_path / "out",
         "--paths.train", tmp_path / "train.spacy", "--paths.dev", tmp_path / "dev.spacy",
         "--components.elmo.model.weights", weights, "--training.max_steps", 40, "--training.eval_frequency", 20,
     )
+    assert "LOSS TAGGER" in log.upper() and "LOSS ELMO" not in log.upper()  # a frozen biLM has no loss to show
     best = tmp_path / "out" / "model-best"
     run("-m", "spacy", "evaluate", best, tmp_path / "dev.spacy", "--output", tmp_path / "scores.json")
     assert json.loads((tmp_path / "scores.json").read_text())["tag_acc"] > 0.8

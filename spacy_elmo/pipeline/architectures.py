@@ -186,7 +186,9 @@ class ElmoListener(Model):
     In training, ``elmo.update`` hands each listener the batch's layers and a backprop callback
     (checked against the batch's content); when ``elmo`` only annotates (e.g. it is in
     ``frozen_components`` and ``annotating_components``), and at prediction, the layers are
-    read from ``doc._.elmo_layers``.
+    read from ``doc._.elmo_layers``. A Doc without layers gets zeros of the right shape only
+    while thinc initialises the model that holds this listener (spaCy initialises it on raw
+    training Docs); anywhere else it is an error that says what to run.
     """
 
     name = LISTENER_NODE
