@@ -13,7 +13,6 @@ below are the only place that knows.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
@@ -22,17 +21,18 @@ import numpy as np
 import srsly
 import torch
 
+from .errors import WeightsError
+from .layout import lstm_prefix as _lstm_prefix
+from .layout import read_options
 from .model import BiLM, BiLMConfig, OptionsError
+from .published import DEFAULT_NAMES, WeightsSpec, resolve_weights
+from .published import find_original_files as _find_original
 
 PathLike = Union[str, os.PathLike]
 NATIVE_FORMAT = "spacy-elmo.bilm"
 NATIVE_VERSION = 1
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "weights.pt"
 HDF5_SUFFIXES = (".hdf5", ".h5")
-
-
-class WeightsError(ValueError):
-    """A weights file or directory is missing, unreadable, incomplete or inconsistent."""
 
 
 def _require_h5py() -> Any:
@@ -46,27 +46,9 @@ def _require_h5py() -> Any:
     return h5py
 
 
-def read_options(path: PathLike) -> Dict[str, Any]:
-    """Parse an ``options.json`` file, with errors that name the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise WeightsError(f"options file not found: {path}")
-    try:
-        options = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise WeightsError(f"options file {path} is not valid JSON: {err}") from None
-    if not isinstance(options, dict):
-        raise WeightsError(f"options file {path} must hold a JSON object")
-    return options
-
-
 # ----------------------------------------------------------------------------------------------
 # original format
 # ----------------------------------------------------------------------------------------------
-
-
-def _lstm_prefix(direction: int, layer: int) -> str:
-    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
 def load_original(options_file: PathLike, weight_file: PathLike, stateful: bool = False) -> BiLM:
@@ -267,28 +249,15 @@ def model_from_state(config: BiLMConfig, state: Any, source: Union[str, Path], s
 
 
 def find_original_files(directory: Path) -> Tuple[Path, Path]:
-    """The ``options.json`` and the single HDF5 weights file inside ``directory``."""
-    options = directory / "options.json"
-    if not options.is_file():
-        raise WeightsError(f"{directory}: neither {CONFIG_NAME} (spacy-elmo format) nor options.json (original format) found")
-    candidates = sorted(p for p in directory.iterdir() if p.suffix.lower() in HDF5_SUFFIXES and p.is_file())
-    if not candidates:
-        raise WeightsError(f"{directory}: options.json found but no .hdf5 weights file beside it")
-    if len(candidates) > 1:
-        preferred = [p for p in candidates if "weight" in p.name.lower()]
-        if len(preferred) != 1:
-            names = ", ".join(p.name for p in candidates)
-            raise WeightsError(f"{directory}: several .hdf5 files ({names}); pass weight_file= to choose one")
-        candidates = preferred
-    return options, candidates[0]
-
-
-# names that load_bilm() resolves to the embedded default English model (when no such folder exists)
-DEFAULT_NAMES = ("en_default", "default")
+    """The options file (``options.json`` or the published ``*_options.json``) and the single HDF5
+    weights file inside ``directory``."""
+    location = _find_original(Path(directory))
+    assert location.options is not None and location.weights is not None
+    return location.options, location.weights
 
 
 def load_bilm(
-    path: Optional[PathLike] = None,
+    path: Optional[WeightsSpec] = None,
     *,
     options_file: Optional[PathLike] = None,
     weight_file: Optional[PathLike] = None,
@@ -297,10 +266,11 @@ def load_bilm(
     """Load a biLM in eval mode from any supported location.
 
     With no argument (or ``"en_default"``, or ``"default"``) it loads the embedded default English
-    model that ships inside the package. ``path`` may also be a spacy-elmo model directory
-    (``config.json`` + ``weights.pt``) or a directory holding ``options.json`` and one ``.hdf5``
-    weights file (any name). Or pass ``options_file`` and ``weight_file`` explicitly for the
-    original format.
+    model that ships inside the package. ``path`` may also be a published model's name
+    (``"elmo-original"``, ...: downloaded once into the cache, see :mod:`.published`), a
+    spacy-elmo model directory (``config.json`` + ``weights.pt``), a directory holding an options
+    file (``options.json`` or the published ``*_options.json``) and one ``.hdf5`` weights file,
+    or a list of those two files. Or pass ``options_file`` and ``weight_file`` explicitly.
     """
     if path is None and options_file is None and weight_file is None:
         path = DEFAULT_NAMES[0]
@@ -308,16 +278,7 @@ def load_bilm(
         if options_file is None or weight_file is None:
             raise ValueError("load_bilm needs a path, or both options_file= and weight_file=")
         return load_original(options_file, weight_file, stateful=stateful)
-    if isinstance(path, str) and path in DEFAULT_NAMES and not Path(path).exists():
-        from ..models import default_model_path  # the package data folder; imports no spaCy
-
-        path = default_model_path()
-    path = Path(path)
-    if not path.exists():
-        raise WeightsError(f"ELMo weights not found: {path} does not exist")
-    if path.is_file():
-        raise WeightsError(f"{path} is a file: pass its directory, or options_file= and weight_file=")
-    if (path / CONFIG_NAME).is_file():
-        return load_native(path, stateful=stateful)
-    options, weights = find_original_files(path)
-    return load_original(options, weights, stateful=stateful)
+    location = resolve_weights(path)
+    if location.native:
+        return load_native(location.folder, stateful=stateful)
+    return load_original(location.options, location.weights, stateful=stateful)

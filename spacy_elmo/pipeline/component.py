@@ -19,6 +19,7 @@ from thinc.types import Floats3d
 
 from ..bilm import BiLM, ScalarMix
 from ..bilm.scalar_mix import mix_logits
+from ..bilm.published import normalise_spec
 from ..bilm.weights import load_native, save_native
 from .architectures import ElmoListener
 from .bilm_model import bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
@@ -67,7 +68,7 @@ def make_elmo(
     nlp: Language,
     name: str,
     model: Model[List[Doc], List[Floats3d]],
-    weights: Optional[str],
+    weights: Optional[Union[str, List[str]]],
     contexts: Optional[ContextGetter],
     max_batch_tokens: Optional[int],
     token_cache_size: Optional[int],
@@ -124,7 +125,7 @@ class Elmo(TrainablePipe):
         model: Optional[Model[List[Doc], List[Floats3d]]] = None,
         name: str = "elmo",
         *,
-        weights: Optional[str] = None,
+        weights: Optional[Union[str, List[str]]] = None,
         contexts: Optional[ContextGetter] = None,
         max_batch_tokens: Optional[int] = None,
         token_cache_size: Optional[int] = None,
@@ -147,7 +148,7 @@ class Elmo(TrainablePipe):
         self.name = name
         self.listener_map: Dict[str, List[ElmoListener]] = {}
         self.overrides = {
-            "weights": None if weights is None else str(weights),
+            "weights": None if weights is None else normalise_spec(weights),
             "contexts": contexts,
             "max_batch_tokens": max_batch_tokens,
             "token_cache_size": token_cache_size,
@@ -180,7 +181,7 @@ class Elmo(TrainablePipe):
         return get_bilm(self.model)
 
     @property
-    def weights(self) -> Optional[str]:
+    def weights(self) -> Optional[Union[str, List[str]]]:
         return get_shim(self.model).weights
 
     def _mixer(self) -> ScalarMix:
