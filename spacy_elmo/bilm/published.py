@@ -35,7 +35,8 @@ DEFAULT_NAMES = ("en_default", "default")  # the embedded default English model
 NATIVE_CONFIG, NATIVE_WEIGHTS = "config.json", "weights.pt"
 HDF5_SUFFIXES = (".hdf5", ".h5")
 RECORD_NAME = "verified.json"
-CHUNK = 1 << 20
+CHUNK = 1 << 20  # hashing
+STREAM_CHUNK = 1 << 16  # an interrupted read loses at most this much of what was received
 
 WeightsSpec = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 
@@ -388,7 +389,7 @@ def _fetch(url: str, dest: Path, progress: bool) -> Path:
         try:
             with open(part, mode) as handle:
                 try:
-                    for block in response.iter_content(CHUNK):
+                    for block in response.iter_content(STREAM_CHUNK):
                         handle.write(block)
                         bar.update(len(block))
                 except (requests.RequestException, OSError) as err:
@@ -454,6 +455,8 @@ def download(name: str, *, force: bool = False, progress: bool = True) -> Path:
             try:
                 parts.append(_fetch(url, dest, progress))
             except _Unreachable as err:
+                if not any(folder.iterdir()):
+                    folder.rmdir()  # leave no empty folder behind
                 raise WeightsError(
                     f"{name} is not cached in {folder} and {err.url} cannot be reached ({err}): download it where there is "
                     f"network (`python -m spacy_elmo download {name}`) and copy the folder, set {MIRROR_ENV} to a mirror, "
@@ -462,9 +465,8 @@ def download(name: str, *, force: bool = False, progress: bool = True) -> Path:
         try:
             verify_files(parts[0], parts[1])
         except WeightsError as err:
-            for part in parts:
-                if part.suffix == ".part" or part == folder / model.weights_name:
-                    part.unlink(missing_ok=True)
+            for part in parts:  # nothing that failed stays in the cache
+                part.unlink(missing_ok=True)
             raise WeightsError(f"{name}: the downloaded files failed verification and were removed ({err})") from None
         files: Dict[str, Dict[str, Any]] = {}
         for part, (url, dest) in zip(parts, targets):
