@@ -5,7 +5,8 @@ Random weights of each published shape stand in for the real files (the speed do
 on the values), written under the published file names into ``--work-dir`` (outside the repo)
 and served from a loopback HTTP server acting as ``SPACY_ELMO_MIRROR``. Measured, single thread:
 
-* per shape (small, medium, original; 5.5B and PubMed share the original's shape):
+* per shape (small, medium, original; 5.5B and PubMed share the original's shape; and the
+  embedded ``en_default`` for comparison):
   ``load_bilm(NAME)`` from the cache, and ``embed_sentences`` tokens/s (token cache off,
   batch 32) over the parity fixture's 30 news sentences, repeated;
 * for the Original's size (357 MB): a download cut at half and resumed, the verification a
@@ -76,6 +77,7 @@ def main() -> None:
     parser.add_argument("--weights-tool", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=2, help="passes over the 30 sentences per shape")
     parser.add_argument("--out", type=Path, default=RESULTS / "published.json")
+    parser.add_argument("--note", default="", help="a line on the machine's state, stored with the results")
     args = parser.parse_args()
 
     import torch
@@ -93,7 +95,7 @@ def main() -> None:
     server = LoopbackServer(served)
     os.environ[published.MIRROR_ENV] = server.url + "allennlp/"
     os.environ[published.CACHE_ENV] = str(cache)
-    results: Dict[str, Any] = {"threads": 1, "shapes": {}}
+    results: Dict[str, Any] = {"threads": 1, "note": args.note, "shapes": {}}
     texts = sentences(args.repeat)
     n_tokens = sum(len(s) for s in texts)
     try:
@@ -143,6 +145,15 @@ def main() -> None:
             results["shapes"][name] = row
             print(f"{name}: {row['tokens_per_s']:.0f} tokens/s, load {row['load_s']:.1f} s", flush=True)
             del bilm
+        bilm = load_bilm("en_default")  # the embedded default, for comparison
+        bilm.set_token_cache(0)
+        bilm.embed_sentences(texts[:8], batch_size=8)
+        start = time.perf_counter()
+        bilm.embed_sentences(texts, batch_size=32)
+        seconds = time.perf_counter() - start
+        results["shapes"]["en_default"] = {"parameters": sum(p.numel() for p in bilm.parameters()), "tokens": n_tokens,
+                                           "embed_s": seconds, "tokens_per_s": n_tokens / seconds}
+        print(f"en_default: {n_tokens / seconds:.0f} tokens/s", flush=True)
     finally:
         server.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
