@@ -262,3 +262,11 @@ def test_download_and_models_commands(mirror, capsys):
     assert line.split()[-1] == "yes" and "MB" in line
     assert main(["download", "elmo-nope"]) == 2
     assert "unknown model 'elmo-nope'" in capsys.readouterr().err
+
+
+def test_default_cache_folder_is_the_users_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv(published.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert published.cache_root() == tmp_path / "xdg" / "spacy-elmo"  # platformdirs or not, on Linux
+    monkeypatch.setenv(published.CACHE_ENV, str(tmp_path / "mine"))
+    assert published.model_dir("elmo-medium") == tmp_path / "mine" / "elmo-medium"
