@@ -9,7 +9,7 @@ and served from a loopback HTTP server acting as ``SPACY_ELMO_MIRROR``. Measured
   embedded ``en_default`` for comparison):
   ``load_bilm(NAME)`` from the cache, and ``embed_sentences`` tokens/s (token cache off,
   batch 32) over the parity fixture's 30 news sentences, repeated;
-* for the Original's size (357 MB): a download cut at half and resumed, the verification a
+* for the Original's size (374 MB): a download cut at half and resumed, the verification a
   download runs (HDF5 datasets and shapes; SHA-256 of the file), and the check a cached load
   runs (size + mtime against ``verified.json``).
 
@@ -84,7 +84,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from spacy_elmo import load_bilm
-    from spacy_elmo.bilm import published
+    from spacy_elmo.bilm import download, published
     from spacy_elmo.bilm.layout import check_hdf5
     from tests.loopback_http import LoopbackServer
 
@@ -113,26 +113,26 @@ def main() -> None:
                 server.cut[f"allennlp/{model.folder}{model.weights_name}"] = row["weights_bytes"] // 2
                 start = time.perf_counter()
                 try:
-                    published.download(name, progress=False)
-                except published.WeightsError as err:
+                    download.download(name, progress=False)
+                except download.WeightsError as err:
                     row["cut_message"] = str(err)
                 row["download_cut_s"] = time.perf_counter() - start
                 start = time.perf_counter()
-                published.download(name, progress=False)
+                download.download(name, progress=False)
                 row["download_resume_s"] = time.perf_counter() - start  # second half + checks + SHA-256
                 row["requests"] = [list(entry) for entry in server.gets(model.weights_name)]
-                config = published.verify_files(cached / model.options_name, cached / model.weights_name)
+                config = download.verify_files(cached / model.options_name, cached / model.weights_name)
                 start = time.perf_counter()
                 check_hdf5(cached / model.weights_name, config)
                 row["verify_hdf5_s"] = time.perf_counter() - start
                 start = time.perf_counter()
-                published._sha256(cached / model.weights_name)
+                download._sha256(cached / model.weights_name)
                 row["sha256_s"] = time.perf_counter() - start
                 start = time.perf_counter()
-                assert published.is_cached(name)
+                assert download.is_cached(name)
                 row["cached_check_s"] = time.perf_counter() - start
             else:
-                published.download(name, progress=False)
+                download.download(name, progress=False)
             start = time.perf_counter()
             bilm = load_bilm(name)
             row["load_s"] = time.perf_counter() - start

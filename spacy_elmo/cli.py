@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO, TypeVar
 import typer
 from wasabi.util import ICONS, color, locale_escape, supports_ansi
 
-from .bilm.published import DEFAULT_NAMES
+from .bilm.resolve import DEFAULT_NAMES
 from .bilm.weights import WeightsError
 from .threads import DEFAULT_THREADS, available_cores, oversubscription_message
 
@@ -111,7 +111,8 @@ def user_errors(func: F) -> F:
 def model_path(value: Path, what: str = "biLM") -> Path:
     """A model folder: the embedded default for ``en_default``/``default``, and a published model's
     cache folder (downloaded on first use) for its name, when no such folder exists."""
-    from .bilm.published import PUBLISHED, is_name, resolve_weights
+    from .bilm.published import PUBLISHED
+    from .bilm.resolve import is_name, resolve_weights
 
     if str(value) in DEFAULT_NAMES and not value.exists():
         from .models import default_model_path
@@ -571,7 +572,8 @@ def download_cli(
     # fmt: on
 ) -> None:
     """Download a published ELMo model into the cache (SPACY_ELMO_CACHE), resuming an interrupted transfer, and verify it."""
-    from .bilm.published import PUBLISHED, download
+    from .bilm.download import download
+    from .bilm.published import PUBLISHED
 
     if name not in PUBLISHED:
         raise UserError(f"unknown model {name!r}: choose one of {', '.join(PUBLISHED)} (see `{PROG} models`).")
@@ -587,7 +589,8 @@ def models_cli(
     # fmt: on
 ) -> None:
     """List the published ELMo models: shape, parameters, size on disk and whether each is cached."""
-    from .bilm.published import cache_root, describe
+    from .bilm.download import describe
+    from .bilm.published import cache_root
 
     rows = describe()
     if as_json:

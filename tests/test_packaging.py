@@ -77,7 +77,7 @@ def test_sdist_and_wheel_install_and_run_in_a_fresh_virtualenv(dist, tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         entry_points = archive.read(f"spacy_elmo-{version}.dist-info/entry_points.txt").decode()
-    assert {"spacy_elmo/models/en_default/weights.pt", "spacy_elmo/models/en_default/config.json", "spacy_elmo/bilm/published.py"} <= names
+    assert {"spacy_elmo/models/en_default/weights.pt", "spacy_elmo/models/en_default/config.json", "spacy_elmo/bilm/published.py", "spacy_elmo/bilm/download.py"} <= names
     assert not any(n.startswith("tests/") for n in names)
     assert "elmo = spacy_elmo.pipeline.component:make_elmo" in entry_points and "elmo = spacy_elmo.spacy_command:app" in entry_points
     python = fresh_venv(tmp_path / "venv")

@@ -15,7 +15,7 @@ import spacy
 import torch
 
 from spacy_elmo import WeightsError, load_bilm
-from spacy_elmo.bilm import published
+from spacy_elmo.bilm import download, published, resolve
 from spacy_elmo.bilm.layout import hdf5_datasets
 from spacy_elmo.bilm.weights import save_original
 from spacy_elmo.cli import main
@@ -101,10 +101,10 @@ def test_download_by_name_matches_loading_the_files_by_path(mirror, monkeypatch)
     bilm = load_bilm("elmo-small")
     assert_same_model(bilm, load_bilm(ALLENNLP))
     folder = published.model_dir("elmo-small")
-    assert sorted(p.name for p in folder.iterdir()) == sorted([SMALL.options_name, SMALL.weights_name, published.RECORD_NAME])
-    record = json.loads((folder / published.RECORD_NAME).read_text())
+    assert sorted(p.name for p in folder.iterdir()) == sorted([SMALL.options_name, SMALL.weights_name, download.RECORD_NAME])
+    record = json.loads((folder / download.RECORD_NAME).read_text())
     assert record["files"][SMALL.weights_name]["sha256"] == sha256(ALLENNLP / "lm_weights.hdf5")
-    assert published.is_cached("elmo-small")
+    assert download.is_cached("elmo-small")
     # a second load is offline: the mirror is gone and nothing is requested
     requests_before = len(mirror.log)
     go_offline(monkeypatch)
@@ -130,15 +130,15 @@ def test_resume_after_a_cut_transfer(mirror):
     size = (ALLENNLP / "lm_weights.hdf5").stat().st_size
     mirror.cut[WEIGHTS_PATH] = size // 3
     with pytest.raises(WeightsError, match="interrupted at .* run the same command again to resume"):
-        published.download("elmo-small", progress=False)
+        download.download("elmo-small", progress=False)
     folder = published.model_dir("elmo-small")
     part = folder / (SMALL.weights_name + ".part")
     kept = part.stat().st_size
     assert 0 < kept <= size // 3  # what arrived before the cut, to within one read
-    assert not (folder / SMALL.weights_name).exists() and not published.is_cached("elmo-small")
+    assert not (folder / SMALL.weights_name).exists() and not download.is_cached("elmo-small")
     with pytest.raises(WeightsError, match="not in the cache"):
-        published.resolve_weights("elmo-small", download=False)  # nothing half-written is loaded
-    published.download("elmo-small", progress=False)
+        resolve.resolve_weights("elmo-small", download=False)  # nothing half-written is loaded
+    download.download("elmo-small", progress=False)
     gets = mirror.gets(SMALL.weights_name)
     assert [g[1:] for g in gets] == [(None, 200), (f"bytes={kept}-", 206)]
     assert sha256(folder / SMALL.weights_name) == sha256(ALLENNLP / "lm_weights.hdf5")
@@ -168,7 +168,7 @@ def test_a_bad_download_is_refused_and_removed(mirror, damage, tmp_path):
     assert {"truncated": "HDF5", "not-hdf5": "HDF5", "wrong-shapes": "CNN/b_cnn_0"}[damage] in str(info.value)
     folder = published.model_dir("elmo-small")
     assert not any(p.suffix in (".hdf5", ".part") for p in folder.iterdir()), list(folder.iterdir())
-    assert not published.is_cached("elmo-small")
+    assert not download.is_cached("elmo-small")
     # the source is repaired: the next load downloads afresh and works
     mirror.body.clear()
     assert_same_model(load_bilm("elmo-small"), load_bilm(ALLENNLP))
@@ -191,12 +191,12 @@ def test_files_placed_by_hand_load_offline_and_are_recorded(mirror, monkeypatch,
     shutil.copy(ALLENNLP / "options.json", folder / SMALL.options_name)
     shutil.copy(ALLENNLP / "lm_weights.hdf5", folder / SMALL.weights_name)
     assert_same_model(load_bilm("elmo-small"), allennlp_bilm)
-    assert published.is_cached("elmo-small")
+    assert download.is_cached("elmo-small")
     assert mirror.log == []
 
 
 def test_a_cached_file_changed_later_is_refused(mirror):
-    published.download("elmo-small", progress=False)
+    download.download("elmo-small", progress=False)
     weights = published.model_dir("elmo-small") / SMALL.weights_name
     data = bytearray(weights.read_bytes())
     data[-100] ^= 0xFF  # same size, other content, new mtime
@@ -204,16 +204,16 @@ def test_a_cached_file_changed_later_is_refused(mirror):
     with pytest.raises(WeightsError, match="changed since it was verified"):
         load_bilm("elmo-small")
     # touching without changing content is accepted (hashed once, then recorded)
-    published.download("elmo-small", force=True, progress=False)
+    download.download("elmo-small", force=True, progress=False)
     os.utime(weights, ns=(1, 1))
-    assert published.resolve_weights("elmo-small", download=False).weights == weights
-    assert published.is_cached("elmo-small")
+    assert resolve.resolve_weights("elmo-small", download=False).weights == weights
+    assert download.is_cached("elmo-small")
 
 
 @pytest.mark.slow
 def test_two_processes_download_the_same_model_once(mirror):
     mirror.delay = 0.05  # ~7 blocks of 64 KiB: both processes start while the first still downloads
-    code = "from spacy_elmo.bilm.published import download; print(download('elmo-small', progress=False))"
+    code = "from spacy_elmo.bilm.download import download; print(download('elmo-small', progress=False))"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [p.communicate(timeout=300) for p in procs]
@@ -241,12 +241,12 @@ def test_component_by_name_and_to_disk_keeps_the_weights(mirror, monkeypatch, tm
 
 
 def test_check_weights_spec_never_downloads(mirror, tmp_path):
-    published.check_weights_spec("elmo-original")
-    published.check_weights_spec(None)
-    published.check_weights_spec(str(ALLENNLP))
+    resolve.check_weights_spec("elmo-original")
+    resolve.check_weights_spec(None)
+    resolve.check_weights_spec(str(ALLENNLP))
     for bad, words in (("elmo-orignal", "not a model name"), (["a.json"], "exactly two files"), (3, "use a published model name")):
         with pytest.raises(WeightsError, match=words):
-            published.check_weights_spec(bad)
+            resolve.check_weights_spec(bad)
     assert mirror.log == []
 
 

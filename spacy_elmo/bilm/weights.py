@@ -25,8 +25,8 @@ from .errors import WeightsError
 from .layout import lstm_prefix as _lstm_prefix
 from .layout import read_options
 from .model import BiLM, BiLMConfig, OptionsError
-from .published import DEFAULT_NAMES, WeightsSpec, resolve_weights
-from .published import find_original_files as _find_original
+from .resolve import DEFAULT_NAMES, WeightsSpec, resolve_weights
+from .resolve import find_original_files as _find_original
 
 PathLike = Union[str, os.PathLike]
 NATIVE_FORMAT = "spacy-elmo.bilm"
@@ -267,7 +267,7 @@ def load_bilm(
 
     With no argument (or ``"en_default"``, or ``"default"``) it loads the embedded default English
     model that ships inside the package. ``path`` may also be a published model's name
-    (``"elmo-original"``, ...: downloaded once into the cache, see :mod:`.published`), a
+    (``"elmo-original"``, ...: downloaded once into the cache, see :mod:`.download`), a
     spacy-elmo model directory (``config.json`` + ``weights.pt``), a directory holding an options
     file (``options.json`` or the published ``*_options.json``) and one ``.hdf5`` weights file,
     or a list of those two files. Or pass ``options_file`` and ``weight_file`` explicitly.

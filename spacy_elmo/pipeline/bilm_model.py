@@ -33,7 +33,7 @@ from ..bilm.batching import pack_by_token_budget
 from ..bilm.characters import TokenBatch
 from ..bilm.memory import release_free_memory
 from ..bilm.model import BiLMConfig
-from ..bilm.published import normalise_spec
+from ..bilm.resolve import normalise_spec
 from ..bilm.weights import model_from_state
 from .contexts import Context, ContextGetter, SentenceContexts
 

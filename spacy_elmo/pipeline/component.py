@@ -19,7 +19,7 @@ from thinc.types import Floats3d
 
 from ..bilm import BiLM, ScalarMix
 from ..bilm.scalar_mix import mix_logits
-from ..bilm.published import normalise_spec
+from ..bilm.resolve import normalise_spec
 from ..bilm.weights import load_native, save_native
 from .architectures import ElmoListener
 from .bilm_model import bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
