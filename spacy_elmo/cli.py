@@ -17,7 +17,8 @@ from typing import Any, Callable, Dict, List, Optional, TextIO, TypeVar
 import typer
 from wasabi.util import ICONS, color, locale_escape, supports_ansi
 
-from .bilm.weights import WeightsError, resolve_weights
+from .bilm.resolve import resolve_weights
+from .bilm.weights import WeightsError
 from .threads import DEFAULT_THREADS, available_cores, first_oversubscription_message, oversubscription_message
 
 PROG = "python -m spacy_elmo"
@@ -108,12 +109,16 @@ def user_errors(func: F) -> F:
 
 
 def model_path(value: Path, what: str = "biLM") -> Path:
-    """The folder of a biLM argument, through :func:`resolve_weights` (the embedded default for
-    ``en_default``/``default``); one line naming the argument when it holds no biLM."""
+    """The folder of a biLM argument, through :func:`resolve_weights`: a model folder, en_default
+    (the embedded default), or a published model's name (downloaded on first use); one line naming
+    the argument when it holds no biLM."""
     try:
-        return resolve_weights(str(value))
+        location = resolve_weights(str(value))
     except WeightsError as error:
         raise UserError(f"{what} {value}: {error}") from None
+    if location.folder is None:
+        raise UserError(f"{what} {value}: pass the folder that holds the {what}")
+    return location.folder
 
 
 def prepared_dir(value: Path) -> Path:
@@ -144,7 +149,8 @@ def model_layers(path: Path) -> int:
     """Number of output layers (L+1) of a model folder, read from its config without loading weights."""
     import srsly
 
-    from .bilm.weights import CONFIG_NAME, find_original_files, read_options
+    from .bilm.layout import read_options
+    from .bilm.weights import CONFIG_NAME, find_original_files
 
     if (path / CONFIG_NAME).is_file():
         options = srsly.read_json(path / CONFIG_NAME)["options"]
@@ -545,6 +551,46 @@ def package_cli(
     nlp.to_disk(out_dir)
     doc = spacy.load(out_dir)("A quick check .")
     msg.good(f"wrote {out_dir}: spacy.load() gives ELMo vectors of shape {doc.tensor.shape}")
+
+
+@app.command("download")
+@user_errors
+def download_cli(
+    # fmt: off
+    name: str = Arg(..., help="Published model: elmo-small, elmo-medium, elmo-original, elmo-original-5.5b or elmo-pubmed"),
+    force: bool = Opt(False, "--force", "-f", help="Download again even when a verified copy is cached. Default: off"),
+    # fmt: on
+) -> None:
+    """Download a published ELMo model into the cache (SPACY_ELMO_CACHE), resuming an interrupted transfer, and verify it."""
+    from .bilm.download import download
+    from .bilm.published import PUBLISHED
+
+    if name not in PUBLISHED:
+        raise UserError(f"unknown model {name!r}: choose one of {', '.join(PUBLISHED)} (see `{PROG} models`).")
+    folder = download(name, force=force)
+    msg.good(f"{name} is ready in {folder}: use weights={name!r} (or the folder) to load it")
+
+
+@app.command("models")
+@user_errors
+def models_cli(
+    # fmt: off
+    as_json: bool = Opt(False, "--json", help="Print the table as JSON. Default: off"),
+    # fmt: on
+) -> None:
+    """List the published ELMo models: shape, parameters, size on disk and whether each is cached."""
+    from .bilm.download import describe
+    from .bilm.published import cache_root
+
+    rows = describe()
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    msg.info(f"cache: {cache_root()}")
+    msg.text(f"{'name':<20} {'shape':<30} {'parameters':>12} {'on disk':>10}  cached")
+    for row in rows:
+        size = f"{row['size_on_disk'] / 1e6:.1f} MB" if row["size_on_disk"] else "-"
+        msg.text(f"{row['name']:<20} {row['shape']:<30} {row['parameters']:>12,} {size:>10}  {'yes' if row['cached'] else 'no'}")
 
 
 @app.command("mixes")

@@ -28,8 +28,8 @@ def test_index_and_neighbours(tmp_path):
 
 def test_user_errors(tmp_path):
     for args, message in (
-        (["wic", "--data", str(tmp_path / "nowhere")], "WiC folder not found"),
-        (["wsd", "--data", str(tmp_path / "nowhere")], "WSD folder not found"),
+        (["wic", "--data", str(tmp_path / "nowhere")], "WiC data not found"),
+        (["wsd", "--data", str(tmp_path / "nowhere")], "WSD (Raganato framework + SemCor) data not found"),
         (["index", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "idx")], "text file not found"),
         (["neighbours", str(tmp_path), "a play", "--word", "play"], "not a token index folder"),
     ):

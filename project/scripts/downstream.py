@@ -57,8 +57,14 @@ def _env() -> Dict[str, str]:
 
 def prepare(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(HERE.parent))
+    from spacy_elmo.assets import require_files
     from spacy_elmo.downstream_data import prepare_ud, prepare_wnut
 
+    try:
+        require_files(Path(args.ud), [f"en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")], "UD English EWT", "--ud")
+        require_files(Path(args.wnut), ["wnut17train.conll", "emerging.dev.conll", "emerging.test.annotated"], "WNUT17", "--wnut")
+    except FileNotFoundError as err:
+        sys.exit(f"downstream.py prepare: {err}")
     stats = {"ud": prepare_ud(Path(args.ud), DATA / "ud"), "wnut": prepare_wnut(Path(args.wnut), DATA / "wnut")}
     (HERE / "metrics").mkdir(exist_ok=True)
     (HERE / "metrics" / "downstream-data.json").write_text(json.dumps(stats, indent=2))
@@ -191,8 +197,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
-    p.add_argument("--ud", default=str(HERE.parent.parent / "shared" / "data" / "ud_english_ewt"))
-    p.add_argument("--wnut", default=str(HERE.parent.parent / "shared" / "data" / "wnut17_ner"))
+    p.add_argument("--ud", default=str(HERE / "assets" / "data" / "ud_english_ewt"), help="UD English EWT folder (default: the project's assets)")
+    p.add_argument("--wnut", default=str(HERE / "assets" / "data" / "wnut17_ner"), help="WNUT17 folder (default: the project's assets)")
     p = sub.add_parser("finetune")
     p.add_argument("--minutes", type=float, default=8.0)
     p = sub.add_parser("run")

@@ -13,7 +13,6 @@ below are the only place that knows.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
@@ -22,17 +21,19 @@ import numpy as np
 import srsly
 import torch
 
+from .errors import WeightsError
+from .layout import lstm_prefix as _lstm_prefix
+from .layout import read_options
 from .model import BiLM, BiLMConfig, OptionsError
+from .published import PUBLISHED, shape_options
+from .resolve import DEFAULT_NAMES, WeightsSpec, is_name, resolve_weights
+from .resolve import find_original_files as _find_original
 
 PathLike = Union[str, os.PathLike]
 NATIVE_FORMAT = "spacy-elmo.bilm"
 NATIVE_VERSION = 1
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "weights.pt"
 HDF5_SUFFIXES = (".hdf5", ".h5")
-
-
-class WeightsError(ValueError):
-    """A weights file or directory is missing, unreadable, incomplete or inconsistent."""
 
 
 def _require_h5py() -> Any:
@@ -46,27 +47,9 @@ def _require_h5py() -> Any:
     return h5py
 
 
-def read_options(path: PathLike) -> Dict[str, Any]:
-    """Parse an ``options.json`` file, with errors that name the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise WeightsError(f"options file not found: {path}")
-    try:
-        options = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise WeightsError(f"options file {path} is not valid JSON: {err}") from None
-    if not isinstance(options, dict):
-        raise WeightsError(f"options file {path} must hold a JSON object")
-    return options
-
-
 # ----------------------------------------------------------------------------------------------
 # original format
 # ----------------------------------------------------------------------------------------------
-
-
-def _lstm_prefix(direction: int, layer: int) -> str:
-    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
 def load_original(options_file: PathLike, weight_file: PathLike, stateful: bool = False) -> BiLM:
@@ -267,28 +250,15 @@ def model_from_state(config: BiLMConfig, state: Any, source: Union[str, Path], s
 
 
 def find_original_files(directory: Path) -> Tuple[Path, Path]:
-    """The ``options.json`` and the single HDF5 weights file inside ``directory``."""
-    options = directory / "options.json"
-    if not options.is_file():
-        raise WeightsError(f"{directory}: neither {CONFIG_NAME} (spacy-elmo format) nor options.json (original format) found")
-    candidates = sorted(p for p in directory.iterdir() if p.suffix.lower() in HDF5_SUFFIXES and p.is_file())
-    if not candidates:
-        raise WeightsError(f"{directory}: options.json found but no .hdf5 weights file beside it")
-    if len(candidates) > 1:
-        preferred = [p for p in candidates if "weight" in p.name.lower()]
-        if len(preferred) != 1:
-            names = ", ".join(p.name for p in candidates)
-            raise WeightsError(f"{directory}: several .hdf5 files ({names}); pass weight_file= to choose one")
-        candidates = preferred
-    return options, candidates[0]
-
-
-# names that load_bilm() resolves to the embedded default English model (when no such folder exists)
-DEFAULT_NAMES = ("en_default", "default")
+    """The options file (``options.json`` or the published ``*_options.json``) and the single HDF5
+    weights file inside ``directory``."""
+    location = _find_original(Path(directory))
+    assert location.options is not None and location.weights is not None
+    return location.options, location.weights
 
 
 def load_bilm(
-    path: Optional[PathLike] = None,
+    path: Optional[WeightsSpec] = None,
     *,
     options_file: Optional[PathLike] = None,
     weight_file: Optional[PathLike] = None,
@@ -297,10 +267,11 @@ def load_bilm(
     """Load a biLM in eval mode from any supported location.
 
     With no argument (or ``"en_default"``, or ``"default"``) it loads the embedded default English
-    model that ships inside the package. ``path`` may also be a spacy-elmo model directory
-    (``config.json`` + ``weights.pt``) or a directory holding ``options.json`` and one ``.hdf5``
-    weights file (any name). Or pass ``options_file`` and ``weight_file`` explicitly for the
-    original format.
+    model that ships inside the package. ``path`` may also be a published model's name
+    (``"elmo-original"``, ...: downloaded once into the cache, see :mod:`.download`), a
+    spacy-elmo model directory (``config.json`` + ``weights.pt``), a directory holding an options
+    file (``options.json`` or the published ``*_options.json``) and one ``.hdf5`` weights file,
+    or a list of those two files. Or pass ``options_file`` and ``weight_file`` explicitly.
     """
     if path is None and options_file is None and weight_file is None:
         path = DEFAULT_NAMES[0]
@@ -308,55 +279,29 @@ def load_bilm(
         if options_file is None or weight_file is None:
             raise ValueError("load_bilm needs a path, or both options_file= and weight_file=")
         return load_original(options_file, weight_file, stateful=stateful)
-    path = resolve_weights(path)
-    if (path / CONFIG_NAME).is_file():
-        return load_native(path, stateful=stateful)
-    options, weights = find_original_files(path)
-    return load_original(options, weights, stateful=stateful)
+    location = resolve_weights(path)
+    if location.native:
+        return load_native(location.folder, stateful=stateful)
+    return load_original(location.options, location.weights, stateful=stateful)
 
 
-def resolve_weights(weights: Optional[PathLike]) -> Path:
-    """The folder a ``weights`` setting names, checked to hold a loadable biLM; nothing is loaded.
-
-    ``None``, ``"en_default"`` and ``"default"`` (where no such folder exists) name the embedded
-    default English biLM. Any other value must be a folder holding ``config.json`` (spacy-elmo's
-    format) or ``options.json`` and one ``.hdf5`` file (the original format). Raises
-    :class:`WeightsError` with one line naming the value and what is accepted. This is the one
-    place that turns a ``weights`` value into a location: the component, the CLI and
-    :func:`load_bilm` all go through it.
-    """
-    if weights is None or (isinstance(weights, str) and weights in DEFAULT_NAMES and not Path(weights).exists()):
-        from ..models import default_model_path  # the package data folder; imports no spaCy
-
-        return default_model_path()
-    path = Path(weights)
-    if not path.exists():
-        raise WeightsError(
-            f"ELMo weights not found: {str(weights)!r} does not exist; give a folder with config.json "
-            "(spacy-elmo format) or options.json + one .hdf5 file (original format), or en_default "
-            "(null in a config) for the embedded default English biLM"
-        )
-    if path.is_file():
-        raise WeightsError(f"{path} is a file: pass its directory, or options_file= and weight_file=")
-    if not (path / CONFIG_NAME).is_file():
-        find_original_files(path)
-    return path
-
-
-def read_config(weights: Optional[PathLike]) -> BiLMConfig:
+def read_config(weights: Optional[WeightsSpec]) -> BiLMConfig:
     """The architecture of the biLM that ``weights`` names (see :func:`resolve_weights`), read
-    from its options without loading any weights."""
-    path = resolve_weights(weights)
-    if (path / CONFIG_NAME).is_file():
-        config_path = path / CONFIG_NAME
+    from its options without loading any weights, and without downloading a published model
+    (its shape is known by name)."""
+    if isinstance(weights, str) and is_name(weights):
+        model = PUBLISHED[weights]
+        return BiLMConfig.from_options(shape_options(model.shape), source=weights)
+    location = resolve_weights(DEFAULT_NAMES[0] if weights is None else weights, download=False)
+    if location.native:
+        config_path = location.folder / CONFIG_NAME
         try:
             meta = srsly.read_json(config_path)
         except ValueError as err:
             raise WeightsError(f"{config_path} is not valid JSON: {err}") from None
         options, source = (meta.get("options") if isinstance(meta, dict) else None), str(config_path)
     else:
-        options_path = path / "options.json"
-        options, source = read_options(options_path), f"options file {options_path}"
+        options, source = read_options(location.options), f"options file {location.options}"
     try:
         return BiLMConfig.from_options(options, source=source)
     except OptionsError as err:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..bilm.weights import WeightsError
+from ..bilm.errors import WeightsError
 
 DEFAULT_MODEL = "en_default"
 

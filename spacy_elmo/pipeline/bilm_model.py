@@ -34,7 +34,8 @@ from ..bilm.batching import pack_by_token_budget
 from ..bilm.characters import TokenBatch
 from ..bilm.memory import release_free_memory
 from ..bilm.model import BiLMConfig
-from ..bilm.weights import model_from_state, resolve_weights
+from ..bilm.resolve import normalise_spec
+from ..bilm.weights import model_from_state
 from .contexts import Context, ContextGetter, SentenceContexts
 
 PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -42,9 +43,9 @@ BILM_NODE = "elmo-bilm"
 SHIM_SETTINGS = ("weights", "frozen", "precision", "token_cache_size")  # what BiLMShim.from_bytes requires
 
 
-def load_configured_bilm(weights: Optional[str]) -> BiLM:
-    """``weights`` = None: the embedded default English biLM; else a location (see :func:`resolve_weights`)."""
-    return load_bilm(resolve_weights(weights))
+def load_configured_bilm(weights: Optional[Union[str, List[str]]]) -> BiLM:
+    """``weights`` = None: the embedded default English biLM; else any value :func:`load_bilm` takes."""
+    return load_bilm(weights)
 
 
 def bilm_to_bytes(bilm: BiLM) -> bytes:
@@ -191,7 +192,7 @@ class BiLMShim(Shim):
 
 @registry.architectures("spacy-elmo.BiLM.v1")
 def build_bilm_model(
-    weights: Optional[str] = None,
+    weights: Optional[Union[str, List[str]]] = None,
     contexts: Optional[ContextGetter] = None,
     max_batch_tokens: int = 4096,
     token_cache_size: int = 20000,
@@ -199,13 +200,14 @@ def build_bilm_model(
 ) -> Model[List[Doc], List[Floats3d]]:
     """The biLM over Docs: one float32 array ``[L+1, len(doc), 2·proj]`` per Doc.
 
-    weights: ``null`` = the embedded default English biLM, or a path accepted by ``load_bilm``.
+    weights: ``null`` = the embedded default English biLM, or what ``load_bilm`` accepts: a published
+        model's name (``elmo-original``, ...), a folder, or a list of the options and .hdf5 files.
     contexts: what the biLM reads at once (default: sentences, windows of 200 overlapping by 40).
     max_batch_tokens: token budget per biLM batch (rows x (longest + 2)).
     token_cache_size: context-free token vectors kept in an LRU cache (frozen biLM only).
     precision: "float32" or "bfloat16" (frozen biLM only).
     """
-    shim = BiLMShim(None if weights is None else str(weights))
+    shim = BiLMShim(None if weights is None else normalise_spec(weights))
     model: Model[List[Doc], List[Floats3d]] = Model(
         BILM_NODE,
         bilm_forward,
@@ -220,7 +222,7 @@ def build_bilm_model(
 def configure_bilm_model(
     model: Model,
     *,
-    weights: Optional[str] = None,
+    weights: Optional[Union[str, List[str]]] = None,
     contexts: Optional[ContextGetter] = None,
     max_batch_tokens: Optional[int] = None,
     token_cache_size: Optional[int] = None,
@@ -231,9 +233,9 @@ def configure_bilm_model(
     """Set the biLM model's settings (``None`` leaves one unchanged), validating each."""
     shim = get_shim(model)
     if weights is not None:
-        if shim.loaded and str(weights) != shim.weights:
+        if shim.loaded and normalise_spec(weights) != shim.weights:
             raise ValueError("elmo: the biLM is already loaded; set weights before first use")
-        shim.weights = str(weights)
+        shim.weights = normalise_spec(weights)
     if contexts is not None:
         model.attrs["contexts"] = contexts
     if max_batch_tokens is not None:

@@ -19,6 +19,7 @@ from thinc.types import Floats3d
 
 from ..bilm import BiLM, ScalarMix
 from ..bilm.scalar_mix import check_mix_spec, mix_logits
+from ..bilm.resolve import normalise_spec
 from ..bilm.weights import WeightsError, load_native, read_config, save_native
 from .architectures import LISTENER_NODE, TOK2VEC_NODE, ElmoListener
 from .bilm_model import BILM_NODE, bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
@@ -70,7 +71,7 @@ def make_elmo(
     nlp: Language,
     name: str,
     model: Model[List[Doc], List[Floats3d]],
-    weights: Optional[str],
+    weights: Optional[Union[str, List[str]]],
     contexts: Optional[ContextGetter],
     max_batch_tokens: Optional[int],
     token_cache_size: Optional[int],
@@ -127,7 +128,7 @@ class Elmo(TrainablePipe):
         model: Optional[Model[List[Doc], List[Floats3d]]] = None,
         name: str = "elmo",
         *,
-        weights: Optional[str] = None,
+        weights: Optional[Union[str, List[str]]] = None,
         contexts: Optional[ContextGetter] = None,
         max_batch_tokens: Optional[int] = None,
         token_cache_size: Optional[int] = None,
@@ -150,7 +151,7 @@ class Elmo(TrainablePipe):
         self.name = name
         self.listener_map: Dict[str, List[ElmoListener]] = {}
         self.overrides = {
-            "weights": None if weights is None else str(weights),
+            "weights": None if weights is None else normalise_spec(weights),
             "contexts": contexts,
             "max_batch_tokens": max_batch_tokens,
             "token_cache_size": token_cache_size,
@@ -217,7 +218,7 @@ class Elmo(TrainablePipe):
         return get_bilm(self.model)
 
     @property
-    def weights(self) -> Optional[str]:
+    def weights(self) -> Optional[Union[str, List[str]]]:
         return get_shim(self.model).weights
 
     def _mixer(self) -> ScalarMix:

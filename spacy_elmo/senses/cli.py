@@ -5,9 +5,16 @@ import json
 from pathlib import Path
 from typing import Iterator, List, Optional
 
+from ..assets import require_files
 from ..cli import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, mix_spec, model_path, msg, user_errors
 from .wic import DEFAULT_WIC_DIR
 from .wsd_data import DEFAULT_WSD_DIR
+
+WSD_FILES = [
+    f"{sub}/{name}.{kind}"
+    for sub, name in (("Training_Corpora/SemCor", "semcor"), ("Evaluation_Datasets/semeval2007", "semeval2007"), ("Evaluation_Datasets/ALL", "ALL"))
+    for kind in ("data.xml", "gold.key.txt")
+]
 
 
 def _weights(weights: Optional[Path]) -> Optional[str]:
@@ -34,8 +41,7 @@ def wic_cli(
     """WiC accuracy: cosine of the target word's two vectors; threshold on train, layer/mix on dev, accuracy on test."""
     from . import wic
 
-    if not data.is_dir():
-        raise UserError(f"WiC folder not found: {data}. Pass --data with train/dev/test .data.txt and .gold.txt files.")
+    require_files(data, [f"{split}.{kind}.txt" for split in ("train", "dev", "test") for kind in ("data", "gold")], "WiC")
     apply_threads(threads)
     report = wic.evaluate(_weights(weights), data)
     msg.text(wic.table(report))
@@ -58,8 +64,7 @@ def wsd_cli(
     """All-words WSD: SemCor sense centroids, F1 on the Raganato test sets per layer/mix, beside the most frequent SemCor sense."""
     from . import wsd
 
-    if not data.is_dir():
-        raise UserError(f"WSD folder not found: {data}. Pass --data with Training_Corpora/SemCor and Evaluation_Datasets.")
+    require_files(data, WSD_FILES, "WSD (Raganato framework + SemCor)")
     apply_threads(threads)
     report = wsd.evaluate(_weights(weights), data, cache_dir=cache_dir, save_inventory=inventory, log=msg.info)
     msg.text(wsd.table(report))

@@ -16,9 +16,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..assets import ASSETS_DATA
 from .vectors import candidate_mixes, layer_weights
 
-DEFAULT_WIC_DIR = Path("../shared/data/wic")
+DEFAULT_WIC_DIR = ASSETS_DATA / "wic"
 SPLITS = ("train", "dev", "test")
 Pair = Tuple[List[str], int, List[str], int]
 

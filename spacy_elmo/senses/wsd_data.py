@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-DEFAULT_WSD_DIR = Path("../shared/data/wsd_raganato")
+from ..assets import ASSETS_DATA
+
+DEFAULT_WSD_DIR = ASSETS_DATA / "wsd_raganato"
 EVAL_SETS: Tuple[str, ...] = ("senseval2", "senseval3", "semeval2007", "semeval2013", "semeval2015", "ALL")
 DEV_SET = "semeval2007"
 

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Published-model figures: tokens/s per published shape, and the download path at full size.
+
+Random weights of each published shape stand in for the real files (the speed does not depend
+on the values), written under the published file names into ``--work-dir`` (outside the repo)
+and served from a loopback HTTP server acting as ``SPACY_ELMO_MIRROR``. Measured, single thread:
+
+* per shape (small, medium, original; 5.5B and PubMed share the original's shape; and the
+  embedded ``en_default`` for comparison):
+  ``load_bilm(NAME)`` from the cache, and ``embed_sentences`` tokens/s (token cache off,
+  batch 32) over the parity fixture's 30 news sentences, repeated;
+* for the Original's size (374 MB): a download cut at half and resumed, the verification a
+  download runs (HDF5 datasets and shapes; SHA-256 of the file), and the check a cached load
+  runs (size + mtime against ``verified.json``).
+
+    python bench/published.py --work-dir /tmp/elmo-published   # writes bench/results/published.json
+
+``--weights-tool PATH`` makes the random files with that script (``make_elmo_weights.py``, the
+one the other benchmarks use); without it they come from a randomly initialised :class:`BiLM`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+RESULTS = REPO / "bench" / "results"
+SHAPES = {"elmo-small": "small", "elmo-medium": "medium", "elmo-original": "original"}
+
+
+def make_weights(name: str, root: Path, tool: Any) -> Path:
+    """Random weights of ``name``'s shape under its published path below ``root``."""
+    from spacy_elmo.bilm import published
+
+    model = published.PUBLISHED[name]
+    folder = root / "allennlp" / model.folder
+    if (folder / model.weights_name).is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    if tool is not None:
+        subprocess.run(
+            [sys.executable, str(tool), "--preset", SHAPES[name], "--seed", "1", "--out-dir", str(folder),
+             "--options-name", model.options_name, "--weights-name", model.weights_name],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+        return folder
+    import torch
+
+    from spacy_elmo.bilm import BiLM, BiLMConfig, save_original
+
+    torch.manual_seed(1)
+    bilm = BiLM(BiLMConfig.from_options(published.shape_options(model.shape)))
+    with torch.no_grad():
+        for param in bilm.parameters():
+            param.normal_(0, 0.05)
+    options, weights = save_original(bilm, folder, weights_name=model.weights_name)
+    os.replace(options, folder / model.options_name)
+    return folder
+
+
+def sentences(repeat: int) -> List[List[str]]:
+    groups = json.loads((REPO / "tests" / "data" / "elmo-fixture" / "allennlp" / "sentences.json").read_text())
+    return [line.split() for group in groups for line in group] * repeat
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spacy-elmo-published")
+    parser.add_argument("--weights-tool", type=Path, default=None)
+    parser.add_argument("--repeat", type=int, default=2, help="passes over the 30 sentences per shape")
+    parser.add_argument("--out", type=Path, default=RESULTS / "published.json")
+    parser.add_argument("--note", default="", help="a line on the machine's state, stored with the results")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(1)
+    from spacy_elmo import load_bilm
+    from spacy_elmo.bilm import download, published
+    from spacy_elmo.bilm.layout import check_hdf5
+    from tests.loopback_http import LoopbackServer
+
+    served = args.work_dir / "served"
+    for name in SHAPES:
+        make_weights(name, served, args.weights_tool)
+    cache = args.work_dir / "cache"
+    server = LoopbackServer(served)
+    os.environ[published.MIRROR_ENV] = server.url + "allennlp/"
+    os.environ[published.CACHE_ENV] = str(cache)
+    results: Dict[str, Any] = {"threads": 1, "note": args.note, "shapes": {}}
+    texts = sentences(args.repeat)
+    n_tokens = sum(len(s) for s in texts)
+    try:
+        for name in SHAPES:
+            model = published.PUBLISHED[name]
+            weights = served / "allennlp" / model.folder / model.weights_name
+            row: Dict[str, Any] = {"shape": model.shape, "parameters": published.parameter_count(model.shape),
+                                   "weights_bytes": weights.stat().st_size}
+            if name == "elmo-original":  # the full download path at the largest size
+                cached = published.model_dir(name)
+                if cached.exists():
+                    import shutil
+
+                    shutil.rmtree(cached)
+                server.cut[f"allennlp/{model.folder}{model.weights_name}"] = row["weights_bytes"] // 2
+                start = time.perf_counter()
+                try:
+                    download.download(name, progress=False)
+                except download.WeightsError as err:
+                    row["cut_message"] = str(err)
+                row["download_cut_s"] = time.perf_counter() - start
+                start = time.perf_counter()
+                download.download(name, progress=False)
+                row["download_resume_s"] = time.perf_counter() - start  # second half + checks + SHA-256
+                row["requests"] = [list(entry) for entry in server.gets(model.weights_name)]
+                config = download.verify_files(cached / model.options_name, cached / model.weights_name)
+                start = time.perf_counter()
+                check_hdf5(cached / model.weights_name, config)
+                row["verify_hdf5_s"] = time.perf_counter() - start
+                start = time.perf_counter()
+                download._sha256(cached / model.weights_name)
+                row["sha256_s"] = time.perf_counter() - start
+                start = time.perf_counter()
+                assert download.is_cached(name)
+                row["cached_check_s"] = time.perf_counter() - start
+            else:
+                download.download(name, progress=False)
+            start = time.perf_counter()
+            bilm = load_bilm(name)
+            row["load_s"] = time.perf_counter() - start
+            bilm.set_token_cache(0)
+            bilm.embed_sentences(texts[:8], batch_size=8)  # warm-up
+            start = time.perf_counter()
+            bilm.embed_sentences(texts, batch_size=32)
+            seconds = time.perf_counter() - start
+            row.update(tokens=n_tokens, embed_s=seconds, tokens_per_s=n_tokens / seconds)
+            results["shapes"][name] = row
+            print(f"{name}: {row['tokens_per_s']:.0f} tokens/s, load {row['load_s']:.1f} s", flush=True)
+            del bilm
+        bilm = load_bilm("en_default")  # the embedded default, for comparison
+        bilm.set_token_cache(0)
+        bilm.embed_sentences(texts[:8], batch_size=8)
+        start = time.perf_counter()
+        bilm.embed_sentences(texts, batch_size=32)
+        seconds = time.perf_counter() - start
+        results["shapes"]["en_default"] = {"parameters": sum(p.numel() for p in bilm.parameters()), "tokens": n_tokens,
+                                           "embed_s": seconds, "tokens_per_s": n_tokens / seconds}
+        print(f"en_default: {n_tokens / seconds:.0f} tokens/s", flush=True)
+    finally:
+        server.close()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

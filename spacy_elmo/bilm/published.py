@@ -1,0 +1,140 @@
+"""Published ELMo models by name: the registry, where each one's files live, and the cache folder.
+
+The authors' files live at ``PUBLISHED_BASE`` + each model's folder; ``SPACY_ELMO_MIRROR``
+replaces that base (everything up to and including ``allennlp/``) and keeps the rest of the path.
+Downloaded models are kept in ``SPACY_ELMO_CACHE`` (default: the user's cache folder) under their
+names, with the published file names. Downloading and checking: :mod:`.download`; what a
+``weights`` value names: :mod:`.resolve`.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict
+
+from .errors import WeightsError
+from .layout import hdf5_datasets
+from .model import BiLMConfig
+
+PUBLISHED_BASE = "https://s3-us-west-2.amazonaws.com/allennlp/"
+MIRROR_ENV, CACHE_ENV = "SPACY_ELMO_MIRROR", "SPACY_ELMO_CACHE"
+
+
+@dataclass(frozen=True)
+class PublishedModel:
+    """One published biLM: its name here, its shape and where its two files live."""
+
+    name: str
+    shape: str
+    folder: str  # path below the published base
+    options_name: str
+    weights_name: str
+    about: str
+    reported: str  # the quality its authors report
+
+    def url(self, file_name: str) -> str:
+        return published_base() + self.folder + file_name
+
+    @property
+    def options_url(self) -> str:
+        return self.url(self.options_name)
+
+    @property
+    def weights_url(self) -> str:
+        return self.url(self.weights_name)
+
+
+def _allennlp(name: str, shape: str, about: str, reported: str) -> PublishedModel:
+    return PublishedModel(
+        name, shape.replace("_5.5B", ""), f"models/elmo/{shape}/", f"elmo_{shape}_options.json", f"elmo_{shape}_weights.hdf5",
+        about, reported,
+    )
+
+
+PUBLISHED: Dict[str, PublishedModel] = {
+    m.name: m
+    for m in (
+        _allennlp("elmo-small", "2x1024_128_2048cnn_1xhighway", "1B Word Benchmark", "SRL F1 83.62, constituency F1 93.12"),
+        _allennlp("elmo-medium", "2x2048_256_2048cnn_1xhighway", "1B Word Benchmark", "SRL F1 84.04, constituency F1 93.60"),
+        _allennlp("elmo-original", "2x4096_512_2048cnn_2xhighway", "1B Word Benchmark", "SRL F1 84.63, constituency F1 93.85"),
+        _allennlp(
+            "elmo-original-5.5b", "2x4096_512_2048cnn_2xhighway_5.5B", "Wikipedia + WMT news 2008-2012, 5.5B tokens",
+            "SRL F1 84.93, constituency F1 94.01",
+        ),
+        PublishedModel(
+            "elmo-pubmed", "2x4096_512_2048cnn_2xhighway", "models/elmo/contributed/pubmed/",
+            "elmo_2x4096_512_2048cnn_2xhighway_options.json", "elmo_2x4096_512_2048cnn_2xhighway_weights_PubMed_only.hdf5",
+            "PubMed abstracts (contributed)", "no task figures published with it",
+        ),
+    )
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# settings
+
+
+def published_base() -> str:
+    """``SPACY_ELMO_MIRROR`` (with a trailing slash) or the published location."""
+    mirror = os.environ.get(MIRROR_ENV, "").strip()
+    if not mirror:
+        return PUBLISHED_BASE
+    return mirror if mirror.endswith("/") else mirror + "/"
+
+
+def cache_root() -> Path:
+    """``SPACY_ELMO_CACHE``, else the user's cache folder (platformdirs, XDG_CACHE_HOME or ~/.cache) + spacy-elmo."""
+    configured = os.environ.get(CACHE_ENV, "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    try:
+        from platformdirs import user_cache_dir
+    except ImportError:
+        base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+        return Path(base) / "spacy-elmo"
+    return Path(user_cache_dir("spacy-elmo", appauthor=False))
+
+
+def model_dir(name: str) -> Path:
+    """Cache folder of a published model (it holds the two files under their published names)."""
+    return cache_root() / published_model(name).name
+
+
+def published_model(name: str) -> PublishedModel:
+    if name not in PUBLISHED:
+        raise WeightsError(f"unknown ELMo model name {name!r}: use one of {', '.join(PUBLISHED)}, en_default, or a folder")
+    return PUBLISHED[name]
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes
+
+
+def shape_options(shape: str) -> Dict[str, Any]:
+    """options.json of a published shape ``{layers}x{cell}_{proj}_2048cnn_{k}xhighway``."""
+    match = re.fullmatch(r"(\d+)x(\d+)_(\d+)_2048cnn_(\d+)xhighway", shape)
+    if match is None:
+        raise WeightsError(f"not a published ELMo shape: {shape!r}")
+    layers, cell, proj, highway = (int(g) for g in match.groups())
+    filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+    return {
+        "lstm": {"use_skip_connections": True, "projection_dim": proj, "cell_clip": 3, "proj_clip": 3, "dim": cell, "n_layers": layers},
+        "char_cnn": {
+            "activation": "relu", "filters": filters, "n_highway": highway, "embedding": {"dim": 16},
+            "n_characters": 262, "max_characters_per_token": 50,
+        },
+    }
+
+
+def parameter_count(shape: str) -> int:
+    """Parameters of the biLM (char CNN + LSTMs, no softmax) for a published shape."""
+    config = BiLMConfig.from_options(shape_options(shape), source=shape)
+    total = 0
+    for dims in hdf5_datasets(config).values():
+        count = 1
+        for d in dims:
+            count *= d
+        total += count
+    return total

@@ -1,0 +1,115 @@
+"""What a ``weights`` value names, as the files to load.
+
+Accepted everywhere weights are given (``load_bilm``, the ``elmo`` component's ``weights``, the
+command line): a published model's name (cached, else downloaded), ``en_default``, a folder (the
+spacy-elmo format, ``options.json`` + one ``.hdf5``, or the published file names), or a list of
+the options and weights files.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, List, Sequence, Union
+
+from .download import Location, cached_location, ensure_downloaded
+from .errors import WeightsError
+from .published import PUBLISHED
+
+DEFAULT_NAMES = ("en_default", "default")  # the embedded default English model
+NATIVE_CONFIG = "config.json"
+HDF5_SUFFIXES = (".hdf5", ".h5")
+
+WeightsSpec = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+
+
+def is_name(spec: Any) -> bool:
+    """True for a published model's name that is not also an existing path."""
+    return isinstance(spec, str) and spec in PUBLISHED and not Path(spec).exists()
+
+
+def normalise_spec(spec: Any) -> Union[str, List[str]]:
+    """The ``weights`` setting as stored in a config: a string, or a list of the two files."""
+    if isinstance(spec, (str, os.PathLike)):
+        return str(spec)
+    if isinstance(spec, (list, tuple)):
+        return [str(p) for p in spec]
+    raise WeightsError(f"weights={spec!r}: use a published model name, a folder, or a list of the options.json and .hdf5 files")
+
+
+def check_weights_spec(spec: Any) -> None:
+    """Validate a ``weights`` value without loading or downloading anything (one-line errors)."""
+    if spec is None or (isinstance(spec, str) and spec in DEFAULT_NAMES):
+        return
+    value = normalise_spec(spec)
+    if isinstance(value, list):
+        _pair(value)
+        return
+    if value in PUBLISHED or Path(value).exists():
+        return
+    raise WeightsError(
+        f"weights={value!r}: no such folder, and not a model name; use one of {', '.join(PUBLISHED)}, en_default, "
+        f"a model folder, or the options.json and .hdf5 files as a list"
+    )
+
+
+def _pair(files: Sequence[str]) -> Location:
+    if len(files) != 2:
+        raise WeightsError(f"weights={list(files)!r}: a list must hold exactly two files, options.json and the .hdf5 weights")
+    paths = [Path(f) for f in files]
+    options = [p for p in paths if p.suffix.lower() == ".json"]
+    weights = [p for p in paths if p.suffix.lower() in HDF5_SUFFIXES]
+    if len(options) != 1 or len(weights) != 1:
+        raise WeightsError(f"weights={list(files)!r}: expected one .json options file and one .hdf5 weights file")
+    for path in paths:
+        if not path.is_file():
+            raise WeightsError(f"weights: file not found: {path}")
+    return Location(False, None, options[0], weights[0])
+
+
+def find_original_files(directory: Path) -> Location:
+    """The options file (``options.json`` or one ``*options.json``) and the one HDF5 file in ``directory``."""
+    options = directory / "options.json"
+    if not options.is_file():
+        named = sorted(p for p in directory.glob("*options.json") if p.is_file())
+        if len(named) > 1:
+            raise WeightsError(f"{directory}: several options files ({', '.join(p.name for p in named)}); pass the two files explicitly")
+        if not named:
+            raise WeightsError(
+                f"{directory}: neither {NATIVE_CONFIG} (spacy-elmo format) nor options.json (original format; or the published *_options.json) found"
+            )
+        options = named[0]
+    candidates = sorted(p for p in directory.iterdir() if p.suffix.lower() in HDF5_SUFFIXES and p.is_file())
+    if not candidates:
+        raise WeightsError(f"{directory}: {options.name} found but no .hdf5 weights file beside it")
+    if len(candidates) > 1:
+        preferred = [p for p in candidates if "weight" in p.name.lower()]
+        if len(preferred) != 1:
+            names = ", ".join(p.name for p in candidates)
+            raise WeightsError(f"{directory}: several .hdf5 files ({names}); pass weight_file= to choose one")
+        candidates = preferred
+    return Location(False, directory, options, candidates[0])
+
+
+def resolve_weights(spec: WeightsSpec, *, download: bool = True) -> Location:
+    """The files behind a ``weights`` value: a published name (cached, else downloaded unless
+    ``download=False``), ``en_default``, a folder (spacy-elmo format, ``options.json`` + one
+    ``.hdf5``, or the published file names), or a list of the options and weights files."""
+    value = normalise_spec(spec)
+    if isinstance(value, list):
+        return _pair(value)
+    if value in DEFAULT_NAMES and not Path(value).exists():
+        from ..models import default_model_path
+
+        return Location(True, default_model_path())
+    if is_name(value):
+        return cached_location(value) if not download else ensure_downloaded(value)
+    path = Path(value)
+    if not path.exists():
+        raise WeightsError(
+            f"ELMo weights not found: {path} does not exist (model names: {', '.join(PUBLISHED)}, en_default)"
+        )
+    if path.is_file():
+        raise WeightsError(f"{path} is a file: pass its folder, or the options.json and .hdf5 files as a list")
+    if (path / NATIVE_CONFIG).is_file():
+        return Location(True, path)
+    return find_original_files(path)

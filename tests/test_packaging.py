@@ -1,0 +1,122 @@
+"""A release: ``python -m build`` makes an sdist and a wheel that install in a fresh virtualenv and
+work there, and a ``spacy package`` pipeline installs beside the spacy-elmo wheel and loads offline.
+
+The virtualenvs see the current site-packages (``--system-site-packages``) for torch, spaCy and the
+rest; spacy-elmo itself and the pipeline are installed into them from the wheels just built, and
+every check runs outside the repository, so the copy under test is the installed one.
+"""
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import spacy_elmo
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def run(args, cwd, **kwargs):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900, **kwargs)
+    assert result.returncode == 0, f"{args}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def source_copy(dest: Path) -> Path:
+    """The files a clone holds (git's list when available), without build outputs."""
+    try:
+        names = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+        names = [n for n in names if n and (REPO / n).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        names = [str(p.relative_to(REPO)) for p in REPO.rglob("*") if p.is_file() and "__pycache__" not in p.parts and ".git" not in p.parts]
+    for name in names:
+        if name.startswith(("spacy_elmo/", "setup.cfg", "pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in")):
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, target)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    work = tmp_path_factory.mktemp("release")
+    src = source_copy(work / "src")
+    out = work / "dist"
+    run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, src], cwd=work)  # sdist, then the wheel from it
+    return out
+
+
+def fresh_venv(path: Path) -> Path:
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(path)
+    return path / "bin" / "python"
+
+
+def test_version_in_one_place():
+    parser = configparser.ConfigParser()
+    parser.read(REPO / "setup.cfg")
+    assert parser["metadata"]["version"] == "attr: spacy_elmo.__version__"
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert f"## {spacy_elmo.__version__}" in changelog, "CHANGELOG.md has no section for the current version"
+
+
+def test_sdist_and_wheel_install_and_run_in_a_fresh_virtualenv(dist, tmp_path):
+    version = spacy_elmo.__version__
+    wheel = dist / f"spacy_elmo-{version}-py3-none-any.whl"
+    sdist = dist / f"spacy_elmo-{version}.tar.gz"
+    assert wheel.is_file() and sdist.is_file(), sorted(p.name for p in dist.iterdir())
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = archive.read(f"spacy_elmo-{version}.dist-info/entry_points.txt").decode()
+    assert {"spacy_elmo/models/en_default/weights.pt", "spacy_elmo/models/en_default/config.json", "spacy_elmo/bilm/published.py", "spacy_elmo/bilm/download.py"} <= names
+    assert not any(n.startswith("tests/") for n in names)
+    assert "elmo = spacy_elmo.pipeline.component:make_elmo" in entry_points and "elmo = spacy_elmo.spacy_command:app" in entry_points
+    python = fresh_venv(tmp_path / "venv")
+    run([python, "-m", "pip", "install", "--no-deps", "--ignore-installed", "--no-index", wheel], cwd=tmp_path)
+    smoke = (
+        "import spacy, spacy_elmo, sys; "
+        "assert spacy_elmo.__file__.startswith(sys.prefix), spacy_elmo.__file__; "
+        "nlp = spacy.blank('en'); nlp.add_pipe('elmo'); doc = nlp('The bank lends money.'); "
+        "print(spacy_elmo.__version__, doc.tensor.shape)"
+    )
+    assert run([python, "-c", smoke], cwd=tmp_path).split() == [version, "(5,", "256)"]
+    assert "download" in run([python, "-m", "spacy_elmo", "--help"], cwd=tmp_path)
+    assert "elmo-original" in run([python, "-m", "spacy", "elmo", "models"], cwd=tmp_path)
+
+
+def test_spacy_package_pipeline_installs_beside_the_wheel(dist, tmp_path):
+    version = spacy_elmo.__version__
+    wheel = dist / f"spacy_elmo-{version}-py3-none-any.whl"
+    pipeline = tmp_path / "pipeline"
+    run([sys.executable, "-m", "spacy_elmo", "package", "en_default", pipeline, "--name", "elmo_demo"], cwd=tmp_path)
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    run([sys.executable, "-m", "spacy", "package", pipeline, packages, "--name", "elmo_demo", "--version", "1.0.0", "--build", "none"], cwd=tmp_path)
+    package_dir = packages / "en_elmo_demo-1.0.0"
+    meta = json.loads((package_dir / "meta.json").read_text())
+    assert any(r.startswith("spacy-elmo") for r in meta["requirements"]), meta["requirements"]
+    run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", packages, package_dir], cwd=tmp_path)
+    pipeline_wheel = next(packages.glob("en_elmo_demo-1.0.0-*.whl"))
+    python = fresh_venv(tmp_path / "venv")
+    run([python, "-m", "pip", "install", "--no-deps", "--ignore-installed", "--no-index", wheel, pipeline_wheel], cwd=tmp_path)
+    check = (
+        "import spacy, spacy_elmo, sys; from importlib.metadata import requires; "
+        "assert spacy_elmo.__file__.startswith(sys.prefix); "
+        "nlp = spacy.load('en_elmo_demo'); print(nlp('A river bank.').tensor.shape); "
+        "print([r for r in requires('en_elmo_demo') if r.startswith('spacy-elmo')][0])"
+    )
+    out = run([python, "-c", check], cwd=tmp_path)
+    shape, requirement = out.strip().splitlines()
+    assert shape == "(4, 256)"
+    from packaging.requirements import Requirement
+
+    assert Requirement(requirement).specifier.contains(version), requirement
