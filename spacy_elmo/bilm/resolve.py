@@ -106,7 +106,9 @@ def resolve_weights(spec: WeightsSpec, *, download: bool = True) -> Location:
     path = Path(value)
     if not path.exists():
         raise WeightsError(
-            f"ELMo weights not found: {path} does not exist (model names: {', '.join(PUBLISHED)}, en_default)"
+            f"ELMo weights not found: {value!r} does not exist; give a published model name ({', '.join(PUBLISHED)}), "
+            "en_default (null in a config), a folder with config.json (spacy-elmo format) or options.json + one .hdf5 file (original format), "
+            "or the two files as a list"
         )
     if path.is_file():
         raise WeightsError(f"{path} is a file: pass its folder, or the options.json and .hdf5 files as a list")
