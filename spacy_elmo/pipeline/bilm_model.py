@@ -36,7 +36,7 @@ from ..bilm.model import BiLMConfig
 from ..bilm.weights import model_from_state
 from .contexts import Context, ContextGetter, SentenceContexts
 
-PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+PRECISIONS = BiLM.INFERENCE_PRECISIONS
 BILM_NODE = "elmo-bilm"
 
 
@@ -98,7 +98,8 @@ class BiLMShim(Shim):
 
     def set_bilm(self, bilm: BiLM) -> None:
         bilm.eval()
-        bilm.to(PRECISIONS[self.precision])
+        bilm.float()  # weights stay float32; "bfloat16" runs the products in bfloat16 (see BiLM)
+        bilm.set_inference_precision(self.precision)
         bilm.set_token_cache(self.token_cache_size if self.frozen else 0)
         for param in bilm.parameters():
             param.requires_grad_(not self.frozen)
@@ -167,7 +168,8 @@ def build_bilm_model(
     contexts: what the biLM reads at once (default: sentences, windows of 200 overlapping by 40).
     max_batch_tokens: token budget per biLM batch (rows x (longest + 2)).
     token_cache_size: context-free token vectors kept in an LRU cache (frozen biLM only).
-    precision: "float32" or "bfloat16" (frozen biLM only).
+    precision: "float32" or "bfloat16" (frozen biLM only): bfloat16 matrix products with float32
+        state and outputs, about 2x faster on CPUs with bf16 matrix instructions.
     """
     shim = BiLMShim(None if weights is None else str(weights))
     model: Model[List[Doc], List[Floats3d]] = Model(
