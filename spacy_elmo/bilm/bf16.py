@@ -97,12 +97,35 @@ def _matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return kernels.linear(x.to(BF16), weight).float()
 
 
+#: products of more rows than this get their rows padded to a multiple of it: the bfloat16
+#: kernels are compiled per shape on first use (tens of ms each), so shapes must repeat across
+#: batches (up to it, each row count is its own shape: at most this many of them)
+ROW_MULTIPLE = 64
+
+
+def padded_rows(n: int) -> int:
+    """``n`` up to :data:`ROW_MULTIPLE`, else ``n`` rounded up to a multiple of it."""
+    return n if n <= ROW_MULTIPLE else -(-n // ROW_MULTIPLE) * ROW_MULTIPLE
+
+
+def _pad_rows(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``x`` with zero rows appended along ``dim`` (0 or 1) up to :func:`padded_rows`."""
+    extra = padded_rows(x.shape[dim]) - x.shape[dim]
+    if not extra:
+        return x
+    pad = [0, 0] * (x.dim() - 1 - dim) + [0, extra]
+    return F.pad(x, pad)
+
+
 def encode_tokens(encoder: "CharCnnEncoder", weights: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
     """:meth:`CharCnnEncoder.forward` with bfloat16 products: ``[N, max_chars]`` -> ``[N, P]``
     float32; ``weights`` are the encoder's bfloat16 copies (names relative to the encoder)."""
     if len(char_ids) > encoder.inference_chunk:
-        return torch.cat([_encode(encoder, weights, part) for part in char_ids.split(encoder.inference_chunk)])
-    return _encode(encoder, weights, char_ids)
+        return torch.cat([encode_tokens(encoder, weights, part) for part in char_ids.split(encoder.inference_chunk)])
+    n = len(char_ids)
+    if n == 0:
+        return _encode(encoder, weights, char_ids)
+    return _encode(encoder, weights, _pad_rows(char_ids, 0))[:n]  # padding rows: all-zero ids, dropped
 
 
 def _encode(encoder: "CharCnnEncoder", w: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
@@ -178,8 +201,9 @@ def run_layer(
 
 
 def _directional(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``x[d] @ weight[d]`` per direction, bfloat16 in and out."""
-    return kernels.directional_matmul(x, weight)
+    """``x[d] @ weight[d]`` per direction, bfloat16 in and out (rows padded, see :func:`padded_rows`)."""
+    n = x.shape[1]
+    return kernels.directional_matmul(_pad_rows(x, 1), weight)[:, :n]
 
 
 def _input_projections(
@@ -198,7 +222,7 @@ def _input_projections(
         rows = torch.cat([torch.arange(n) for n in group]).to(inputs.device)
         cols = torch.repeat_interleave(torch.arange(start, stop), torch.tensor(group)).to(inputs.device)
         projected = _directional(inputs[:, rows, cols], w_input)
-        yield from projected.split(group, dim=1)
+        yield from projected[:, : len(rows)].split(group, dim=1)
         del projected
         start = stop
 
