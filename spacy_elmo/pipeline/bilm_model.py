@@ -27,6 +27,7 @@ from spacy.util import registry
 from thinc.api import Model, Optimizer
 from thinc.shims import Shim
 from thinc.types import Floats3d
+from thinc.util import to_numpy, torch2xp, xp2torch
 
 from ..bilm import BiLM, load_bilm
 from ..bilm.batching import pack_by_token_budget
@@ -130,8 +131,9 @@ class BiLMShim(Shim):
         for name, param in self._model.named_parameters():
             if param.grad is None:
                 continue
-            data, grad = optimizer((self.id, name), param.data.numpy(), param.grad.numpy())
-            param.data = torch.from_numpy(np.ascontiguousarray(data)).to(param.dtype)
+            # torch2xp: NumPy for CPU tensors, CuPy (zero-copy) for GPU ones; never .numpy() on a GPU tensor
+            data, grad = optimizer((self.id, name), torch2xp(param.data), torch2xp(param.grad))
+            param.data = xp2torch(data, device=param.device).to(param.dtype)
             param.grad.zero_()
         cache = self._model.token_cache
         if cache is not None:
@@ -268,6 +270,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
     grad_factor = model.attrs["grad_factor"]
 
     def backprop(d_outputs: List[Floats3d]) -> List:
+        d_outputs = [to_numpy(d) for d in d_outputs]  # CuPy arrays when spaCy runs on a GPU
         tensors, grads = [], []
         for output, batch in kept:
             grad = np.zeros(output.shape, dtype=np.float32)
@@ -275,7 +278,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
                 keep = slice(context.keep_start, context.keep_end)
                 grad[:, row, keep] = d_outputs[d][:, context.indices[keep]]
             tensors.append(output)
-            grads.append(torch.from_numpy(grad * grad_factor).to(output.dtype))
+            grads.append(torch.from_numpy(grad * grad_factor).to(device=output.device, dtype=output.dtype))
         if tensors:
             torch.autograd.backward(tensors, grads)
         kept.clear()
