@@ -91,3 +91,19 @@ def test_fine_tuning_step_keeps_parameters_on_their_device_and_dtype():
         assert param.grad is None or not param.grad.any()
     assert changed > 0
     assert np.isfinite(bilm.embed_sentences([["a", "b"]])[0]).all()
+
+
+def test_gpu_check_script_rehearses_on_the_cpu(tmp_path):
+    """bench/gpu_check.py's parity step in its CPU dry run, and its one-line refusal of a bad step."""
+    import json
+    import subprocess
+    import sys
+
+    script = PACKAGE.parent / "bench" / "gpu_check.py"
+    result = subprocess.run([sys.executable, script, "--dry-run", "--steps", "parity", "--work", tmp_path, "--json", tmp_path / "r.json"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["parity"]["ok"] and report["parity"]["min_cos_bf16"] > 0.99 and report["device"] == "cpu"
+    bad = subprocess.run([sys.executable, script, "--dry-run", "--steps", "parity,warp"], capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "unknown step(s) warp" in bad.stderr
