@@ -18,17 +18,13 @@ the measured distance to float32 and what it does to downstream results.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from . import kernels
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .lstm import BiLstmLayer, BiLstmStack
-    from .token_encoder import CharCnnEncoder
 
 BF16 = torch.bfloat16
 
@@ -117,7 +113,7 @@ def _pad_rows(x: torch.Tensor, dim: int) -> torch.Tensor:
     return F.pad(x, pad)
 
 
-def encode_tokens(encoder: "CharCnnEncoder", weights: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
+def encode_tokens(encoder: nn.Module, weights: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
     """:meth:`CharCnnEncoder.forward` with bfloat16 products: ``[N, max_chars]`` -> ``[N, P]``
     float32; ``weights`` are the encoder's bfloat16 copies (names relative to the encoder)."""
     if len(char_ids) > encoder.inference_chunk:
@@ -128,7 +124,7 @@ def encode_tokens(encoder: "CharCnnEncoder", weights: Dict[str, torch.Tensor], c
     return _encode(encoder, weights, _pad_rows(char_ids, 0))[:n]  # padding rows: all-zero ids, dropped
 
 
-def _encode(encoder: "CharCnnEncoder", w: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
+def _encode(encoder: nn.Module, w: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
     x = F.embedding(char_ids, w["char_embedding.weight"]).transpose(1, 2)  # [N, char_dim, chars] bf16
     pooled = []
     for k, conv in enumerate(encoder.convs):
@@ -160,8 +156,8 @@ def derive_layouts(copies: Dict[str, torch.Tensor], prefix: str = "") -> None:
 
 
 def run_layer(
-    stack: "BiLstmStack",
-    layer: "BiLstmLayer",
+    stack: nn.Module,
+    layer: nn.Module,
     weights: Dict[str, torch.Tensor],
     prefix: str,
     inputs: torch.Tensor,
@@ -207,7 +203,7 @@ def _directional(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 
 def _input_projections(
-    stack: "BiLstmStack", w_input: torch.Tensor, inputs: torch.Tensor, active: List[int], n_steps: int
+    stack: nn.Module, w_input: torch.Tensor, inputs: torch.Tensor, active: List[int], n_steps: int
 ) -> Iterator[torch.Tensor]:
     """``x_t W_x`` (bfloat16) of every valid position, in groups of steps like the float32 path."""
     counts = active[:n_steps]
