@@ -21,6 +21,7 @@ line, or a ``.conllu``/``.conllu.gz`` file). Writes ``--json`` and prints a mark
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import json
 import platform
@@ -187,6 +188,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--downstream", action="store_true", help="tagger, neighbours, WiC and sense probe")
     ap.add_argument("--tagger-train", type=int, default=2000, help="UD EWT train sentences for the tagger")
+    ap.add_argument("--perturb", type=float, default=0.0,
+                    help="also float32 with every weight scaled by 1 + U(-e, e): how far such noise alone moves the outputs")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -220,6 +223,16 @@ def main() -> None:
     report["pair_speedups"] = pairs
     report["median_pair_speedup"] = float(np.median(pairs))
     report["cosine"] = layer_cosines(outputs["float32"], outputs["bfloat16"])
+    if args.perturb:  # the model's own sensitivity: float32 with every weight scaled by 1 + U(-e, e)
+        noisy = copy.deepcopy(bilm)
+        noisy.set_inference_precision("float32")
+        generator = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for param in noisy.parameters():
+                param.mul_(1 + args.perturb * (torch.rand(param.shape, generator=generator) * 2 - 1))
+        noisy.clear_token_cache()
+        report["perturbed_float32"] = {"relative_noise": args.perturb,
+                                       "cosine": layer_cosines(outputs["float32"], noisy.embed_sentences(sentences, batch_size=args.batch))}
     if args.downstream:
         report["neighbour_recall_at_10"] = neighbour_recall(outputs["float32"], outputs["bfloat16"])
         report["tagger"] = tagger_accuracy(bilm, args.tagger_train, 1000)
@@ -250,6 +263,11 @@ def markdown(r: Dict[str, Any]) -> str:
     ]
     for k, c in enumerate(r["cosine"]):
         lines.append(f"| layer {k}: cosine to float32, mean / 1st percentile / min | | {c['mean']:.5f} / {c['p1']:.5f} / {c['min']:.4f} | p1 >= 0.99 |")
+    if "perturbed_float32" in r:
+        e = r["perturbed_float32"]
+        for k, c in enumerate(e["cosine"]):
+            lines.append(f"| layer {k}: float32 with weights scaled by 1 + U(-{e['relative_noise']}, {e['relative_noise']}), cosine mean / p1 / min | "
+                         f"{c['mean']:.5f} / {c['p1']:.5f} / {c['min']:.4f} | | |")
     if "tagger" in r:
         g = r["tagger"]
         lines.append(f"| POS tagger trained on float32 features: UD EWT test accuracy | {g['float32']:.2f} | {g['bfloat16']:.2f} ({g['bfloat16'] - g['float32']:+.2f}) | loss <= 0.1 |")
