@@ -198,7 +198,7 @@ def main() -> None:
     bilm = load_bilm(args.weights) if args.weights else load_bilm()
     sentences = load_sentences(args.text, args.sentences)
     report: Dict[str, Any] = {
-        "weights": args.weights or "en_default",
+        "weights": Path(args.weights).name if args.weights else "en_default",  # the folder's name: no machine paths
         "text": args.text,
         "sentences": len(sentences),
         "tokens": sum(map(len, sentences)),
