@@ -228,14 +228,15 @@ class BiLM(nn.Module):
 
     @property
     def inference_precision(self) -> str:
-        return "float32" if self._bf16 is None else "bfloat16"
+        return "float32" if getattr(self, "_bf16", None) is None else "bfloat16"  # getattr: models pickled before it existed
 
     def _bf16_products(self) -> Optional[bf16.Bf16Products]:
         """The bfloat16 weight caches when this call should use them: bfloat16 mode, no
         autograd, float32 weights (a model cast with ``.to(torch.bfloat16)`` runs as it is)."""
-        if self._bf16 is None or torch.is_grad_enabled():
+        products = getattr(self, "_bf16", None)
+        if products is None or torch.is_grad_enabled():
             return None
-        return self._bf16 if self.token_encoder.char_embedding.weight.dtype == torch.float32 else None
+        return products if self.token_encoder.char_embedding.weight.dtype == torch.float32 else None
 
     @property
     def n_output_layers(self) -> int:
