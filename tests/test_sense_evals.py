@@ -79,3 +79,53 @@ def test_candidate_mixes():
     assert list(mixes) == ["layer 0", "layer 1", "layer 2", "average (all layers)", "average of layers 1-2"]
     np.testing.assert_allclose(layer_weights(mixes["average of layers 1-2"], 3), [0, 0.5, 0.5], atol=1e-6)
     np.testing.assert_allclose(layer_weights(mixes["layer 1"], 3), [0, 1, 0], atol=1e-6)
+
+
+def _corpus(path, prefix, sentences):
+    """A Raganato-format corpus: each sentence ``(words, target index, sense)``."""
+    import xml.sax.saxutils as su
+
+    xml, gold = ['<?xml version="1.0" encoding="UTF-8" ?>', '<corpus lang="en" source="toy">', f'<text id="{prefix}.d000">'], []
+    for s, (words, target, sense) in enumerate(sentences):
+        xml.append(f'<sentence id="{prefix}.d000.s{s:03d}">')
+        for i, word in enumerate(words):
+            if i == target:
+                iid = f"{prefix}.d000.s{s:03d}.t000"
+                xml.append(f'<instance id="{iid}" lemma="bank" pos="NOUN">{su.escape(word)}</instance>')
+                gold.append(f"{iid} {sense}")
+            else:
+                xml.append(f'<wf lemma="{su.escape(word.lower())}" pos="X">{su.escape(word)}</wf>')
+        xml.append("</sentence>")
+    xml += ["</text>", "</corpus>"]
+    path.mkdir(parents=True, exist_ok=True)
+    (path / f"{prefix}.data.xml").write_text("\n".join(xml), encoding="utf-8")
+    (path / f"{prefix}.gold.key.txt").write_text("\n".join(gold) + "\n", encoding="utf-8")
+
+
+def test_wsd_evaluation_chooses_the_prior_weight_on_dev(tmp_path):
+    """The sense prior (cosine + lambda * log p) on a toy corpus where the frequent sense is right:
+    lambda is chosen on the dev set (semeval2007) and lifts every layer/mix to the baseline."""
+    from spacy_elmo.senses.wsd import PRIOR_WEIGHTS, evaluate, table
+
+    from .conftest import ALLENNLP
+
+    money = [("She took her money to the bank .".split(), 5, "bank%money"), ("The bank lent them money .".split(), 1, "bank%money"),
+             ("He works at a bank downtown .".split(), 4, "bank%money")]
+    river = [("They sat on the bank of the river .".split(), 4, "bank%river")]
+    _corpus(tmp_path / "Training_Corpora" / "SemCor", "semcor", money * 3 + river)
+    test = [("We walked to the bank today .".split(), 4, "bank%money"), ("The river bank was green .".split(), 2, "bank%money"),
+            ("A bank of fog rolled in .".split(), 1, "bank%money")]
+    _corpus(tmp_path / "Evaluation_Datasets" / "ALL", "ALL", test)
+    # ALL's instances must carry their dataset's name: rename them to the dev set's
+    for name in ("ALL.data.xml", "ALL.gold.key.txt"):
+        path = tmp_path / "Evaluation_Datasets" / "ALL" / name
+        path.write_text(path.read_text().replace('ALL.d000', 'semeval2007.d000'))
+    report = evaluate(str(ALLENNLP), tmp_path, cache_dir=None, log=lambda m: None)
+    prior = report["with_prior"]
+    assert prior["weights_tried"] == list(PRIOR_WEIGHTS)
+    assert report["most_frequent_sense"]["ALL"]["F1"] == 100.0
+    assert all(row["ALL"]["F1"] < 100.0 for row in report["rows"].values())  # the random fixture's centroids alone miss
+    for name, row in prior["rows"].items():
+        assert row["scores"]["ALL"]["F1"] == 100.0, name
+        assert row["scores"]["ALL"]["F1"] >= report["rows"][name]["ALL"]["F1"]
+    assert "log p(sense)" in table(report)

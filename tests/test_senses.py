@@ -74,6 +74,33 @@ def test_backoff_to_most_frequent_sense():
     assert inventory.disambiguate_vector("c", np.ones(2)).sense == "w"
 
 
+def test_sense_prior_weight_trades_cosine_for_frequency():
+    inventory = SenseInventory()
+    # sense "x" seen 9 times, "y" once; the query is a little nearer to y's centroid
+    inventory.add_vectors(["a"] * 10, ["x"] * 9 + ["y"], np.array([[1.0, 0.0]] * 9 + [[0.0, 1.0]]))
+    query = np.array([0.6, 0.8])  # cos to x 0.6, to y 0.8: a gap of 0.2
+    assert inventory.disambiguate_vector("a", query).sense == "y"
+    np.testing.assert_allclose(inventory.log_prior("a", ["x", "y"]), np.log([0.9, 0.1]), rtol=1e-6)
+    # log p(x) - log p(y) = log 9 = 2.197: the prior wins once lambda > 0.2 / 2.197 = 0.091
+    assert inventory.disambiguate_vector("a", query, prior_weight=0.08).sense == "y"
+    chosen = inventory.disambiguate_vector("a", query, prior_weight=0.1)
+    assert (chosen.sense, chosen.method) == ("x", "centroid") and chosen.score == pytest.approx(0.6, abs=1e-6)
+    assert inventory.disambiguate_vector("a", query, prior_weight=0.0).sense == "y"
+    with pytest.raises(ValueError, match="prior_weight must be a finite number >= 0"):
+        inventory.predict(["a"], query.reshape(1, -1), prior_weight=-1.0)
+
+
+def test_component_prior_weight(bank_inventory):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    nlp.add_pipe("elmo_senses", config={"prior_weight": 100.0}).set_inventory(bank_inventory)
+    # an overwhelming prior: every bank gets the most frequent sense, still chosen among centroids
+    token = bank(nlp(HELD_OUT[0][0]))
+    assert (token._.elmo_sense, token._.elmo_sense_method) == ("money", "centroid")
+    with pytest.raises(ValueError, match="prior_weight must be a number >= 0"):
+        spacy.blank("en").add_pipe("elmo_senses", config={"prior_weight": -0.5})
+
+
 def test_dimension_and_input_errors():
     inventory = toy()
     with pytest.raises(ValueError, match="dimension 3 for an inventory of dimension 2"):

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import kernels
+from . import bf16, kernels
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # h [L, 2, B, P], c [L, 2, B, H]
 
@@ -82,6 +82,7 @@ class BiLstmStack(nn.Module):
         lengths: torch.Tensor,
         state: Optional[LstmState] = None,
         skip_final: bool = False,
+        bf16_products: Optional[bf16.Bf16WeightCache] = None,
     ) -> Tuple[List[torch.Tensor], LstmState]:
         """Run both directions over a padded batch.
 
@@ -93,6 +94,9 @@ class BiLstmStack(nn.Module):
             position, the backward LM at its first): when those positions are ``</S>``/``<S>``
             and are thrown away, this saves ``1 / length`` of the work. Their outputs are then
             incomplete (zero in that direction's half) and the final state is not meaningful.
+        bf16_products: at inference (no autograd), run the products in bfloat16 with the
+            copies this cache holds of the stack's weights; state and outputs stay float32
+            (see :mod:`spacy_elmo.bilm.bf16`).
         Returns the ``L`` layer outputs ``[B, T, 2P]`` (forward half first, zeros at padding)
         and the final state, each row's state at its last valid step.
         """
@@ -125,11 +129,15 @@ class BiLstmStack(nn.Module):
             h0, c0 = (s.index_select(2, order.to(s.device)) for s in state)
         outputs: List[torch.Tensor] = []
         final_h, final_c = [], []
+        bf16_weights = bf16_products.weights(self) if bf16_products is not None and not torch.is_grad_enabled() else None
         for index, layer in enumerate(self.layers):
             run_input = layer_input
             if self.training and self.dropout > 0:
                 run_input = F.dropout(layer_input, self.dropout, training=True)
-            out, (h, c) = self._run_layer(layer, run_input, active, n_steps, h0[index], c0[index])
+            if bf16_weights is not None:
+                out, (h, c) = bf16.run_layer(self, layer, bf16_weights, f"layers.{index}.", run_input, active, n_steps, h0[index], c0[index])
+            else:
+                out, (h, c) = self._run_layer(layer, run_input, active, n_steps, h0[index], c0[index])
             if self.residual and index > 0:
                 out = out + layer_input  # zero at padding, like the LSTM output
             final_h.append(h)

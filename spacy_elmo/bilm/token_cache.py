@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -70,12 +70,17 @@ class TokenVectorCache:
     def _key(params: List[torch.Tensor]) -> Tuple:
         return (params[0].device, params[0].dtype) + tuple((id(p), p.data_ptr(), p._version) for p in params)
 
-    def encode(self, encoder: nn.Module, strings: Sequence[str], char_ids: torch.Tensor) -> torch.Tensor:
+    def encode(
+        self, encoder: nn.Module, strings: Sequence[str], char_ids: torch.Tensor, run: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+    ) -> torch.Tensor:
         """Vectors ``[U, P]`` for distinct tokens; row 0 (the padding row) is zeros.
 
         ``strings[i]`` must be the token whose ids are ``char_ids[i]`` (``strings[0]`` is ignored).
-        The result is a new tensor owned by the caller.
+        ``run`` computes the missing vectors in place of ``encoder`` (e.g. its bfloat16 path: the
+        owner clears the cache when it switches). The result is a new tensor owned by the caller.
         """
+        if run is None:
+            run = encoder
         params = list(encoder.parameters())
         key = self._key(params)
         n = len(strings)
@@ -98,14 +103,14 @@ class TokenVectorCache:
                 # advanced indexing copies: the rows stay ours when other threads reuse the slots
                 out = self.table[torch.tensor(found, device=self.table.device)]
         if not missing:
-            return out if out is not None else torch.zeros_like(encoder(char_ids[:1]))
+            return out if out is not None else torch.zeros_like(run(char_ids[:1]))
         rows = torch.tensor(missing, device=char_ids.device)
         if out is None:  # nothing to reuse: one encoder call for all rows
-            out = encoder(char_ids)
+            out = run(char_ids)
             out[0] = 0.0
             computed = out[rows]
         else:
-            computed = encoder(char_ids[rows])
+            computed = run(char_ids[rows])
             out[rows.to(out.device)] = computed
         if len(missing) <= self.capacity:  # else more new words than the cache holds: no caching
             self._insert(key, [strings[i] for i in missing], computed)

@@ -28,6 +28,7 @@ from spacy.util import registry
 from thinc.api import Model, Optimizer
 from thinc.shims import Shim
 from thinc.types import Floats3d
+from thinc.util import to_numpy, torch2xp, xp2torch
 
 from ..bilm import BiLM, load_bilm
 from ..bilm.batching import pack_by_token_budget
@@ -38,7 +39,7 @@ from ..bilm.resolve import normalise_spec
 from ..bilm.weights import model_from_state
 from .contexts import Context, ContextGetter, SentenceContexts
 
-PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+PRECISIONS = BiLM.INFERENCE_PRECISIONS
 BILM_NODE = "elmo-bilm"
 SHIM_SETTINGS = ("weights", "frozen", "precision", "token_cache_size")  # what BiLMShim.from_bytes requires
 
@@ -98,7 +99,8 @@ class BiLMShim(Shim):
 
     def set_bilm(self, bilm: BiLM) -> None:
         bilm.eval()
-        bilm.to(PRECISIONS[self.precision])
+        bilm.float()  # weights stay float32; "bfloat16" runs the products in bfloat16 (see BiLM)
+        bilm.set_inference_precision(self.precision)
         bilm.set_token_cache(self.token_cache_size if self.frozen else 0)
         for param in bilm.parameters():
             param.requires_grad_(not self.frozen)
@@ -142,8 +144,9 @@ class BiLMShim(Shim):
         for name, param in self._model.named_parameters():
             if param.grad is None:
                 continue
-            data, grad = optimizer((self.id, name), param.data.numpy(), param.grad.numpy(), lr_scale=self.grad_factor)
-            param.data = torch.from_numpy(np.ascontiguousarray(data)).to(param.dtype)
+            # torch2xp: NumPy for CPU tensors, CuPy (zero-copy) for GPU ones; never .numpy() on a GPU tensor
+            data, grad = optimizer((self.id, name), torch2xp(param.data), torch2xp(param.grad), lr_scale=self.grad_factor)
+            param.data = xp2torch(data, device=param.device).to(param.dtype)
             param.grad.zero_()
         cache = self._model.token_cache
         if cache is not None:
@@ -205,7 +208,8 @@ def build_bilm_model(
     contexts: what the biLM reads at once (default: sentences, windows of 200 overlapping by 40).
     max_batch_tokens: token budget per biLM batch (rows x (longest + 2)).
     token_cache_size: context-free token vectors kept in an LRU cache (frozen biLM only).
-    precision: "float32" or "bfloat16" (frozen biLM only).
+    precision: "float32" or "bfloat16" (frozen biLM only): bfloat16 matrix products with float32
+        state and outputs, about 2x faster on CPUs with bf16 matrix instructions.
     """
     shim = BiLMShim(None if weights is None else normalise_spec(weights))
     model: Model[List[Doc], List[Floats3d]] = Model(
@@ -300,6 +304,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
         _scatter(output.detach().cpu().numpy(), [jobs[i] for i in chosen], outputs)
         kept.append((output, [jobs[i] for i in chosen]))
     def backprop(d_outputs: List[Floats3d]) -> List:
+        d_outputs = [to_numpy(d) for d in d_outputs]  # CuPy arrays when spaCy runs on a GPU
         tensors, grads = [], []
         for output, batch in kept:
             grad = np.zeros(output.shape, dtype=np.float32)
@@ -307,7 +312,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
                 keep = slice(context.keep_start, context.keep_end)
                 grad[:, row, keep] = d_outputs[d][:, context.indices[keep]]
             tensors.append(output)
-            grads.append(torch.from_numpy(grad).to(output.dtype))
+            grads.append(torch.from_numpy(grad).to(device=output.device, dtype=output.dtype))
         if tensors:
             torch.autograd.backward(tensors, grads)
         kept.clear()

@@ -29,13 +29,13 @@ def install_sense_extensions() -> None:
 
 @Language.factory(
     "elmo_senses",
-    default_config={"min_score": None, "backoff": True},
+    default_config={"min_score": None, "backoff": True, "prior_weight": None},
     assigns=["token._.elmo_sense", "token._.elmo_sense_score", "token._.elmo_sense_method"],
     requires=["doc._.elmo_vectors"],
 )
-def make_elmo_senses(nlp: Language, name: str, min_score: Optional[float], backoff: bool) -> "ElmoSenses":
+def make_elmo_senses(nlp: Language, name: str, min_score: Optional[float], backoff: bool, prior_weight: Optional[float]) -> "ElmoSenses":
     """Create the ``elmo_senses`` component (the inventory comes from ``initialize`` or ``set_inventory``)."""
-    return ElmoSenses(nlp, name, min_score=min_score, backoff=backoff)
+    return ElmoSenses(nlp, name, min_score=min_score, backoff=backoff, prior_weight=prior_weight)
 
 
 class ElmoSenses:
@@ -43,13 +43,19 @@ class ElmoSenses:
 
     ``min_score``: below this cosine to the nearest centroid, take the lemma's most frequent sense
     instead. ``backoff``: use that most frequent sense when the nearest centroid cannot be computed
-    (or is below ``min_score``); with ``False`` such tokens get no sense.
+    (or is below ``min_score``); with ``False`` such tokens get no sense. ``prior_weight``
+    (lambda): choose the sense maximising ``cosine + lambda * log p(sense | lemma)`` (the
+    inventory's sense frequencies) rather than the cosine alone; ``python -m spacy_elmo wsd``
+    chooses it on a dev set.
     """
 
     def __init__(self, nlp: Optional[Language], name: str = "elmo_senses", *, min_score: Optional[float] = None, backoff: bool = True,
-                 inventory: Optional[SenseInventory] = None) -> None:
+                 inventory: Optional[SenseInventory] = None, prior_weight: Optional[float] = None) -> None:
         install_sense_extensions()
         self.name = name
+        if prior_weight is not None and not (isinstance(prior_weight, (int, float)) and 0 <= prior_weight < float("inf")):
+            raise ValueError(f"'{name}': prior_weight must be a number >= 0 (or null), got {prior_weight!r}")
+        self.prior_weight = None if prior_weight is None else float(prior_weight)
         self.min_score = None if min_score is None else float(min_score)
         self.backoff = bool(backoff)
         self.inventory = inventory
@@ -94,7 +100,7 @@ class ElmoSenses:
         from .vectors import doc_vectors
 
         vectors = doc_vectors(doc, inventory.layer)[[t.i for t in tokens]]
-        for token, prediction in zip(tokens, inventory.predict(keys, vectors, min_score=self.min_score)):
+        for token, prediction in zip(tokens, inventory.predict(keys, vectors, min_score=self.min_score, prior_weight=self.prior_weight)):
             if prediction is None or (prediction.method != "centroid" and not self.backoff):
                 continue
             token._.elmo_sense, token._.elmo_sense_score, token._.elmo_sense_method = prediction.sense, prediction.score, prediction.method
@@ -107,7 +113,7 @@ class ElmoSenses:
     # ------------------------------------------------------------------ serialisation
 
     def _cfg(self) -> dict:
-        return {"min_score": self.min_score, "backoff": self.backoff, "has_inventory": self.inventory is not None}
+        return {"min_score": self.min_score, "backoff": self.backoff, "prior_weight": self.prior_weight, "has_inventory": self.inventory is not None}
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         return srsly.msgpack_dumps({"cfg": self._cfg(), "inventory": self.inventory.to_bytes() if self.inventory is not None else None})

@@ -177,23 +177,41 @@ class SenseInventory:
 
     # ------------------------------------------------------------------ disambiguation
 
-    def disambiguate_vector(self, lemma: str, vector: np.ndarray, min_score: Optional[float] = None) -> Optional[SensePrediction]:
+    def disambiguate_vector(
+        self, lemma: str, vector: np.ndarray, min_score: Optional[float] = None, prior_weight: Optional[float] = None
+    ) -> Optional[SensePrediction]:
         """The sense of ``lemma`` whose centroid is nearest to ``vector`` (cosine).
 
-        None for an unknown lemma. Back-off to the most frequent sense when no sense of the lemma
-        has a centroid, the vector is zero, or the best cosine is below ``min_score``.
+        With ``prior_weight`` (lambda), the sense maximising ``cosine + lambda * log p(sense |
+        lemma)`` instead, ``p`` being the senses' example counts over the lemma's (the prior that
+        the most frequent sense follows alone). None for an unknown lemma. Back-off to the most
+        frequent sense when no sense of the lemma has a centroid, the vector is zero, or the chosen
+        sense's cosine is below ``min_score``.
         """
-        return self.predict([lemma], np.asarray(vector, dtype=np.float32).reshape(1, -1), min_score=min_score)[0]
+        vectors = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        return self.predict([lemma], vectors, min_score=min_score, prior_weight=prior_weight)[0]
 
-    def disambiguate(self, token: Token, lemma: Optional[str] = None, min_score: Optional[float] = None) -> Optional[SensePrediction]:
+    def disambiguate(
+        self, token: Token, lemma: Optional[str] = None, min_score: Optional[float] = None, prior_weight: Optional[float] = None
+    ) -> Optional[SensePrediction]:
         """Disambiguate a token in context (its Doc processed by ``elmo``); None for an unknown lemma."""
         key = lemma if lemma is not None else token_key(token, self.key)
         if key not in self._rows:
             return None
-        return self.disambiguate_vector(key, token_vector(token, self.layer), min_score=min_score)
+        return self.disambiguate_vector(key, token_vector(token, self.layer), min_score=min_score, prior_weight=prior_weight)
 
-    def predict(self, lemmas: Sequence[str], vectors: np.ndarray, min_score: Optional[float] = None) -> List[Optional[SensePrediction]]:
+    def log_prior(self, lemma: str, senses: Sequence[str]) -> np.ndarray:
+        """``log p(sense | lemma)`` of each of ``senses``: its example count over the lemma's total."""
+        counts = self.senses(lemma)
+        total = sum(counts.values())
+        return np.log(np.array([counts[s] for s in senses], dtype=np.float64) / total).astype(np.float32)
+
+    def predict(
+        self, lemmas: Sequence[str], vectors: np.ndarray, min_score: Optional[float] = None, prior_weight: Optional[float] = None
+    ) -> List[Optional[SensePrediction]]:
         """:meth:`disambiguate_vector` for many ``(lemma, vector)`` pairs at once."""
+        if prior_weight is not None and not (np.isfinite(prior_weight) and prior_weight >= 0):
+            raise ValueError(f"prior_weight must be a finite number >= 0 (or None), got {prior_weight!r}")
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or len(vectors) != len(lemmas):
             raise ValueError(f"predict: {len(lemmas)} lemmas but vectors of shape {vectors.shape}")
@@ -209,10 +227,13 @@ class SenseInventory:
                 continue
             names, centroids = self._centroids(lemma)
             scores = unit[idx] @ centroids.T if names else np.zeros((len(idx), 0), dtype=np.float32)
+            ranked = scores
+            if prior_weight and names:
+                ranked = scores + np.float32(prior_weight) * self.log_prior(lemma, names)
             fallback = self.most_frequent(lemma)
             for j, i in enumerate(idx):
                 if names and np.any(unit[i]):
-                    best = int(np.argmax(scores[j]))
+                    best = int(np.argmax(ranked[j]))
                     if min_score is None or scores[j, best] >= min_score:
                         out[i] = SensePrediction(names[best], float(scores[j, best]), "centroid")
                         continue

@@ -71,12 +71,16 @@ def best_threshold(scores: np.ndarray, gold: np.ndarray) -> Tuple[float, float]:
     return float(candidates[k]), accs[k]
 
 
-def evaluate(weights: Optional[str] = None, folder: Path = DEFAULT_WIC_DIR, batch_tokens: int = 4096) -> Dict[str, object]:
-    """Threshold on train, layer/mix on dev, accuracy on test (see the module docstring)."""
+def evaluate(
+    weights: Optional[str] = None, folder: Path = DEFAULT_WIC_DIR, batch_tokens: int = 4096, precision: str = "float32"
+) -> Dict[str, object]:
+    """Threshold on train, layer/mix on dev, accuracy on test (see the module docstring);
+    ``precision`` is the biLM's inference precision (``BiLM.set_inference_precision``)."""
     from ..bilm import load_bilm
 
     start = time.time()
     bilm = load_bilm(weights) if weights else load_bilm()
+    bilm.set_inference_precision(precision)
     data = {split: read_split(folder, split) for split in SPLITS}
     vectors = {split: target_vectors(bilm, pairs, batch_tokens) for split, (pairs, _) in data.items()}
     n_layers = vectors["train"][0].shape[1]

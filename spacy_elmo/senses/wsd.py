@@ -1,7 +1,9 @@
 """All-words WSD with sense centroids (Peters et al. 2018, section 5.3) on Raganato et al. (2017).
 
 Sense centroids come from SemCor; each test instance takes the nearest centroid among the senses
-SemCor shows for its lemma and POS. Without WordNet (none is available offline here) a lemma that
+SemCor shows for its lemma and POS, or, with a prior weight lambda, the sense maximising
+``cosine + lambda * log p(sense | lemma, POS)`` (SemCor's sense frequencies; lambda chosen on the
+dev set). Without WordNet (none is available offline here) a lemma that
 SemCor never tags has no candidate senses: such instances stay unanswered, which costs recall,
 and the most-frequent-sense baseline (the SemCor sense seen most often with the lemma and POS)
 has exactly the same coverage. Scores follow the framework's scorer: P = correct / answered,
@@ -23,6 +25,8 @@ from .vectors import candidate_mixes, layer_weights
 from .wsd_data import DEFAULT_WSD_DIR, DEV_SET, EVAL_SETS, WsdSentence, iter_instances, load_corpus
 
 TEST_SETS = tuple(s for s in EVAL_SETS if s != "ALL")
+#: the prior weights (lambda in cosine + lambda * log p(sense | lemma)) tried on the dev set
+PRIOR_WEIGHTS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 
 
 def embed_instances(bilm, sentences: Sequence[WsdSentence], batch_tokens: int = 4096, log: Optional[Callable[[str], None]] = None) -> np.ndarray:
@@ -147,9 +151,28 @@ def evaluate(
             best_t, best_f1 = float(t), f1
     backoff = by_set([None if p is None else (p.sense if p.score is not None and p.score >= best_t else frequent[k]) for k, p in enumerate(scored[chosen])])
     log(f"{chosen} with the most frequent sense below cosine {best_t} (chosen on {DEV_SET}): ALL F1 {backoff['ALL']['F1']:.1f}")
+    # the component's prior_weight: cosine + lambda * log p(sense | lemma, POS), lambda and the
+    # layer/mix chosen together on the dev set
+    dev_keys, dev_gold = [test_keys[k] for k in dev], [gold[k] for k in dev]
+    prior_rows: Dict[str, Dict[str, object]] = {}
+    for name, spec in candidate_mixes(train_x.shape[1]).items():
+        w = layer_weights(spec, train_x.shape[1])
+        dev_x = np.einsum("nld,l->nd", test_x[dev], w)
+        best_w, best_dev = 0.0, -1.0
+        for weight in PRIOR_WEIGHTS:
+            predicted = inventories[name].predict(dev_keys, dev_x, prior_weight=weight)
+            f1 = score([p.sense if p is not None else None for p in predicted], dev_gold)["F1"]
+            if f1 > best_dev + 1e-9:
+                best_w, best_dev = float(weight), f1
+        predicted = inventories[name].predict(test_keys, np.einsum("nld,l->nd", test_x, w), prior_weight=best_w)
+        prior_rows[name] = {"prior_weight": best_w, "scores": by_set([p.sense if p is not None else None for p in predicted])}
+        log(f"{name} + {best_w} * log prior (chosen on {DEV_SET}): ALL F1 {prior_rows[name]['scores']['ALL']['F1']:.1f}")  # type: ignore[index]
+    prior_chosen = max(prior_rows, key=lambda k: prior_rows[k]["scores"][DEV_SET]["F1"])  # type: ignore[index]
     if save_inventory is not None:
-        inventories[chosen].to_disk(save_inventory)
-        log(f"wrote the SemCor sense inventory ({chosen}) to {save_inventory}")
+        best = inventories[prior_chosen]
+        best.to_disk(save_inventory)
+        log(f"wrote the SemCor sense inventory ({prior_chosen}) to {save_inventory}; use it with "
+            f"elmo_senses prior_weight = {prior_rows[prior_chosen]['prior_weight']}")
     return {
         "weights": weights or "en_default",
         "rows": rows_out,
@@ -161,6 +184,7 @@ def evaluate(
             "answered_by_centroid": sum(p is not None and p.score is not None and p.score >= best_t for p in scored[chosen]),
         },
         "chosen_on_dev": chosen,
+        "with_prior": {"rows": prior_rows, "chosen_on_dev": prior_chosen, "weights_tried": list(PRIOR_WEIGHTS)},
         "dev_set": DEV_SET,
         "train_instances": len(train),
         "train_sense_keys": len(lemmas),
@@ -182,6 +206,12 @@ def table(report: Dict[str, object]) -> str:
     back = report["min_score_backoff"]  # type: ignore[index]
     lines.append(f"| nearest centroid, {back['layer']}, most frequent sense below cosine {back['min_score']:.2f} (chosen on dev) | "
                  + " | ".join(f"{back['scores'][s]['F1']:.1f}" for s in sets) + " |")
+    prior = report.get("with_prior")  # type: ignore[attr-defined]
+    if prior:
+        for name, r in prior["rows"].items():
+            mark = " (best on dev)" if name == prior["chosen_on_dev"] else ""
+            lines.append(f"| nearest centroid + {r['prior_weight']:g} · log p(sense), {name}{mark} (weight chosen on dev) | "
+                         + " | ".join(f"{r['scores'][s]['F1']:.1f}" for s in sets) + " |")
     mfs = report["most_frequent_sense"]
     lines.append("| most frequent SemCor sense | " + " | ".join(f"{mfs[s]['F1']:.1f}" for s in sets) + " |")  # type: ignore[index]
     return "\n".join(lines)

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""bfloat16 inference against float32: speed, distance, and what users feel.
+
+    python bench/bf16.py --weights DIR --text books --sentences 500           # speed + cosine
+    python bench/bf16.py --text books --downstream                            # embedded default model
+
+* speed: ``embed_sentences`` tokens/s at ``--batch`` (64) per precision, runs of the two
+  precisions interleaved (``--repeats`` each; the best run is reported, all are kept);
+* distance: per-token cosine of every layer's bfloat16 vector to its float32 vector (mean, 1st
+  percentile, minimum) over all tokens of the text;
+* with ``--downstream`` (meant for a trained model, e.g. the embedded default): a softmax POS
+  tagger trained on float32 features of UD EWT train sentences and scored on UD EWT test with
+  float32 and with bfloat16 features; nearest-neighbour recall@10 of bfloat16 token vectors
+  against float32 ones (the text's tokens, average of the layers, exact cosine search); WiC test
+  accuracy (``spacy_elmo.senses.wic``) and the sense probe (``bench/senses.py``) per precision.
+
+``--text``: ``books`` (the Gutenberg test books in ../shared/data, else the project's in-repo
+general sample), ``ud`` (UD English EWT test), or a path (one whitespace-tokenised sentence per
+line, or a ``.conllu``/``.conllu.gz`` file). Writes ``--json`` and prints a markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO.parent / "shared" / "data"
+SAMPLE_BOOKS = REPO / "project" / "assets" / "general_sample"
+
+
+def book_sentences(n: int, max_tokens: int = 100) -> List[List[str]]:
+    """Sentences of the test split of the Gutenberg books (shared data, else the in-repo sample)."""
+    from spacy_elmo.training.corpus import SplitStats, read_units, sentences_of
+
+    folder = DATA / "gutenberg_en_books"
+    if not (folder / "manifest.tsv").is_file():
+        folder = SAMPLE_BOOKS
+        print(f"(Gutenberg books not found: using the in-repo sample {folder.relative_to(REPO)})", file=sys.stderr)
+    with (folder / "manifest.tsv").open(encoding="utf-8") as fh:
+        books = [folder / row["file"] for row in csv.DictReader(fh, delimiter="\t") if row["split"] == "test"]
+
+    def units():
+        for book in books:
+            for unit in read_units(book, "paragraph", SplitStats()):
+                yield unit, "test"
+
+    out: List[List[str]] = []
+    for tokens, _ in sentences_of(units(), "en"):
+        if 0 < len(tokens) <= max_tokens:
+            out.append(tokens)
+        if len(out) >= n:
+            break
+    return out
+
+
+def conllu_sentences(path: Path, n: Optional[int] = None, with_tags: bool = False) -> List[Any]:
+    from spacy_elmo.downstream_data import read_conllu
+
+    out: List[Any] = []
+    for sentence in read_conllu(path):
+        words = [w[0] for w in sentence]
+        out.append((words, [w[2] for w in sentence]) if with_tags else words)
+        if n is not None and len(out) >= n:
+            break
+    return out
+
+
+def ud_path(split: str) -> Path:
+    path = DATA / "ud_english_ewt" / f"en_ewt-ud-{split}.conllu.gz"
+    if not path.is_file():
+        raise SystemExit(f"UD English EWT not found at {path}: pass --text PATH (or leave out --downstream)")
+    return path
+
+
+def load_sentences(text: str, n: int) -> List[List[str]]:
+    if text == "books":
+        return book_sentences(n)
+    if text == "ud":
+        return conllu_sentences(ud_path("test"), n)
+    path = Path(text)
+    if not path.is_file():
+        raise SystemExit(f"--text {text!r}: not 'books', 'ud' or a file")
+    if path.name.endswith((".conllu", ".conllu.gz")):
+        return conllu_sentences(path, n)
+    lines = [line.split() for line in path.read_text(encoding="utf-8").splitlines()]
+    return [words for words in lines if words][:n]
+
+
+def timed(bilm, sentences: Sequence[Sequence[str]], precision: str, batch: int) -> Dict[str, Any]:
+    bilm.set_inference_precision(precision)
+    bilm.embed_sentences(sentences[:batch], batch_size=batch)  # warm-up (and the one weight conversion)
+    start = time.perf_counter()
+    out = bilm.embed_sentences(sentences, batch_size=batch)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "tokens_per_s": sum(map(len, sentences)) / seconds, "outputs": out}
+
+
+def layer_cosines(ref: List[np.ndarray], fast: List[np.ndarray]) -> List[Dict[str, float]]:
+    a, b = np.concatenate(ref, axis=1), np.concatenate(fast, axis=1)
+    rows = []
+    for k in range(a.shape[0]):
+        cos = (a[k] * b[k]).sum(-1) / (np.linalg.norm(a[k], axis=-1) * np.linalg.norm(b[k], axis=-1) + 1e-30)
+        rows.append({"mean": float(cos.mean()), "p1": float(np.percentile(cos, 1)), "min": float(cos.min())})
+    return rows
+
+
+def neighbour_recall(ref: List[np.ndarray], fast: List[np.ndarray], queries: int = 1000, k: int = 10) -> float:
+    """Mean overlap of each query token's k nearest tokens (cosine, itself excluded) in bfloat16
+    and in float32, layers averaged."""
+    def unit(outputs: List[np.ndarray]) -> torch.Tensor:
+        x = torch.from_numpy(np.concatenate(outputs, axis=1).mean(0))
+        return x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+    a, b = unit(ref), unit(fast)
+    chosen = torch.randperm(len(a), generator=torch.Generator().manual_seed(0))[:queries]
+    sa, sb = a[chosen] @ a.T, b[chosen] @ b.T
+    rows = torch.arange(len(chosen))
+    sa[rows, chosen] = sb[rows, chosen] = -2.0  # not its own neighbour
+    top_a, top_b = sa.topk(k).indices, sb.topk(k).indices
+    hits = sum(len(set(x.tolist()) & set(y.tolist())) for x, y in zip(top_a, top_b))
+    return hits / (len(chosen) * k)
+
+
+def tagger_accuracy(bilm, train_sentences: int, test_sentences: int) -> Dict[str, float]:
+    """A softmax tagger over all layers (concatenated), trained on float32 features and scored
+    on float32 and on bfloat16 features of the same test sentences."""
+    train = conllu_sentences(ud_path("train"), train_sentences, with_tags=True)
+    test = conllu_sentences(ud_path("test"), test_sentences, with_tags=True)
+    tags = sorted({t for _, ts in train for t in ts} | {t for _, ts in test for t in ts})
+    index = {t: i for i, t in enumerate(tags)}
+
+    def features(data, precision):
+        bilm.set_inference_precision(precision)
+        out = bilm.embed_sentences([w for w, _ in data], max_batch_tokens=4096)
+        x = np.concatenate([o.transpose(1, 0, 2).reshape(o.shape[1], -1) for o in out])
+        y = np.array([index[t] for _, ts in data for t in ts])
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+    x_train, y_train = features(train, "float32")
+    x_test32, y_test = features(test, "float32")
+    x_test16, _ = features(test, "bfloat16")
+    mean, std = x_train.mean(0), x_train.std(0) + 1e-6
+    torch.manual_seed(0)
+    model = torch.nn.Linear(x_train.shape[1], len(tags))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-5)
+    xs = (x_train - mean) / std
+    for _ in range(30):
+        for batch in torch.randperm(len(xs)).split(512):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(xs[batch]), y_train[batch]).backward()
+            opt.step()
+    with torch.no_grad():
+        acc32 = float((model((x_test32 - mean) / std).argmax(1) == y_test).float().mean())
+        acc16 = float((model((x_test16 - mean) / std).argmax(1) == y_test).float().mean())
+    return {"float32": 100 * acc32, "bfloat16": 100 * acc16, "train_tokens": len(xs), "test_tokens": len(y_test), "tags": len(tags)}
+
+
+def sense_probe(weights: Optional[str], precision: str) -> float:
+    sys.path.insert(0, str(REPO / "bench"))
+    import spacy
+    from senses import evaluate, overall_accuracy  # bench/senses.py
+
+    nlp = spacy.blank("en")
+    config: Dict[str, Any] = {"mix": "average", "precision": precision}
+    if weights:
+        config["weights"] = weights
+    nlp.add_pipe("elmo", config=config)
+    return 100 * overall_accuracy(evaluate(nlp))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weights", help="model directory (default: the embedded default model)")
+    ap.add_argument("--text", default="books", help="books, ud or a file (see above)")
+    ap.add_argument("--sentences", type=int, default=500)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--downstream", action="store_true", help="tagger, neighbours, WiC and sense probe")
+    ap.add_argument("--tagger-train", type=int, default=2000, help="UD EWT train sentences for the tagger")
+    ap.add_argument("--perturb", type=float, default=0.0,
+                    help="also float32 with every weight scaled by 1 + U(-e, e): how far such noise alone moves the outputs")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    from spacy_elmo import load_bilm
+
+    bilm = load_bilm(args.weights) if args.weights else load_bilm()
+    sentences = load_sentences(args.text, args.sentences)
+    report: Dict[str, Any] = {
+        "weights": Path(args.weights).name if args.weights else "en_default",  # the folder's name: no machine paths
+        "text": args.text,
+        "sentences": len(sentences),
+        "tokens": sum(map(len, sentences)),
+        "batch": args.batch,
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "runs": {"float32": [], "bfloat16": []},
+    }
+    outputs: Dict[str, List[np.ndarray]] = {}
+    for _ in range(args.repeats):
+        for precision in ("float32", "bfloat16"):
+            run = timed(bilm, sentences, precision, args.batch)
+            outputs[precision] = run.pop("outputs")
+            report["runs"][precision].append(run)
+            print(f"{precision}: {run['tokens_per_s']:.0f} tokens/s", file=sys.stderr)
+    best = {p: max(r["tokens_per_s"] for r in runs) for p, runs in report["runs"].items()}
+    report["tokens_per_s"] = best
+    report["speedup"] = best["bfloat16"] / best["float32"]
+    # each bfloat16 run against the float32 run just before it: robust to a machine whose load drifts
+    pairs = [b["tokens_per_s"] / f["tokens_per_s"] for f, b in zip(report["runs"]["float32"], report["runs"]["bfloat16"])]
+    report["pair_speedups"] = pairs
+    report["median_pair_speedup"] = float(np.median(pairs))
+    report["cosine"] = layer_cosines(outputs["float32"], outputs["bfloat16"])
+    if args.perturb:  # the model's own sensitivity: float32 with every weight scaled by 1 + U(-e, e)
+        noisy = copy.deepcopy(bilm)
+        noisy.set_inference_precision("float32")
+        generator = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for param in noisy.parameters():
+                param.mul_(1 + args.perturb * (torch.rand(param.shape, generator=generator) * 2 - 1))
+        noisy.clear_token_cache()
+        report["perturbed_float32"] = {"relative_noise": args.perturb,
+                                       "cosine": layer_cosines(outputs["float32"], noisy.embed_sentences(sentences, batch_size=args.batch))}
+    if args.downstream:
+        report["neighbour_recall_at_10"] = neighbour_recall(outputs["float32"], outputs["bfloat16"])
+        report["tagger"] = tagger_accuracy(bilm, args.tagger_train, 1000)
+        from spacy_elmo.senses.wic import DEFAULT_WIC_DIR, evaluate
+
+        wic_dir = DATA / "wic" if (DATA / "wic").is_dir() else DEFAULT_WIC_DIR
+        wic = {p: evaluate(args.weights, wic_dir, precision=p) for p in ("float32", "bfloat16")}
+        report["wic_test"] = {p: 100 * float(r["test_accuracy"]) for p, r in wic.items()}
+        report["wic_chosen_on_dev"] = {p: r["chosen_on_dev"] for p, r in wic.items()}
+        # each layer/mix with its own train threshold, per precision: the choice on dev can flip on a tie
+        report["wic_rows_test"] = {p: {k: 100 * v["test"] for k, v in r["rows"].items()} for p, r in wic.items()}
+        report["sense_probe"] = {p: sense_probe(args.weights, p) for p in ("float32", "bfloat16")}
+    print(markdown(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+
+
+def markdown(r: Dict[str, Any]) -> str:
+    t = r["tokens_per_s"]
+    lines = [
+        f"{r['weights']}, text {r['text']} ({r['sentences']} sentences, {r['tokens']} tokens), batch {r['batch']}, {r['threads']} thread(s)",
+        "",
+        "| measure | float32 | bfloat16 | bar |",
+        "| --- | ---: | ---: | --- |",
+        f"| biLM tokens/s (best of {len(r['runs']['float32'])}) | {t['float32']:.0f} | {t['bfloat16']:.0f} ({r['speedup']:.2f}x) | >= 2.0x |",
+        f"| speed-up of each bfloat16 run over the float32 run before it (median) | | "
+        f"{' / '.join(f'{x:.2f}' for x in r['pair_speedups'])} ({r['median_pair_speedup']:.2f}x) | >= 2.0x |",
+    ]
+    for k, c in enumerate(r["cosine"]):
+        lines.append(f"| layer {k}: cosine to float32, mean / 1st percentile / min | | {c['mean']:.5f} / {c['p1']:.5f} / {c['min']:.4f} | p1 >= 0.99 |")
+    if "perturbed_float32" in r:
+        e = r["perturbed_float32"]
+        for k, c in enumerate(e["cosine"]):
+            lines.append(f"| layer {k}: float32 with weights scaled by 1 + U(-{e['relative_noise']}, {e['relative_noise']}), cosine mean / p1 / min | "
+                         f"{c['mean']:.5f} / {c['p1']:.5f} / {c['min']:.4f} | | |")
+    if "tagger" in r:
+        g = r["tagger"]
+        lines.append(f"| POS tagger trained on float32 features: UD EWT test accuracy | {g['float32']:.2f} | {g['bfloat16']:.2f} ({g['bfloat16'] - g['float32']:+.2f}) | loss <= 0.1 |")
+        lines.append(f"| nearest-neighbour recall@10 against float32 | | {r['neighbour_recall_at_10']:.3f} | >= 0.95 |")
+        w, s = r["wic_test"], r["sense_probe"]
+        c = r.get("wic_chosen_on_dev", {})
+        lines.append(f"| WiC test accuracy, layer/mix chosen on dev per precision ({c.get('float32')} / {c.get('bfloat16')}) | {w['float32']:.1f} | {w['bfloat16']:.1f} ({w['bfloat16'] - w['float32']:+.1f}) | within 0.5 |")
+        rows = r.get("wic_rows_test")
+        if rows:
+            worst = max(abs(rows["bfloat16"][k] - rows["float32"][k]) for k in rows["float32"])
+            same = rows["bfloat16"][c["float32"]]
+            lines.append(f"| WiC test accuracy at float32's choice ({c['float32']}); largest change of any layer/mix | {rows['float32'][c['float32']]:.1f} | {same:.1f} ({same - rows['float32'][c['float32']]:+.1f}); {worst:.1f} | within 0.5 |")
+        lines.append(f"| sense probe (288 sentences, average mix) | {s['float32']:.1f} | {s['bfloat16']:.1f} ({s['bfloat16'] - s['float32']:+.1f}) | within 0.5 |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""Mixed-precision inference: bfloat16 matrix products, float32 everything else.
+
+``BiLM.set_inference_precision("bfloat16")`` routes inference (no autograd) through this module:
+
+* every big product (the char CNN's convolutions, highway and projection layers, each LSTM
+  layer's input, recurrent and output-projection products) runs on bfloat16 operands, which CPUs
+  with bf16 matrix instructions (AMX, AVX512-BF16) and GPUs multiply 3-6x faster than float32;
+  the kernels accumulate in float32 and round only their output to bfloat16;
+* each product's output goes straight back to float32: biases, gates, the LSTM cell and hidden
+  state, clipping, residuals and every layer output stay float32;
+* the bfloat16 copies of the weights are made once (:class:`Bf16WeightCache`) and remade only when
+  a weight changes (an optimizer step, ``load_state_dict``, ``.to()``), never per call.
+
+The error is that of rounding each product's weights and inputs to 8 significant bits: on a
+trained model the outputs stay within 1e-4 cosine of float32. Random weights of the original
+shapes amplify any perturbation through the recurrence (float32 weights perturbed by 0.2% move
+them about as far as bfloat16 does). See the README's "bfloat16 inference" section for the
+measured distance and what it does to downstream results.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import kernels
+
+BF16 = torch.bfloat16
+
+
+class Bf16Products:
+    """What a biLM in bfloat16 mode holds: one weight cache for its token encoder, one for its
+    LSTM stack (each keyed on its own module's parameters)."""
+
+    def __init__(self) -> None:
+        self.encoder = Bf16WeightCache(derive_layouts)
+        self.lstm = Bf16WeightCache()
+
+    def clear(self) -> None:
+        self.encoder.clear()
+        self.lstm.clear()
+
+
+class Bf16WeightCache:
+    """bfloat16 copies of a module's floating-point parameters, keyed on their identity.
+
+    The key holds, per parameter, its identity, storage address and in-place version counter (as
+    the token cache's does), so any update seen by autograd or any replaced tensor triggers one
+    fresh conversion; the keyed storages are held so a freed address cannot be reused unseen.
+    Writes that bypass the version counter (``param.data.add_()``) need :meth:`clear`.
+    """
+
+    def __init__(self, derive: Optional[Callable[[Dict[str, torch.Tensor]], None]] = None) -> None:
+        self.derive = derive  # adds derived layouts to a fresh set of copies
+        self._lock = threading.Lock()
+        self._key: Tuple = ()
+        self._held: List[torch.Tensor] = []
+        self._copies: Dict[str, torch.Tensor] = {}
+        self.conversions = 0  # how many times the copies were (re)made: for tests and benchmarks
+
+    def clear(self) -> None:
+        with self._lock:
+            self._key, self._held, self._copies = (), [], {}
+
+    def weights(self, module: nn.Module) -> Dict[str, torch.Tensor]:
+        """``{parameter name: bfloat16 copy}`` of ``module``'s parameters, current with them."""
+        named = list(module.named_parameters())
+        key = tuple((id(p), p.data_ptr(), p._version, p.device) for _, p in named)
+        with self._lock:
+            if key != self._key:
+                with torch.no_grad():
+                    copies = {name: p.detach().to(BF16).contiguous() for name, p in named}
+                    if self.derive is not None:
+                        self.derive(copies)
+                self._copies = copies
+                self._held = [p.detach() for _, p in named]
+                self._key = key
+                self.conversions += 1
+            return self._copies
+
+    # copies (deepcopy, pickle) start empty: the lock cannot be copied, the key names the
+    # original's storages
+    def __getstate__(self) -> Dict:
+        return {"derive": self.derive}
+
+    def __setstate__(self, state: Dict) -> None:
+        self.__init__(state["derive"])  # type: ignore[misc]
+
+
+def _matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``x @ weight`` (``weight`` ``[in, out]`` bfloat16) with a float32 result."""
+    return kernels.linear(x.to(BF16), weight).float()
+
+
+#: products of more rows than this get their rows padded to a multiple of it: the bfloat16
+#: kernels are compiled per shape on first use (tens of ms each), so shapes must repeat across
+#: batches (up to it, each row count is its own shape: at most this many of them)
+ROW_MULTIPLE = 64
+
+
+def padded_rows(n: int) -> int:
+    """``n`` up to :data:`ROW_MULTIPLE`, else ``n`` rounded up to a multiple of it."""
+    return n if n <= ROW_MULTIPLE else -(-n // ROW_MULTIPLE) * ROW_MULTIPLE
+
+
+def _pad_rows(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``x`` with zero rows appended along ``dim`` (0 or 1) up to :func:`padded_rows`."""
+    extra = padded_rows(x.shape[dim]) - x.shape[dim]
+    if not extra:
+        return x
+    pad = [0, 0] * (x.dim() - 1 - dim) + [0, extra]
+    return F.pad(x, pad)
+
+
+def encode_tokens(encoder: nn.Module, weights: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
+    """:meth:`CharCnnEncoder.forward` with bfloat16 products: ``[N, max_chars]`` -> ``[N, P]``
+    float32; ``weights`` are the encoder's bfloat16 copies (names relative to the encoder)."""
+    if len(char_ids) > encoder.inference_chunk:
+        return torch.cat([encode_tokens(encoder, weights, part) for part in char_ids.split(encoder.inference_chunk)])
+    n = len(char_ids)
+    if n == 0:
+        return _encode(encoder, weights, char_ids)
+    return _encode(encoder, weights, _pad_rows(char_ids, 0))[:n]  # padding rows: all-zero ids, dropped
+
+
+def _encode(encoder: nn.Module, w: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
+    x = F.embedding(char_ids, w["char_embedding.weight"]).transpose(1, 2)  # [N, char_dim, chars] bf16
+    pooled = []
+    for k, conv in enumerate(encoder.convs):
+        # max over positions commutes with adding the per-filter bias: add it after pooling, in float32
+        out = F.conv1d(x, w[f"convs.{k}.weight"]).amax(dim=-1).float()
+        pooled.append(out.add_(conv.bias) if conv.bias is not None else out)
+    h = torch.cat(pooled, dim=-1)
+    h = torch.relu_(h) if encoder.activation == "relu" else torch.tanh_(h)
+    for k, highway in enumerate(encoder.highways):
+        both = _matmul(h, w[f"highways.{k}.transform_carry"])  # [N, 2 * dim]: one product for both
+        transformed = torch.relu_(both[:, : highway.dim].add_(highway.transform.bias))
+        gate = torch.sigmoid_(both[:, highway.dim :].add_(highway.carry.bias))
+        h = torch.lerp(h, transformed, gate)  # gate * transformed + (1 - gate) * h
+    if isinstance(encoder.projection, nn.Linear):
+        return _matmul(h, w["projection.weight_t"]).add_(encoder.projection.bias)
+    return h
+
+
+def derive_layouts(copies: Dict[str, torch.Tensor], prefix: str = "") -> None:
+    """Add the layouts :func:`encode_tokens` multiplies by: each highway's transform and carry
+    weights side by side (``[in, 2 * dim]``, one product for both) and the projection ``[in, out]``."""
+    if prefix + "projection.weight" in copies:
+        copies[prefix + "projection.weight_t"] = copies[prefix + "projection.weight"].t().contiguous()
+    k = 0
+    while f"{prefix}highways.{k}.transform.weight" in copies:
+        pair = [copies[f"{prefix}highways.{k}.{part}.weight"] for part in ("transform", "carry")]
+        copies[f"{prefix}highways.{k}.transform_carry"] = torch.cat(pair).t().contiguous()
+        k += 1
+
+
+def run_layer(
+    stack: nn.Module,
+    layer: nn.Module,
+    weights: Dict[str, torch.Tensor],
+    prefix: str,
+    inputs: torch.Tensor,
+    active: List[int],
+    n_steps: int,
+    h: torch.Tensor,
+    c: torch.Tensor,
+) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """One LSTM layer, both directions, as :meth:`BiLstmStack._run_layer_inplace` computes it but
+    with bfloat16 products; ``weights`` are the stack's bfloat16 copies, ``prefix`` the layer's
+    parameter prefix (``"layers.0."``). inputs ``[2, B, T, D]`` -> outputs ``[2, B, T, P]``, ``(h, c)``."""
+    w_input, w_state, w_proj = (weights[prefix + name] for name in ("w_input", "w_state", "w_proj"))
+    batch, width = h.shape[1], inputs.shape[2]
+    h, c = h.clone(), c.clone()
+    out = h.new_zeros(width, 2, batch, stack.proj_dim)
+    cell_clip, proj_clip, cell = stack.cell_clip, stack.proj_clip, stack.cell_dim
+    bias = layer.bias.unsqueeze(1)
+    for t, step in enumerate(_input_projections(stack, w_input, inputs.to(BF16), active, n_steps)):
+        n = active[t]
+        # gates = x_t W_x + h_{t-1} W_h + b, summed in float32
+        gates = torch.add(bias, step).add_(_directional(h[:, :n].to(BF16), w_state))
+        gates[..., :cell].sigmoid_()  # i
+        kernels.tanh_(gates[..., cell : 2 * cell])  # j
+        gates[..., 2 * cell :].sigmoid_()  # f, o
+        i, j, f, o = gates.chunk(4, dim=-1)
+        c_n = c[:, :n]
+        c_n.mul_(f).addcmul_(i, j)
+        if cell_clip:
+            c_n.clamp_(-cell_clip, cell_clip)
+        h_new = _directional(kernels.tanh_(c_n.clone()).mul_(o).to(BF16), w_proj).float()
+        if proj_clip:
+            h_new.clamp_(-proj_clip, proj_clip)
+        h[:, :n] = h_new
+        out[t, :, :n] = h_new
+        del step, gates, i, j, f, o
+    return out.permute(1, 2, 0, 3), (h, c)
+
+
+def _directional(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``x[d] @ weight[d]`` per direction, bfloat16 in and out (rows padded, see :func:`padded_rows`)."""
+    n = x.shape[1]
+    return kernels.directional_matmul(_pad_rows(x, 1), weight)[:, :n]
+
+
+def _input_projections(
+    stack: nn.Module, w_input: torch.Tensor, inputs: torch.Tensor, active: List[int], n_steps: int
+) -> Iterator[torch.Tensor]:
+    """``x_t W_x`` (bfloat16) of every valid position, in groups of steps like the float32 path."""
+    counts = active[:n_steps]
+    max_rows = max(1, stack.projection_chunk_values // (2 * w_input.shape[2]))
+    start = 0
+    while start < len(counts):
+        stop, rows_in_group = start, 0
+        while stop < len(counts) and (stop == start or rows_in_group + counts[stop] <= max_rows):
+            rows_in_group += counts[stop]
+            stop += 1
+        group = counts[start:stop]
+        rows = torch.cat([torch.arange(n) for n in group]).to(inputs.device)
+        cols = torch.repeat_interleave(torch.arange(start, stop), torch.tensor(group)).to(inputs.device)
+        projected = _directional(inputs[:, rows, cols], w_input)
+        yield from projected[:, : len(rows)].split(group, dim=1)
+        del projected
+        start = stop
+
