@@ -44,7 +44,7 @@ class CharConvMaxPool(torch.autograd.Function):
         padded = nn.functional.pad(chars.to(dtype), (0, 0, 0, widest - 1))  # [N, L + W - 1, C]
         windows = torch.cat([padded[:, s : s + length] for s in range(widest)], dim=2)  # [N, L, W*C]
         low_weight = weight.to(dtype)
-        out = torch.matmul(windows, low_weight)  # [N, L, F]
+        out = torch.mm(windows.view(-1, windows.shape[2]), low_weight).view(tokens, length, -1)  # [N, L, F]
         pooled, where = [], []
         start = 0
         for width, count in zip(widths, counts):
@@ -60,9 +60,11 @@ class CharConvMaxPool(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]
         windows, low_weight, where = ctx.saved_tensors
         tokens, length, channels, widest = ctx.shape
-        grad_out = torch.zeros(tokens, length, low_weight.shape[1], dtype=low_weight.dtype, device=grad.device)
-        grad_out.scatter_(1, where.unsqueeze(1), grad.to(low_weight.dtype).unsqueeze(1))
-        flat = grad_out.view(-1, low_weight.shape[1])
+        n_filters = low_weight.shape[1]
+        flat = torch.zeros(tokens * length, n_filters, dtype=low_weight.dtype, device=grad.device)
+        # each pooled gradient goes to its winning position (a flat index_put: several times faster than scatter_)
+        winners = (torch.arange(tokens, device=grad.device).unsqueeze(1) * length + where) * n_filters
+        flat.view(-1)[(winners + torch.arange(n_filters, device=grad.device)).view(-1)] = grad.to(low_weight.dtype).reshape(-1)
         grad_weight = torch.mm(windows.view(-1, windows.shape[2]).t(), flat).to(grad.dtype)
         grad_windows = torch.mm(flat, low_weight.t()).view(tokens, length, widest, channels).to(grad.dtype)
         grad_chars = grad_windows[:, :, 0].clone()

@@ -186,6 +186,8 @@ def run_layer(
     hidden, h_final, c_final = FusedLstmLayer.apply(
         packed, layer.w_input, layer.bias, layer.w_state, layer.w_proj, h, c, active, offsets, cell_clip, proj_clip, dtype, last
     )
-    out = hidden.new_zeros(2, batch, width, hidden.shape[2])
-    out = out.index_put((torch.arange(2, device=out.device).view(2, 1), rows.unsqueeze(0), steps.unsqueeze(0)), hidden)
-    return out, (h_final, c_final)
+    # time-major like the autograd recurrence's output, so that strided ops that follow (dropout's
+    # mask) see the same memory layout and draw the same random numbers in both paths
+    out = hidden.new_zeros(width, 2, batch, hidden.shape[2])
+    out = out.index_put((steps.unsqueeze(0), torch.arange(2, device=out.device).view(2, 1), rows.unsqueeze(0)), hidden)
+    return out.permute(1, 2, 0, 3), (h_final, c_final)

@@ -56,30 +56,35 @@ class SampledSoftmaxLoss(torch.autograd.Function):
         low_samples = weight[samples].to(dtype)  # [K, P]
         logits = torch.empty(rows, 1 + len(samples), dtype=hidden.dtype, device=hidden.device)
         true_w = weight[targets]
-        torch.sub((hidden * true_w).sum(-1) + bias[targets], log_q_targets, out=logits[:, 0])
-        torch.add(torch.mm(low_hidden, low_samples.t()), bias[samples] - log_q_samples, out=logits[:, 1:])
+        true_logit = (hidden * true_w).sum(-1) + bias[targets] - log_q_targets
+        logits[:, 0] = true_logit
+        # the sampled logits' bias rides in the product (one rounding to dtype, float32 accumulation)
+        logits[:, 1:] = torch.addmm((bias[samples] - log_q_samples).to(dtype), low_hidden, low_samples.t())
         hit_rows, hit_cols = accidental_hits(targets, samples)
         logits[hit_rows, hit_cols + 1] = float("-inf")
-        lse = torch.logsumexp(logits, dim=1)
-        loss = (lse - logits[:, 0]).mean()
-        ctx.save_for_backward(logits, lse, low_hidden, low_samples, hidden, true_w, targets, samples)
+        top = logits.amax(dim=1, keepdim=True)
+        exp = logits.sub_(top).exp_()  # in place: the backward's softmax is this over its row sums
+        sums = exp.sum(dim=1)
+        loss = (top.squeeze(1) + sums.log() - true_logit).mean()
+        ctx.save_for_backward(exp, sums, low_hidden, low_samples, hidden, true_w, targets, samples)
         ctx.dtype, ctx.vocab = dtype, weight.shape[0]
         return loss
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]
-        logits, lse, low_hidden, low_samples, hidden, true_w, targets, samples = ctx.saved_tensors
-        rows = logits.shape[0]
-        scale = grad / rows
-        probs = logits.sub_(lse.unsqueeze(1)).exp_()  # softmax, in the forward's buffer (hits: exp(-inf) = 0)
-        d_true = (probs[:, 0] - 1.0) * scale  # [N]
+        exp, sums, low_hidden, low_samples, hidden, true_w, targets, samples = ctx.saved_tensors
+        rows = exp.shape[0]
+        # d loss / d logits = (softmax - one_hot(0)) * grad / rows
+        probs = exp.mul_((grad / rows) / sums.unsqueeze(1))
+        d_true = probs[:, 0] - grad / rows  # [N]
         low_probs = probs[:, 1:].to(ctx.dtype)
-        grad_hidden = torch.mm(low_probs, low_samples).to(hidden.dtype).mul_(scale)
+        grad_hidden = torch.mm(low_probs, low_samples).to(hidden.dtype)
         grad_hidden.addcmul_(d_true.unsqueeze(1), true_w)
         grad_weight = torch.zeros(ctx.vocab, hidden.shape[1], dtype=hidden.dtype, device=hidden.device)
-        grad_weight.index_add_(0, samples, torch.mm(low_probs.t(), low_hidden).to(hidden.dtype).mul_(scale))
+        grad_weight.index_add_(0, samples, torch.mm(low_probs.t(), low_hidden).to(hidden.dtype))
         grad_weight.index_add_(0, targets, hidden * d_true.unsqueeze(1))
         grad_bias = torch.zeros(ctx.vocab, dtype=hidden.dtype, device=hidden.device)
-        grad_bias.index_add_(0, samples, probs[:, 1:].sum(0).mul_(scale))
+        ones = torch.ones(1, rows, dtype=ctx.dtype, device=hidden.device)
+        grad_bias.index_add_(0, samples, torch.mm(ones, low_probs).squeeze(0).to(hidden.dtype))
         grad_bias.index_add_(0, targets, d_true)
         return grad_hidden, grad_weight, grad_bias, None, None, None, None, None

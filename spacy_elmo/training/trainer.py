@@ -342,7 +342,7 @@ def train(
                 "loss": sums["loss"] / sums["n"], "train_ppl_fwd": math.exp(sums["nll_fwd"] / sums["n"]),
                 "train_ppl_bwd": math.exp(sums["nll_bwd"] / sums["n"]), "tokens_per_s": window_tokens / max(elapsed, 1e-9),
                 "epoch": position.epoch, "elapsed_s": time.time() - start_time + 60 * elapsed_before,
-                "cpu_s": time.process_time() - window_cpu, "precision": str(model.train_dtype or torch.float32).replace("torch.", ""),
+                "tokens_per_cpu_s": window_tokens / max(time.process_time() - window_cpu, 1e-9), "precision": str(model.train_dtype or torch.float32).replace("torch.", ""),
             }
             progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
             log(record)
