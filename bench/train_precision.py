@@ -45,7 +45,7 @@ def speed(args: argparse.Namespace) -> Dict[str, Any]:
         model.set_train_dtype(dtype)
         model.train()
         models[name] = model
-        optimizers[name] = torch.optim.AdamW(model.parameters(), lr=config.lr)
+        optimizers[name] = torch.optim.AdamW(model.parameters(), lr=config.lr, fused=True if dtype is not None else None)
     rows: Dict[str, List[Dict[str, float]]] = {"fp32": [], "bf16": []}
     first: Dict[str, Any] = {}
     for index, batch in enumerate(batches):

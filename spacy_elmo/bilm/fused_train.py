@@ -75,6 +75,7 @@ class FusedLstmLayer(torch.autograd.Function):
         hidden = torch.empty(2, total, proj, dtype=dtype, device=device)  # h_t (clipped)
         hidden_prev = torch.empty(2, total, proj, dtype=dtype, device=device)  # h_{t-1}, for the weight gradient
         outputs = torch.empty(2, total, cell, dtype=dtype, device=device)  # o * tanh(c_t), the projection's input
+        tanh_cells = torch.empty(2, total, cell, dtype=acc, device=device)  # tanh(c_t), reused by the backward
         h_state, c_state = h0.to(dtype), c0
         for t in range(n_steps):
             n, start = active[t], offsets[t]
@@ -95,14 +96,16 @@ class FusedLstmLayer(torch.autograd.Function):
             c_new.addcmul_(i, j)
             if cell_clip:
                 c_new.clamp_(-cell_clip, cell_clip)
+            tc = tanh_cells[:, span]
+            torch.tanh(c_new, out=tc)
             m = outputs[:, span]
-            torch.mul(torch.tanh(c_new), o, out=m)
+            torch.mul(tc, o, out=m)
             h_new = hidden[:, span]
             torch.bmm(m, wp, out=h_new)
             if proj_clip:
                 h_new.clamp_(-proj_clip, proj_clip)
             h_state, c_state = h_new, c_new
-        ctx.save_for_backward(gates, cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi)
+        ctx.save_for_backward(gates, cells, tanh_cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi)
         ctx.active, ctx.offsets, ctx.clips, ctx.dtype = active, offsets, (cell_clip, proj_clip), dtype
         ran = last >= 0  # each row's state at its last step; rows that never ran keep their initial state
         h_final, c_final = h0.clone(), c0.clone()
@@ -113,7 +116,7 @@ class FusedLstmLayer(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor, _gh: Any, _gc: Any) -> Tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]
-        gates, cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi = ctx.saved_tensors
+        gates, cells, tanh_cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi = ctx.saved_tensors
         active, offsets, dtype = ctx.active, ctx.offsets, ctx.dtype
         cell_clip, proj_clip = ctx.clips
         cell = cells.shape[2]
@@ -139,9 +142,10 @@ class FusedLstmLayer(torch.autograd.Function):
             i, j, f, o = gates[:, span].chunk(4, dim=-1)
             c_new = cells[:, span]
             c_prev = c0[:, :n] if t == 0 else cells[:, offsets[t - 1] : offsets[t - 1] + n]
-            tc = torch.tanh(c_new)
+            tc = tanh_cells[:, span]
             d_o = dm * tc
-            dc = dm.mul_(o).mul_(tc.mul_(tc).neg_().add_(1.0))  # dm * o * (1 - tanh^2)
+            dc = dm.mul_(o)
+            dc.addcmul_(dc, tc * tc, value=-1.0)  # dm * o * (1 - tanh(c)^2)
             if dc_next is not None:
                 dc[:, : dc_next.shape[1]] += dc_next
             if cell_clip:
