@@ -134,12 +134,13 @@ class FusedLstmLayer(torch.autograd.Function):
             if dh_next is not None:
                 dh = dh.clone()
                 dh[:, : dh_next.shape[1]] += dh_next
-            if proj_clip:
-                dh = dh.masked_fill(hidden[:, span].abs() >= proj_clip, 0.0)
+            if proj_clip:  # clamp's gradient in one pass: zero where the value was clipped
+                dh = torch.ops.aten.hardtanh_backward(dh, hidden[:, span].to(dh.dtype), -proj_clip, proj_clip)
             dh_low = grad_h_all[:, span]
             dh_low.copy_(dh)
             dm = torch.bmm(dh_low, wp_t).to(gates.dtype)  # [2, n, H]
-            i, j, f, o = gates[:, span].chunk(4, dim=-1)
+            g = gates[:, span]
+            i, j, f, o = g.chunk(4, dim=-1)
             c_new = cells[:, span]
             c_prev = c0[:, :n] if t == 0 else cells[:, offsets[t - 1] : offsets[t - 1] + n]
             tc = tanh_cells[:, span]
@@ -149,13 +150,16 @@ class FusedLstmLayer(torch.autograd.Function):
             if dc_next is not None:
                 dc[:, : dc_next.shape[1]] += dc_next
             if cell_clip:
-                dc.masked_fill_(c_new.abs() >= cell_clip, 0.0)
+                dc = torch.ops.aten.hardtanh_backward(dc, c_new, -cell_clip, cell_clip)
             dz = grad_z[:, span]
-            # dz_i = dc j i(1-i); dz_j = dc i (1-j^2); dz_f = dc c_prev f(1-f); dz_o = d_o o(1-o)
-            torch.mul(dc * j, i * (1 - i), out=dz[..., :cell])
-            torch.mul(dc * i, 1 - j * j, out=dz[..., cell : 2 * cell])
-            torch.mul(dc * c_prev, f * (1 - f), out=dz[..., 2 * cell : 3 * cell])
-            torch.mul(d_o, o * (1 - o), out=dz[..., 3 * cell :])
+            # sigmoid' = s - s^2 (i, f, o), tanh' = 1 - j^2:
+            # dz_i = dc j i'; dz_j = dc i (1 - j^2); dz_f = dc c_prev f'; dz_o = d_o o'
+            slopes = torch.addcmul(g[..., 2 * cell :], g[..., 2 * cell :], g[..., 2 * cell :], value=-1.0)  # f', o'
+            torch.mul(dc * j, torch.addcmul(i, i, i, value=-1.0), out=dz[..., :cell])
+            dci = dc * i
+            torch.addcmul(dci, dci, j * j, value=-1.0, out=dz[..., cell : 2 * cell])
+            torch.mul(dc * c_prev, slopes[..., :cell], out=dz[..., 2 * cell : 3 * cell])
+            torch.mul(d_o, slopes[..., cell:], out=dz[..., 3 * cell :])
             dc_next = dc.mul_(f)
             dh_next = torch.bmm(dz, ws_t).to(gates.dtype)
         # weight and bias gradients: one product over all steps each (float32 accumulation inside)
