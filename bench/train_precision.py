@@ -112,7 +112,29 @@ def curves(args: argparse.Namespace) -> Dict[str, Any]:
         if per_cpu:
             entry["median_tokens_per_cpu_s"] = statistics.median(per_cpu)
         speed[name] = entry
+    last_matched = matched[-1]["step"] if matched else 0
+    for name, samples in (("fp32", args.cpu_fp32), ("bf16", args.cpu_bf16)):
+        if samples:
+            speed[name]["over_matched_steps"] = _sampled_rate(samples, last_matched)
+    if all("over_matched_steps" in speed[n] for n in speed):
+        a, b = speed["fp32"]["over_matched_steps"], speed["bf16"]["over_matched_steps"]
+        speed["speedup_cpu"] = b["tokens_per_cpu_s"] / a["tokens_per_cpu_s"]
+        speed["speedup_wall"] = b["tokens_per_wall_s"] / a["tokens_per_wall_s"]
     return {"fp32_run": Path(args.fp32).name, "bf16_run": Path(args.bf16).name, "matched": matched, "speed": speed}
+
+
+def _sampled_rate(path: Path, up_to_step: int) -> Dict[str, float]:
+    """Tokens per CPU-second and per wall-second of a run between its first logged step and
+    ``up_to_step``, from a sampler file of ``wall_time cpu_seconds step tokens`` lines (the
+    process's utime + stime every few seconds; evaluations on the way included)."""
+    rows = [tuple(float(x) for x in line.split()) for line in Path(path).read_text().splitlines() if len(line.split()) == 4]
+    first = next(r for r in rows if r[2] > 0)
+    last = max((r for r in rows if 0 < r[2] <= up_to_step), key=lambda r: r[2])
+    begin = next(r for r in rows if r[2] == first[2])  # the first sample that saw each step logged
+    end = next(r for r in rows if r[2] == last[2])
+    tokens = end[3] - begin[3]
+    return {"from_step": begin[2], "to_step": end[2], "tokens": tokens, "cpu_s": end[1] - begin[1], "wall_s": end[0] - begin[0],
+            "tokens_per_cpu_s": tokens / (end[1] - begin[1]), "tokens_per_wall_s": tokens / (end[0] - begin[0])}
 
 
 def main() -> None:
@@ -130,6 +152,8 @@ def main() -> None:
     c = sub.add_parser("curves")
     c.add_argument("fp32", type=Path)
     c.add_argument("bf16", type=Path)
+    c.add_argument("--cpu-fp32", type=Path, help="sampler file of the fp32 run: lines 'wall cpu_s step tokens'")
+    c.add_argument("--cpu-bf16", type=Path, help="the same for the bf16 run")
     c.add_argument("--json", type=Path)
     args = parser.parse_args()
     result = speed(args) if args.command == "speed" else curves(args)

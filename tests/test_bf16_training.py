@@ -198,3 +198,20 @@ def test_bf16_resume_is_exact_and_a_run_may_switch_precision(prepared, tmp_path)
     assert train(tiny_config(data, tmp_path / "switch", **fp32), interrupt_at=4)["interrupted"]
     result = train(tiny_config(data, tmp_path / "switch", **kw), resume=True)
     assert result["step"] == 8 and result["valid_ppl_avg"] < 1e4
+
+
+def test_snapshot_exports_the_last_checkpoint(prepared, tmp_path):  # noqa: F811
+    from spacy_elmo.training import load_language_model, perplexity
+    from spacy_elmo.training.snapshot import export_checkpoint
+
+    data = prepared[0] / "general-prep"
+    run = tmp_path / "run"
+    assert train(tiny_config(data, run, max_steps=6, checkpoint_every=3, precision="bf16"), interrupt_at=3)["interrupted"]
+    info = export_checkpoint(run, tmp_path / "snap")
+    assert info["step"] == 3 and info["tokens"] > 0
+    model, vocab = load_language_model(tmp_path / "snap")
+    state = torch.load(run / "checkpoints" / "last.pt", weights_only=False)["model"]
+    assert all(torch.equal(t, state[f"bilm.{k}"]) for k, t in model.bilm.state_dict().items())
+    assert perplexity(model, vocab, data, "valid")["ppl_avg"] < len(vocab)
+    with pytest.raises(FileNotFoundError, match="not a training run folder"):
+        export_checkpoint(tmp_path / "nothing", tmp_path / "x")
