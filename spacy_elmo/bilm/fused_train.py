@@ -3,15 +3,17 @@
 Used when the stack's ``train_dtype`` is set (``precision="bf16"`` in training). The matrix
 products run in ``train_dtype`` (bfloat16: the CPU's AMX / AVX512-BF16 kernels, which
 accumulate in float32), with the weights cast once per call; everything elementwise runs in
-float32: the gate pre-activations (input projection + bias + recurrent product, summed in
-float32), the nonlinearities, the cell state, the clipping. Over autograd this
+float32: the nonlinearities, the cell state, the clipping. The gate pre-activations
+(``x_t W_x + b`` for all steps at once, then ``+ h_{t-1} W_h`` per step) are accumulated in
+float32 inside the products and rounded to ``train_dtype`` once. Over autograd this
 
 * keeps no per-step graph: the forward writes each step's activations into packed
   ``[2, rows, ...]`` buffers (valid positions only, time-major), the backward walks them back;
 * computes the weight gradients as one product over all steps (``[P, rows] x [rows, 4H]``)
   instead of one small product per step;
-* converts nothing per step except the ``[2, n, P]`` recurrent state and the step's gate
-  gradients, which the products need in bfloat16 anyway.
+* casts each weight once per call; per step only what a product reads or writes changes dtype
+  (the recurrent state and the projection's input on the way in, the gate pre-activations and
+  the gradients on the way out).
 
 With ``train_dtype=torch.float32`` the same code computes the float32 maths (tests compare it
 to the autograd recurrence). Clipping follows ``clamp``'s gradient except at exactly the clip
