@@ -333,7 +333,7 @@ def prepare_cli(
     msg.good(f"wrote {out_dir}")
 
 
-TRAIN_OVERRIDES = ("max_steps", "max_minutes", "lr", "warmup_steps", "threads", "max_tokens", "seed", "eval_every", "checkpoint_every")
+TRAIN_OVERRIDES = ("max_steps", "max_minutes", "lr", "warmup_steps", "threads", "max_tokens", "seed", "eval_every", "checkpoint_every", "precision")
 
 
 def _train(
@@ -403,6 +403,7 @@ _TRAIN_OPTIONS = {  # one definition each; typer needs the parameters spelled ou
     "seed": Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} {_train_default('seed')}"),
     "eval_every": Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} {_train_default('eval_every')}"),
     "checkpoint_every": Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} {_train_default('checkpoint_every')}"),
+    "precision": Opt(None, "--precision", help="Training products: fp32, bf16 (float32 master weights, bf16 matrix products; fast on CPUs with AMX/AVX512-BF16) or auto (bf16 where the CPU has it). Default: from --config, else fp32"),
     "dump_weights": Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
 }
 
@@ -424,6 +425,7 @@ def pretrain_cli(
     seed: Optional[int] = _TRAIN_OPTIONS["seed"],
     eval_every: Optional[int] = _TRAIN_OPTIONS["eval_every"],
     checkpoint_every: Optional[int] = _TRAIN_OPTIONS["checkpoint_every"],
+    precision: Optional[str] = _TRAIN_OPTIONS["precision"],
     dump_weights: Optional[Path] = _TRAIN_OPTIONS["dump_weights"],
     # fmt: on
 ) -> None:
@@ -450,6 +452,7 @@ def finetune_cli(
     seed: Optional[int] = _TRAIN_OPTIONS["seed"],
     eval_every: Optional[int] = _TRAIN_OPTIONS["eval_every"],
     checkpoint_every: Optional[int] = _TRAIN_OPTIONS["checkpoint_every"],
+    precision: Optional[str] = _TRAIN_OPTIONS["precision"],
     dump_weights: Optional[Path] = _TRAIN_OPTIONS["dump_weights"],
     # fmt: on
 ) -> None:

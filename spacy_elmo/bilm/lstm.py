@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import bf16, kernels
+from . import bf16, fused_train, kernels
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # h [L, 2, B, P], c [L, 2, B, H]
 
@@ -67,6 +67,8 @@ class BiLstmStack(nn.Module):
         self.cell_dim, self.proj_dim, self.n_layers = cell_dim, proj_dim, n_layers
         self.cell_clip, self.proj_clip, self.residual = cell_clip, proj_clip, residual
         self.dropout = 0.0  # on each layer's input, in training mode only
+        #: under autograd, run the recurrence with products in this dtype (see :mod:`.fused_train`)
+        self.train_dtype: Optional[torch.dtype] = None
         self.layers = nn.ModuleList(
             BiLstmLayer(input_dim if i == 0 else proj_dim, cell_dim, proj_dim) for i in range(n_layers)
         )
@@ -197,6 +199,8 @@ class BiLstmStack(nn.Module):
         if not torch.is_grad_enabled():  # the bias is added by each step's recurrent product there
             projected = self._input_projections(layer, inputs, active, n_steps, with_bias=False)
             return self._run_layer_inplace(layer, projected, inputs.shape[2], active, h, c)
+        if self.train_dtype is not None:
+            return fused_train.run_layer(layer, inputs, active, n_steps, h, c, self.cell_clip, self.proj_clip, self.train_dtype)
         projected = list(self._input_projections(layer, inputs, active, n_steps))
         batch, width = inputs.shape[1], inputs.shape[2]
         steps: List[torch.Tensor] = []

@@ -1,12 +1,13 @@
 """The context-free token encoder: character CNN -> highway layers -> projection (layer 0)."""
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
-from . import kernels
+from . import char_conv_train, kernels
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 
@@ -61,6 +62,8 @@ class CharCnnEncoder(nn.Module):
         else:
             self.projection = nn.Linear(self.n_filters, output_dim)
         self.output_dim = output_dim
+        #: under autograd, run the convolutions and products in this dtype (bf16 training)
+        self.train_dtype: Optional[torch.dtype] = None
 
     #: at inference, tokens are encoded this many at a time: the widest convolution's output
     #: (``[tokens, n_filters, max_chars]``) stays small (original shapes: 90 MB per 512 tokens)
@@ -72,6 +75,8 @@ class CharCnnEncoder(nn.Module):
         return self._encode(char_ids)
 
     def _encode(self, char_ids: torch.Tensor) -> torch.Tensor:
+        if self.train_dtype is not None and torch.is_grad_enabled():
+            return self._encode_mixed(char_ids, self.train_dtype)
         act = _ACTIVATIONS[self.activation]
         x = self.char_embedding(char_ids).transpose(1, 2)  # [N, char_dim, max_chars]
         pooled: List[torch.Tensor] = [conv(x).amax(dim=-1) for conv in self.convs]
@@ -80,4 +85,20 @@ class CharCnnEncoder(nn.Module):
             h = highway(h)
         if isinstance(self.projection, nn.Linear):
             return kernels.linear_t(h, self.projection.weight, self.projection.bias)
+        return h
+
+    def _encode_mixed(self, char_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Training in ``dtype``: the convolutions as one product (:mod:`.char_conv_train`) and
+        every other product in ``dtype`` (weights cast once per call); the highway gates'
+        elementwise maths in float32; float32 out."""
+        act = _ACTIVATIONS[self.activation]
+        acc = self.char_embedding.weight.dtype  # float32: the elementwise maths and the output
+        h = act(char_conv_train.conv_max_pool(self.char_embedding(char_ids), self.convs, dtype))
+        for highway in self.highways:
+            low = h.to(dtype)
+            transformed = torch.relu(F.linear(low, highway.transform.weight.to(dtype), highway.transform.bias.to(dtype)))
+            gate = torch.sigmoid(F.linear(low, highway.carry.weight.to(dtype), highway.carry.bias.to(dtype)).to(acc))
+            h = torch.lerp(h, transformed.to(acc), gate)  # gate * transformed + (1 - gate) * h
+        if isinstance(self.projection, nn.Linear):
+            return F.linear(h.to(dtype), self.projection.weight.to(dtype), self.projection.bias.to(dtype)).to(acc)
         return h

@@ -8,7 +8,7 @@ normalises over the full vocabulary, so reported perplexities are exact.
 from __future__ import annotations
 
 import math
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -16,6 +16,7 @@ from torch.nn import functional as F
 
 from ..bilm import BiLM
 from .data import LMBatch
+from .sampled_softmax import SampledSoftmaxLoss
 
 
 class BiLMLanguageModel(nn.Module):
@@ -28,8 +29,19 @@ class BiLMLanguageModel(nn.Module):
         self.dropout = dropout
         self.n_samples = n_samples
         self.bilm.lstm.dropout = dropout
+        self.train_dtype: Optional[torch.dtype] = None
         nn.init.normal_(self.softmax.weight, std=1.0 / math.sqrt(bilm.config.projection_dim))
         nn.init.zeros_(self.softmax.bias)
+
+    def set_train_dtype(self, dtype: Optional[torch.dtype]) -> None:
+        """Run training steps' matrix products in ``dtype`` (``torch.bfloat16``; ``None`` = float32).
+
+        Weights, gradients and optimizer state stay float32, as do the LSTM cell state, the
+        gates' nonlinearities and the loss; evaluation (:meth:`nll`) is always float32.
+        """
+        self.train_dtype = dtype
+        self.bilm.lstm.train_dtype = dtype
+        self.bilm.token_encoder.train_dtype = dtype
 
     def hidden_and_targets(self, batch: LMBatch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(forward states, forward targets, backward states, backward targets), valid pairs only."""
@@ -55,9 +67,16 @@ class BiLMLanguageModel(nn.Module):
         if self.training and self.n_samples and self.n_samples < self.softmax.out_features:
             fwd, bwd = self._sampled_nll(fwd_h, fwd_y), self._sampled_nll(bwd_h, bwd_y)
         else:
-            fwd = F.cross_entropy(self.softmax(fwd_h), fwd_y)
-            bwd = F.cross_entropy(self.softmax(bwd_h), bwd_y)
+            fwd = F.cross_entropy(self._logits(fwd_h), fwd_y)
+            bwd = F.cross_entropy(self._logits(bwd_h), bwd_y)
         return fwd + bwd, {"nll_fwd": float(fwd.detach()), "nll_bwd": float(bwd.detach())}
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Full-softmax logits; with a ``train_dtype``, the product in it and the logits in float32."""
+        if self.train_dtype is None:
+            return self.softmax(hidden)
+        dtype = self.train_dtype
+        return F.linear(hidden.to(dtype), self.softmax.weight.to(dtype)).float() + self.softmax.bias
 
     @torch.no_grad()
     def nll(self, batch: LMBatch) -> Tuple[float, float, int]:
@@ -80,6 +99,8 @@ class BiLMLanguageModel(nn.Module):
             return torch.log(k * p)
 
         w, b = self.softmax.weight, self.softmax.bias
+        if self.train_dtype is not None:
+            return SampledSoftmaxLoss.apply(hidden, w, b, targets, samples, log_q(targets), log_q(samples), self.train_dtype)
         true_logit = (hidden * w[targets]).sum(-1) + b[targets] - log_q(targets)
         sample_logit = hidden @ w[samples].t() + b[samples] - log_q(samples)
         sample_logit = sample_logit.masked_fill(targets.unsqueeze(1) == samples.unsqueeze(0), float("-inf"))

@@ -1,0 +1,203 @@
+"""Training-only recurrence of one :class:`~spacy_elmo.bilm.lstm.BiLstmLayer` with a hand-written backward.
+
+Used when the stack's ``train_dtype`` is set (``precision="bf16"`` in training). The matrix
+products run in ``train_dtype`` (bfloat16: the CPU's AMX / AVX512-BF16 kernels, which
+accumulate in float32), with the weights cast once per call; everything elementwise runs in
+float32: the nonlinearities, the cell state, the clipping. The gate pre-activations
+(``x_t W_x + b`` for all steps at once, then ``+ h_{t-1} W_h`` per step) are accumulated in
+float32 inside the products and rounded to ``train_dtype`` once. Over autograd this
+
+* keeps no per-step graph: the forward writes each step's activations into packed
+  ``[2, rows, ...]`` buffers (valid positions only, time-major), the backward walks them back;
+* computes the weight gradients as one product over all steps (``[P, rows] x [rows, 4H]``)
+  instead of one small product per step;
+* casts each weight once per call; per step only what a product reads or writes changes dtype
+  (the recurrent state and the projection's input on the way in, the gate pre-activations and
+  the gradients on the way out).
+
+With ``train_dtype=torch.float32`` the same code computes the float32 maths (tests compare it
+to the autograd recurrence). Clipping follows ``clamp``'s gradient except at exactly the clip
+value, where the value counts as clipped (a measure-zero difference).
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+import torch
+
+
+
+def packed_index(active: Sequence[int], n_steps: int, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
+    """(rows, steps, offsets): packed position ``k`` is (sorted) row ``rows[k]`` at step ``steps[k]``;
+    step ``t`` occupies ``offsets[t] : offsets[t] + active[t]``."""
+    counts = list(active[:n_steps])
+    offsets = [0]
+    for n in counts:
+        offsets.append(offsets[-1] + n)
+    rows = torch.cat([torch.arange(n) for n in counts]) if counts else torch.zeros(0, dtype=torch.long)
+    steps = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts, dtype=torch.long))
+    return rows.to(device), steps.to(device), offsets
+
+
+class FusedLstmLayer(torch.autograd.Function):
+    """``(inputs, w_input, bias, w_state, w_proj, h0, c0, ...) -> (outputs, h_final, c_final)``.
+
+    ``inputs`` ``[2, N, D]`` are the layer's inputs packed time-major (valid positions only),
+    ``N = sum(active)``; outputs ``[2, N, P]`` in the state's dtype, packed the same way.
+    ``h0``/``c0`` get no gradient (training starts every batch from zeros).
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        inputs: torch.Tensor,
+        w_input: torch.Tensor,
+        bias: torch.Tensor,
+        w_state: torch.Tensor,
+        w_proj: torch.Tensor,
+        h0: torch.Tensor,
+        c0: torch.Tensor,
+        active: List[int],
+        offsets: List[int],
+        cell_clip: Optional[float],
+        proj_clip: Optional[float],
+        dtype: torch.dtype,
+        last: torch.Tensor,
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        n_steps = len(offsets) - 1
+        total = offsets[-1]
+        cell, proj = w_proj.shape[1], w_proj.shape[2]
+        device = inputs.device
+        acc = c0.dtype  # the state's dtype (float32)
+        ws, wp = w_state.to(dtype), w_proj.to(dtype)  # cast once per call, not per step
+        low_inputs, wi = inputs.to(dtype), w_input.to(dtype)
+        gate_inputs = torch.baddbmm(bias.to(dtype).unsqueeze(1), low_inputs, wi)  # x_t W_x + b, all steps at once
+        gates = torch.empty(2, total, 4 * cell, dtype=acc, device=device)  # activated i, j, f, o
+        cells = torch.empty(2, total, cell, dtype=acc, device=device)  # c_t (clipped)
+        hidden = torch.empty(2, total, proj, dtype=dtype, device=device)  # h_t (clipped)
+        hidden_prev = torch.empty(2, total, proj, dtype=dtype, device=device)  # h_{t-1}, for the weight gradient
+        outputs = torch.empty(2, total, cell, dtype=dtype, device=device)  # o * tanh(c_t), the projection's input
+        tanh_cells = torch.empty(2, total, cell, dtype=acc, device=device)  # tanh(c_t), reused by the backward
+        h_state, c_state = h0.to(dtype), c0
+        for t in range(n_steps):
+            n, start = active[t], offsets[t]
+            span = slice(start, start + n)
+            h_prev = h_state[:, :n]
+            c_prev = c_state[:, :n]
+            hidden_prev[:, span] = h_prev
+            # z = x_t W_x + b + h_{t-1} W_h, accumulated in float32 inside the product, rounded once
+            z = torch.baddbmm(gate_inputs[:, span], h_prev, ws)
+            g = gates[:, span]
+            g.copy_(z)  # the nonlinearities in float32
+            g[..., :cell].sigmoid_()
+            g[..., cell : 2 * cell].tanh_()
+            g[..., 2 * cell :].sigmoid_()
+            i, j, f, o = g.chunk(4, dim=-1)
+            c_new = cells[:, span]
+            torch.mul(f, c_prev, out=c_new)
+            c_new.addcmul_(i, j)
+            if cell_clip:
+                c_new.clamp_(-cell_clip, cell_clip)
+            tc = tanh_cells[:, span]
+            torch.tanh(c_new, out=tc)
+            m = outputs[:, span]
+            torch.mul(tc, o, out=m)
+            h_new = hidden[:, span]
+            torch.bmm(m, wp, out=h_new)
+            if proj_clip:
+                h_new.clamp_(-proj_clip, proj_clip)
+            h_state, c_state = h_new, c_new
+        ctx.save_for_backward(gates, cells, tanh_cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi)
+        ctx.active, ctx.offsets, ctx.clips, ctx.dtype = active, offsets, (cell_clip, proj_clip), dtype
+        ran = last >= 0  # each row's state at its last step; rows that never ran keep their initial state
+        h_final, c_final = h0.clone(), c0.clone()
+        h_final[:, ran] = hidden[:, last[ran]].to(h0.dtype)
+        c_final[:, ran] = cells[:, last[ran]]
+        ctx.mark_non_differentiable(h_final, c_final)
+        return hidden.to(acc), h_final, c_final
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor, _gh: Any, _gc: Any) -> Tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]
+        gates, cells, tanh_cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi = ctx.saved_tensors
+        active, offsets, dtype = ctx.active, ctx.offsets, ctx.dtype
+        cell_clip, proj_clip = ctx.clips
+        cell = cells.shape[2]
+        n_steps = len(offsets) - 1
+        grad_z = torch.empty(2, offsets[-1], 4 * cell, dtype=dtype, device=gates.device)
+        grad_h_all = torch.empty(2, offsets[-1], hidden.shape[2], dtype=dtype, device=gates.device)
+        ws_t, wp_t = ws.transpose(1, 2), wp.transpose(1, 2)
+        dh_next: Optional[torch.Tensor] = None  # [2, n_{t+1}, P]: gradient reaching h_t through step t+1
+        dc_next: Optional[torch.Tensor] = None
+        grad_out = grad_out.contiguous()
+        for t in range(n_steps - 1, -1, -1):
+            n, start = active[t], offsets[t]
+            span = slice(start, start + n)
+            dh = grad_out[:, span]
+            if dh_next is not None:
+                dh = dh.clone()
+                dh[:, : dh_next.shape[1]] += dh_next
+            if proj_clip:  # clamp's gradient in one pass: zero where the value was clipped
+                dh = torch.ops.aten.hardtanh_backward(dh, hidden[:, span].to(dh.dtype), -proj_clip, proj_clip)
+            dh_low = grad_h_all[:, span]
+            dh_low.copy_(dh)
+            dm = torch.bmm(dh_low, wp_t).to(gates.dtype)  # [2, n, H]
+            g = gates[:, span]
+            i, j, f, o = g.chunk(4, dim=-1)
+            c_new = cells[:, span]
+            c_prev = c0[:, :n] if t == 0 else cells[:, offsets[t - 1] : offsets[t - 1] + n]
+            tc = tanh_cells[:, span]
+            d_o = dm * tc
+            dc = dm.mul_(o)
+            dc.addcmul_(dc, tc * tc, value=-1.0)  # dm * o * (1 - tanh(c)^2)
+            if dc_next is not None:
+                dc[:, : dc_next.shape[1]] += dc_next
+            if cell_clip:
+                dc = torch.ops.aten.hardtanh_backward(dc, c_new, -cell_clip, cell_clip)
+            dz = grad_z[:, span]
+            # sigmoid' = s - s^2 (i, f, o), tanh' = 1 - j^2:
+            # dz_i = dc j i'; dz_j = dc i (1 - j^2); dz_f = dc c_prev f'; dz_o = d_o o'
+            slopes = torch.addcmul(g[..., 2 * cell :], g[..., 2 * cell :], g[..., 2 * cell :], value=-1.0)  # f', o'
+            torch.mul(dc * j, torch.addcmul(i, i, i, value=-1.0), out=dz[..., :cell])
+            dci = dc * i
+            torch.addcmul(dci, dci, j * j, value=-1.0, out=dz[..., cell : 2 * cell])
+            torch.mul(dc * c_prev, slopes[..., :cell], out=dz[..., 2 * cell : 3 * cell])
+            torch.mul(d_o, slopes[..., cell:], out=dz[..., 3 * cell :])
+            dc_next = dc.mul_(f)
+            dh_next = torch.bmm(dz, ws_t).to(gates.dtype)
+        # weight and bias gradients: one product over all steps each (float32 accumulation inside)
+        ones = torch.ones(2, 1, offsets[-1], dtype=dtype, device=gates.device)
+        grad_bias = torch.bmm(ones, grad_z).squeeze(1).to(gates.dtype)
+        grad_w_state = torch.bmm(hidden_prev.transpose(1, 2), grad_z).to(gates.dtype)
+        grad_w_proj = torch.bmm(outputs.transpose(1, 2), grad_h_all).to(gates.dtype)
+        grad_w_input = torch.bmm(low_inputs.transpose(1, 2), grad_z).to(gates.dtype)
+        grad_inputs = torch.bmm(grad_z, wi.transpose(1, 2)).to(gates.dtype)
+        return grad_inputs, grad_w_input, grad_bias, grad_w_state, grad_w_proj, None, None, None, None, None, None, None, None
+
+
+def run_layer(
+    layer: Any,
+    inputs: torch.Tensor,
+    active: List[int],
+    n_steps: int,
+    h: torch.Tensor,
+    c: torch.Tensor,
+    cell_clip: Optional[float],
+    proj_clip: Optional[float],
+    dtype: torch.dtype,
+) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """The training counterpart of ``BiLstmStack._run_layer``: inputs ``[2, B, T, D]`` (rows
+    sorted by length) -> outputs ``[2, B, T, P]`` (zeros at padding) and the final ``(h, c)``."""
+    batch, width = inputs.shape[1], inputs.shape[2]
+    rows, steps, offsets = packed_index(active, n_steps, inputs.device)
+    packed = inputs[:, rows, steps]  # [2, N, D]
+    run = (torch.tensor(active[:n_steps], dtype=torch.long).unsqueeze(1) > torch.arange(batch)).sum(0)  # steps per row
+    starts = torch.tensor(offsets, dtype=torch.long)
+    last = torch.where(run > 0, starts[(run - 1).clamp(min=0)] + torch.arange(batch), -1).to(inputs.device)
+    hidden, h_final, c_final = FusedLstmLayer.apply(
+        packed, layer.w_input, layer.bias, layer.w_state, layer.w_proj, h, c, active, offsets, cell_clip, proj_clip, dtype, last
+    )
+    # time-major like the autograd recurrence's output, so that strided ops that follow (dropout's
+    # mask) see the same memory layout and draw the same random numbers in both paths
+    out = hidden.new_zeros(width, 2, batch, hidden.shape[2])
+    out = out.index_put((steps.unsqueeze(0), torch.arange(2, device=out.device).view(2, 1), rows.unsqueeze(0)), hidden)
+    return out.permute(1, 2, 0, 3), (h_final, c_final)
