@@ -299,3 +299,32 @@ def test_corpora_workflow_against_the_local_copy(tmp_path):
                             env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (out / "vocab.txt").is_file() and (out / "stats.json").is_file()
+
+
+def test_extra_text_reads_the_assets_layout(tmp_path):
+    """`prepare-extra-full` reads the files as `spacy project assets` leaves them (not gzipped) or
+    gzipped as in a local copy; without them it stops in one line naming spacy project assets."""
+    from spacy_elmo.training.extra_text import main as extra_text
+
+    conllu = "# sent_id = 1\n# text = A small test .\n1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_\n\n"
+    semcor = '<corpus><text><sentence><wf lemma="a">A</wf><instance lemma="bank">bank_holiday</instance></sentence></text></corpus>'
+    for gz in (False, True):
+        root = tmp_path / ("gz" if gz else "plain")
+        files = {**{f"ud_english_ewt/en_ewt-ud-{p}.conllu": conllu for p in ("train", "dev", "test")},
+                 "wsd_raganato/Training_Corpora/SemCor/semcor.data.xml": semcor,
+                 "wic/train.data.txt": "bank\tN\t0-0\tThe bank .\tA river bank .\n"}
+        for name, text in files.items():
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if gz and not name.startswith("wic/"):
+                with gzip.open(path.with_name(path.name + ".gz"), "wt", encoding="utf-8") as handle:
+                    handle.write(text)
+            else:
+                path.write_text(text, encoding="utf-8")
+        assert extra_text(["write", str(root), str(root / "extra"), str(root / "ud")]) == 0
+        assert (root / "extra" / "semcor.txt").read_text() == "A bank holiday\n\n"
+        assert (root / "ud" / "en_ewt_test.txt").read_text() == "A small test .\n\n"
+    (tmp_path / "plain" / "wic" / "train.data.txt").unlink()
+    result = subprocess.run([sys.executable, "-m", "spacy_elmo.training.extra_text", "write", str(tmp_path / "plain"), str(tmp_path / "e"), str(tmp_path / "u")],
+                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0 and "spacy project assets" in result.stderr, result.stderr
