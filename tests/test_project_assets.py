@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -198,6 +199,11 @@ def test_gutenberg_conversion_gives_back_the_texts_our_figures_used(tmp_path):
         assert gzip.open(out / "books" / f"pg{number}.txt.gz", "rb").read().decode("utf-8") == text
     written = list(csv.DictReader(open(out / "manifest.tsv", encoding="utf-8"), delimiter="\t"))
     assert [(r["file"], r["split"]) for r in written] == [(f"books/pg{n}.txt.gz", r["split"]) for n, r in zip(texts, written)]
+    prepared = subprocess.run([sys.executable, "-m", "spacy_elmo", "prepare", str(out), "--out-dir", str(tmp_path / "prepared"), "--max-files", "1"],
+                              capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=600)
+    assert prepared.returncode == 0, prepared.stderr[-2000:]
+    stats = json.loads((tmp_path / "prepared" / "stats.json").read_text())
+    assert all(stats[split]["files"] == 1 and stats[split]["tokens"] > 10_000 for split in ("train", "valid", "test"))
     result = subprocess.run([sys.executable, str(PROJECT / "scripts" / "assets.py"), "check", str(tmp_path), "--only", "books"], capture_output=True, text=True)
     assert result.returncode == 1 and "pg1" in result.stderr  # the other 106 books are missing: named, one line
     # a book revised upstream: converted and named, not refused
