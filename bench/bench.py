@@ -8,7 +8,7 @@ One command reproduces every figure of the README's benchmark table:
     python bench/bench.py --text synthetic --ref-python REF_VENV/bin/python  # the synthetic set
 
 ``--text books`` (the default) takes whole sentences, in reading order, from the Gutenberg test
-books in ../shared/data (split by spaCy's sentencizer); ``--text ud`` the UD English EWT test
+books of the spaCy project's assets (project/assets/data; split by spaCy's sentencizer); ``--text ud`` the UD English EWT test
 sentences (gold tokens); ``--text synthetic`` the generated English-like sentences (615 word
 types: a token cache warms up on them far faster than on real text). Every cached figure
 carries its cache hit rate. (``--ref-python`` is optional: the reference venv recipe is at the top of
@@ -69,17 +69,18 @@ def make_inputs(work: Path, shapes: List[str], n_sentences: int, text: str = "bo
     return paths
 
 
-DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "project" / "assets" / "data"  # `spacy project assets project/` + `spacy project run data project/`
 
 
 def real_sentences(text: str, n: int, max_tokens: int = 100) -> List[List[str]]:
     """The first ``n`` sentences (1 to ``max_tokens`` tokens) of the Gutenberg test books or of UD EWT test."""
     import csv
-    import gzip
+
+    from spacy_elmo.assets import open_text
 
     out: List[List[str]] = []
     if text == "ud":
-        with gzip.open(DATA / "ud_english_ewt" / "en_ewt-ud-test.conllu.gz", "rt", encoding="utf-8") as fh:
+        with open_text(DATA / "ud_english_ewt" / "en_ewt-ud-test.conllu") as fh:
             words: List[str] = []
             for line in fh:
                 if not line.strip():

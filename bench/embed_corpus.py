@@ -1,6 +1,6 @@
 """embed-corpus throughput: one process, 2 local processes, and a local Dask cluster of 1 and 2 workers.
 
-The input is real text: lines of the Gutenberg books in ../shared/data/gutenberg_en_books (in
+The input is real text: lines of the Gutenberg books in project/assets/data/gutenberg_en_books (in
 manifest order, blank lines dropped), tokenized by spaCy's English tokenizer and written one line
 per line, whitespace-separated, until --tokens tokens. Every configuration runs in a fresh
 process (the CLI's code path, --format shards, all layers, the default model, 1 thread per
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-BOOKS = REPO.parent / "shared" / "data" / "gutenberg_en_books"
+BOOKS = REPO / "project" / "assets" / "data" / "gutenberg_en_books"  # the project's assets
 
 CHILD = r"""
 import json, sys, time

@@ -33,9 +33,10 @@ from spacy.tokens import Doc  # noqa: E402
 from spacy.training import Example  # noqa: E402
 from spacy.training.batchers import minibatch_by_words  # noqa: E402
 
+from spacy_elmo.assets import data_file  # noqa: E402
 from spacy_elmo.downstream_data import conllu_doc, read_conllu  # noqa: E402
 
-UD = REPO.parent / "shared" / "data" / "ud_english_ewt"
+UD = REPO / "project" / "assets" / "data" / "ud_english_ewt"  # the project's assets (or .gz copies)
 CONFIGS = REPO / "project" / "configs" / "downstream"
 MIX_ONLY = {"@architectures": "spacy-elmo.ElmoListener.v1", "width": 96, "mix": {"@architectures": "spacy-elmo.ScalarMix.v1"}}
 
@@ -43,7 +44,7 @@ MIX_ONLY = {"@architectures": "spacy-elmo.ElmoListener.v1", "width": 96, "mix": 
 def load_docs(split: str, limit: int) -> List[Doc]:
     vocab = spacy.blank("en").vocab
     docs = []
-    for sentence in read_conllu(UD / f"en_ewt-ud-{split}.conllu.gz"):
+    for sentence in read_conllu(data_file(UD / f"en_ewt-ud-{split}.conllu")):
         docs.append(conllu_doc(vocab, sentence))
         if len(docs) == limit:
             break

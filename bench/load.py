@@ -4,7 +4,7 @@
     python bench/load.py pipe --tokens 1000000       # nlp.pipe, n_process=1 vs 2: same outputs, flat RSS
     python bench/load.py soak --minutes 30           # threaded nlp() calls with hostile docs mixed in
 
-``pipe`` runs the Gutenberg books in ../shared/data (paragraphs as Docs, the sentencizer before
+``pipe`` runs the Gutenberg books of the project's assets (paragraphs as Docs, the sentencizer before
 ``elmo``) through ``nlp.pipe`` once with one process, keeping every vector in a float32 memmap,
 then with two worker processes, comparing each Doc's vectors with the first run, and samples the
 resident memory of the main process and its workers as it goes. ``soak`` calls ``nlp()`` from
@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterator, List
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-BOOKS = REPO.parent / "shared" / "data" / "gutenberg_en_books"
+BOOKS = REPO / "project" / "assets" / "data" / "gutenberg_en_books"  # the project's assets
 RESULTS = REPO / "bench" / "results"
 sys.path.insert(0, str(REPO))
 

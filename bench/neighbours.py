@@ -2,7 +2,7 @@
 """Nearest-neighbour search over token occurrences: corpus embedding, ANN library comparison,
 exact vs approximate at 1M occurrences, and the paper's "play" example.
 
-The corpus: paragraphs of the Gutenberg books (../shared/data/gutenberg_en_books, training books in
+The corpus: paragraphs of the Gutenberg books (the project's assets, project/assets/data/gutenberg_en_books, training books in
 manifest order), tokenised by spaCy's English tokenizer, split by the sentencizer and embedded
 once with the ``elmo`` component (the embedded default model, its default mix); the vectors are
 cached in the system temp folder (not in the repository). Queries are the first non-space tokens
@@ -32,7 +32,7 @@ import numpy as np
 
 from spacy_elmo.training.corpus import SplitStats, read_units
 
-BOOKS = Path("../shared/data/gutenberg_en_books")
+BOOKS = Path(__file__).resolve().parent.parent / "project" / "assets" / "data" / "gutenberg_en_books"
 CACHE = Path(tempfile.gettempdir()) / "spacy_elmo_cache" / "neighbours"
 RESULTS = Path(__file__).resolve().parent / "results"
 N_QUERIES = 1000

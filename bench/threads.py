@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One thread or two? ``nlp.pipe`` speed of the `elmo` component by thread count and process count.
 
-Real text: the sentences of the UD English EWT test set (``../shared/data/ud_english_ewt``, the
+Real text: the sentences of the UD English EWT test set (``project/assets/data/ud_english_ewt``, the
 ``# text =`` lines), the embedded default English model, the component's default settings. Every
 configuration runs in a fresh process (so each sets its own torch thread count before anything
 runs), after a warm-up; configurations are interleaved over ``--repeats`` rounds because the
@@ -15,7 +15,6 @@ process) and writes every run to ``bench/results/threads.json``.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import signal
@@ -27,13 +26,16 @@ from pathlib import Path
 from typing import Dict, List
 
 REPO = Path(__file__).resolve().parent.parent
-EWT = REPO.parent / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-test.conllu.gz"
+EWT = REPO / "project" / "assets" / "data" / "ud_english_ewt" / "en_ewt-ud-test.conllu"  # or .gz
 RESULTS = REPO / "bench" / "results"
 
 
 def ewt_texts(limit: int) -> List[str]:
+    sys.path.insert(0, str(REPO))
+    from spacy_elmo.assets import open_text
+
     texts = []
-    with gzip.open(EWT, "rt", encoding="utf-8") as fh:
+    with open_text(EWT) as fh:
         for line in fh:
             if line.startswith("# text = "):
                 texts.append(line[len("# text = "):].strip())

@@ -4,7 +4,7 @@
 The evaluation lives in ``spacy_elmo.senses.wic`` (also ``python -m spacy_elmo wic``): threshold
 per layer/mix chosen on train, the layer/mix on dev, accuracy on test.
 
-    python bench/wic.py [--weights PATH] [--data ../shared/data/wic] [--json OUT]
+    python bench/wic.py [--weights PATH] [--data project/assets/data/wic] [--json OUT]
 """
 from __future__ import annotations
 

@@ -7,8 +7,9 @@ explicit path (a local copy in the same layout).
 """
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
-from typing import Iterable
+from typing import IO, Iterable
 
 ASSETS_DATA = Path("project") / "assets" / "data"
 FETCH = "fetch it with `spacy project assets project/` and `spacy project run unpack-assets project/`"
@@ -23,3 +24,19 @@ def require_files(folder: Path, names: Iterable[str], what: str, option: str = "
             where = "does not exist" if not folder.is_dir() else f"has no {name}"
             raise FileNotFoundError(f"{what} data not found: {folder} {where}; {FETCH}, or pass {option} FOLDER with a copy")
     return folder
+
+
+def data_file(path: Path) -> Path:
+    """``path``, or its gzipped copy ``path.gz`` when only that exists (a local copy may keep
+    either); ``path`` itself when neither does, so the error that follows names it."""
+    path = Path(path)
+    gz = path.with_name(path.name + ".gz")
+    return gz if not path.is_file() and gz.is_file() else path
+
+
+def open_text(path: Path) -> IO[str]:
+    """Open ``path`` (or ``path.gz``, see :func:`data_file`) as UTF-8 text."""
+    found = data_file(path)
+    if found.suffix == ".gz":
+        return gzip.open(found, "rt", encoding="utf-8")
+    return open(found, encoding="utf-8")

@@ -3,15 +3,18 @@
 data folder (the project's ``assets/data`` or a local copy in the same layout) file by file.
 
     python scripts/assets.py unpack assets/downloads assets/data   # WiC and the WSD framework zips
-    python scripts/assets.py check assets/data [--only wic wsd ud wnut]
+    python scripts/assets.py check assets/data [--only wic wsd ud wnut books craft]
 
 ``check`` compares every file (or its ``.gz`` copy, decompressed) with the SHA-256 below, the
-files of the pinned releases named in project.yml; it prints one line per dataset and exits 1 with
-one line naming ``spacy project assets`` when a file is missing, or naming the file that differs.
+files of the pinned releases named in project.yml, and the corpora (``books``, ``craft``) with the
+SHA-256 in ``assets/manifests/``; it prints one line per dataset and exits 1 with one line naming
+``spacy project assets`` when a file is missing, or naming the file that differs. Gutenberg books
+that differ are counted, not refused: Project Gutenberg revises its files in place.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import gzip
 import hashlib
 import shutil
@@ -58,6 +61,9 @@ EXPECTED: Dict[str, Dict[str, Optional[str]]] = {
         "wsd_raganato/Training_Corpora/SemCor/semcor.gold.key.txt": None,
     },
 }
+# the corpora of the `full` workflow: dataset -> (folder, manifest in assets/manifests, differences refused)
+MANIFESTS = Path(__file__).resolve().parent.parent / "assets" / "manifests"
+CORPORA = {"books": ("gutenberg_en_books", True), "craft": ("craft_biomed_fulltext", False)}
 WIC_ZIP_SHA256 = "f1a2fb67d903c5b9b1180f1035d4228f7c0254e8f5f868d556235457046bd4b2"
 FETCH = "run `spacy project assets project/` then `spacy project run unpack-assets project/`, or pass --vars.data_root PATH"
 
@@ -71,8 +77,40 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _corpus_files(folder: str) -> Dict[str, Optional[str]]:
+    with open(MANIFESTS / f"{folder}.tsv", encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    files = {f"{folder}/{row['file']}": row["sha256"] for row in rows}
+    files.update({f"{folder}/{row['copyright_file']}": row["copyright_sha256"] for row in rows if row.get("copyright_file")})
+    return files
+
+
+def check_corpus(root: Path, dataset: str) -> int:
+    """Check one corpus folder of ``root`` against its manifest; Gutenberg differences are reported only."""
+    folder, lenient = CORPORA[dataset]
+    files = _corpus_files(folder)
+    differ = []
+    for name, expected in files.items():
+        path = root / name
+        if not path.is_file():
+            print(f"{dataset}: {path} is missing; run `spacy project assets project/` then `spacy project run convert-corpora project/`, or pass --vars.data_root PATH", file=sys.stderr)
+            return 1
+        if sha256(path) != expected:
+            if not lenient:
+                print(f"{dataset}: {path} differs from the pinned commit (SHA-256); fetch it again", file=sys.stderr)
+                return 1
+            differ.append(Path(name).name)
+    note = f"; {len(differ)} differ from the text our figures used (revised by Project Gutenberg: {' '.join(differ)})" if differ else ""
+    print(f"{dataset}: {len(files)} files OK in {root / folder}{note}")
+    return 0
+
+
 def check(root: Path, only: Iterable[str]) -> int:
     for dataset in only:
+        if dataset in CORPORA:
+            if check_corpus(root, dataset):
+                return 1
+            continue
         for name, expected in EXPECTED[dataset].items():
             path = root / name
             if not path.is_file() and (root / (name + ".gz")).is_file():
@@ -127,7 +165,7 @@ def main() -> None:
     p.add_argument("root", type=Path)
     p = sub.add_parser("check")
     p.add_argument("root", type=Path)
-    p.add_argument("--only", nargs="+", choices=sorted(EXPECTED), default=sorted(EXPECTED))
+    p.add_argument("--only", nargs="+", choices=sorted(EXPECTED) + sorted(CORPORA), default=sorted(EXPECTED) + sorted(CORPORA))
     args = parser.parse_args()
     sys.exit(unpack(args.downloads, args.root) if args.command == "unpack" else check(args.root, args.only))
 

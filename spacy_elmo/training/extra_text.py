@@ -1,4 +1,4 @@
-"""Plain-text training portions of the other English sets in ``../shared/data``.
+"""Plain-text training portions of the other English evaluation sets (the spaCy project's assets).
 
 The embedded default model is trained on the Gutenberg books plus the *training* portions of
 sets whose licence allows it: UD English EWT train (web text, CC BY-SA 4.0), SemCor (the WSD
@@ -13,9 +13,12 @@ EWT's train/dev/test *text* as a corpus folder (for held-out perplexity on moder
 from __future__ import annotations
 
 import gzip
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Dict, Iterator, List, Sequence
+
+from ..assets import data_file, require_files
 
 _QUOTES = {"``": '"', "''": '"'}
 
@@ -76,10 +79,14 @@ def _manifest(folder: Path, rows: Sequence[Sequence[str]]) -> None:
 def write_extra_training_text(data_root: Path, out_dir: Path) -> Dict[str, int]:
     """UD EWT train + SemCor + WiC train sentences as a ``prepare`` input folder (all ``train``)."""
     data_root, out_dir = Path(data_root), Path(out_dir)
+    semcor = data_root / "wsd_raganato" / "Training_Corpora" / "SemCor"
+    require_files(data_root / "ud_english_ewt", ["en_ewt-ud-train.conllu"], "UD English EWT", "--vars.data_root")
+    require_files(semcor, ["semcor.data.xml"], "SemCor", "--vars.data_root")
+    require_files(data_root / "wic", ["train.data.txt"], "WiC", "--vars.data_root")
     out_dir.mkdir(parents=True, exist_ok=True)
     sources = {
-        "ud_english_ewt_train.txt": ud_sentences(data_root / "ud_english_ewt" / "en_ewt-ud-train.conllu.gz"),
-        "semcor.txt": semcor_sentences(data_root / "wsd_raganato" / "Training_Corpora" / "SemCor" / "semcor.data.xml.gz"),
+        "ud_english_ewt_train.txt": ud_sentences(data_file(data_root / "ud_english_ewt" / "en_ewt-ud-train.conllu")),
+        "semcor.txt": semcor_sentences(data_file(semcor / "semcor.data.xml")),
         "wic_train.txt": wic_sentences(data_root / "wic" / "train.data.txt"),
     }
     counts = {name: _write(out_dir / name, sentences) for name, sentences in sources.items()}
@@ -90,12 +97,14 @@ def write_extra_training_text(data_root: Path, out_dir: Path) -> Dict[str, int]:
 def write_ud_text(data_root: Path, out_dir: Path) -> Dict[str, int]:
     """UD EWT's train/dev/test text as a ``prepare`` input folder (its own splits)."""
     data_root, out_dir = Path(data_root), Path(out_dir)
+    names = [f"en_ewt-ud-{part}.conllu" for part in ("train", "dev", "test")]
+    require_files(data_root / "ud_english_ewt", names, "UD English EWT", "--vars.data_root")
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: List[List[str]] = []
     counts = {}
     for part, split in (("train", "train"), ("dev", "dev"), ("test", "test")):
         name = f"en_ewt_{part}.txt"
-        counts[name] = _write(out_dir / name, ud_sentences(data_root / "ud_english_ewt" / f"en_ewt-ud-{part}.conllu.gz"))
+        counts[name] = _write(out_dir / name, ud_sentences(data_file(data_root / "ud_english_ewt" / f"en_ewt-ud-{part}.conllu")))
         rows.append([name, split])
     _manifest(out_dir, rows)
     return counts
@@ -111,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     write = sub.add_parser("write", help="the extra training text folder and the UD EWT text folder")
-    write.add_argument("data_root", type=Path, help="the shared data folder (../shared/data from the repository root)")
+    write.add_argument("data_root", type=Path, help="the evaluation data folder (project/assets/data from the repository root)")
     write.add_argument("extra_out", type=Path)
     write.add_argument("ud_out", type=Path)
     mix = sub.add_parser("mix", help="shuffle a prepared corpus's training sentences across its shards")
@@ -119,7 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     mix.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.command == "write":
-        for name, n in {**write_extra_training_text(args.data_root, args.extra_out), **write_ud_text(args.data_root, args.ud_out)}.items():
+        try:
+            counts = {**write_extra_training_text(args.data_root, args.extra_out), **write_ud_text(args.data_root, args.ud_out)}
+        except FileNotFoundError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        for name, n in counts.items():
             print(f"{name}: {n:,} sentences")
     else:
         print(f"{mix_train_shards(args.corpus, args.seed):,} training sentences shuffled across shards")
