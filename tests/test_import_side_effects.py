@@ -52,7 +52,7 @@ print(json.dumps({"before": before, "after": after}))
 """
 
 
-@pytest.mark.parametrize("module", ["spacy_elmo", "spacy_elmo.pipeline"])
+@pytest.mark.parametrize("module", ["spacy_elmo", "spacy_elmo.pipeline", "spacy_elmo.layers"])
 def test_import_leaves_random_streams_and_torch_settings_alone(module):
     result = subprocess.run([sys.executable, "-c", PROBE, module], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

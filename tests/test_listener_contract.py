@@ -11,7 +11,7 @@ import torch
 from spacy.training import Example
 from thinc.api import set_dropout_rate
 
-from spacy_elmo.pipeline.architectures import ScalarMix_v1
+from spacy_elmo.layers import ScalarMix_v1
 
 from .conftest import ALLENNLP
 from .test_listeners import DATA, EMBED, ENCODE, elmo_tagger, examples, listener, tagger_config, tags, train

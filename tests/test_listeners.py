@@ -9,7 +9,7 @@ import torch
 from spacy.training import Example
 from thinc.api import Adam, NumpyOps
 
-from spacy_elmo.pipeline.architectures import ElmoListener, ScalarMix_v1, learned_mixes, trainable_logits
+from spacy_elmo.layers import ElmoListener, ScalarMix_v1, learned_mixes, trainable_logits
 
 from .conftest import ALLENNLP
 

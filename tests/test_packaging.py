@@ -80,6 +80,7 @@ def test_sdist_and_wheel_install_and_run_in_a_fresh_virtualenv(dist, tmp_path):
     assert {"spacy_elmo/models/en_default/weights.pt", "spacy_elmo/models/en_default/config.json", "spacy_elmo/bilm/published.py", "spacy_elmo/bilm/download.py"} <= names
     assert not any(n.startswith("tests/") for n in names)
     assert "elmo = spacy_elmo.pipeline.component:make_elmo" in entry_points and "elmo = spacy_elmo.spacy_command:app" in entry_points
+    assert "spacy_elmo/layers/architectures.py" in names and "spacy-elmo.ElmoListener.v1 = spacy_elmo.layers.architectures:ElmoListener_v1" in entry_points
     python = fresh_venv(tmp_path / "venv")
     run([python, "-m", "pip", "install", "--no-deps", "--ignore-installed", "--no-index", wheel], cwd=tmp_path)
     smoke = (

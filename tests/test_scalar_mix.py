@@ -1,7 +1,9 @@
+import numpy as np
 import pytest
 import torch
 
 from spacy_elmo import ScalarMix
+from spacy_elmo.bilm.scalar_mix import apply_mix, mix_penalty, spec_weights
 
 
 def layers():
@@ -64,3 +66,35 @@ def test_bad_specs_name_the_problem(spec):
 def test_wrong_number_of_layers():
     with pytest.raises(ValueError, match="expects 3 layers"):
         ScalarMix(3)(torch.zeros(2, 1, 4))
+
+
+# ---------------------------------------------------------------- the shared functions
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_apply_mix_gradients_pass_gradcheck(layer_norm):
+    torch.manual_seed(0)
+    layers = torch.randn(3, 4, 5, dtype=torch.float64, requires_grad=True)
+    logits = torch.tensor([0.3, -1.0, 0.5], dtype=torch.float64, requires_grad=True)
+    gamma = torch.tensor([1.3], dtype=torch.float64, requires_grad=True)
+
+    def mixed(layers, logits, gamma):
+        return apply_mix(layers, torch.softmax(logits, 0), gamma, layer_norm) + mix_penalty(logits, 0.1)
+
+    assert torch.autograd.gradcheck(mixed, (layers, logits, gamma))
+
+
+def test_apply_mix_takes_numpy_and_any_layer_axis():
+    rng = np.random.default_rng(0)
+    by_token = rng.normal(size=(6, 3, 4)).astype(np.float32)  # [n, L, dim], as the evaluations hold them
+    weights = spec_weights([1, 2, 3], 3)
+    assert np.allclose(weights, [1 / 6, 2 / 6, 3 / 6])
+    out = apply_mix(by_token, weights, layer_axis=1)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32 and out.shape == (6, 4)
+    assert np.allclose(out, np.einsum("nld,l->nd", by_token, weights), atol=1e-6)
+    assert np.array_equal(apply_mix(by_token, spec_weights("layer:1", 3), layer_axis=1), by_token[:, 1])
+    module = ScalarMix(3, [1, 2, 3], gamma=0.5, layer_norm=True, trainable=False)
+    by_layer = np.ascontiguousarray(by_token.transpose(1, 0, 2))
+    assert np.allclose(apply_mix(by_layer, weights, 0.5, layer_norm=True), module(torch.from_numpy(by_layer)).detach().numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match=r"\(2,\) weights for 3 layers"):
+        apply_mix(by_layer, [0.5, 0.5])

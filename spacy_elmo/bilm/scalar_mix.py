@@ -1,15 +1,26 @@
-"""ScalarMix: ELMo = gamma * sum_j softmax(s)_j * h_j over the biLM layers."""
+"""The scalar mix, ELMo = gamma * sum_j softmax(s)_j * h_j over the biLM layers: the one
+implementation behind the component, the ``spacy-elmo.ScalarMix.v1`` layer and the evaluations.
+
+* :func:`mix_logits` / :func:`trainable_mix_logits` / :func:`spec_weights`: a mix spec
+  (``"average"``, ``"top"``, ``"layer:N"`` or explicit weights) as logits or normalised weights;
+* :func:`apply_mix`: given weights applied to given layers (numpy or torch, differentiable);
+* :func:`mix_penalty`: the paper's lambda, an L2 pull of the logits toward equal weights;
+* :class:`ScalarMix`: the torch module holding the logits and gamma.
+"""
 from __future__ import annotations
 
 import math
-from typing import Sequence, Union
+from typing import Sequence, TypeVar, Union
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 MixSpec = Union[str, Sequence[float]]
+Layers = TypeVar("Layers", np.ndarray, torch.Tensor)
 _NEG = -1e4  # softmax weight exactly 0.0 in float32, finite gradients
+LN_EPS = 1e-12
 
 
 def check_mix_spec(spec: MixSpec) -> None:
@@ -78,6 +89,44 @@ def trainable_mix_logits(spec: MixSpec, n_layers: int) -> torch.Tensor:
     return logits
 
 
+def spec_weights(spec: MixSpec, n_layers: int) -> np.ndarray:
+    """The normalised float32 layer weights of a mix spec (what :func:`apply_mix` takes)."""
+    return torch.softmax(mix_logits(spec if isinstance(spec, str) else list(spec), n_layers), 0).numpy().astype(np.float32)
+
+
+def apply_mix(
+    layers: Layers,
+    weights: Union[Sequence[float], np.ndarray, torch.Tensor],
+    gamma: Union[float, torch.Tensor] = 1.0,
+    layer_norm: bool = False,
+    layer_axis: int = 0,
+) -> Layers:
+    """``gamma * sum_j weights_j * layers_j`` over ``layer_axis`` (the axis disappears).
+
+    ``weights`` are used as given (normalise them first: :func:`spec_weights`, or a softmax of
+    logits). ``layer_norm`` normalises each layer over its last axis (per token: mean 0,
+    variance 1, no affine parameters) before mixing. A numpy array in gives a numpy array of
+    the same dtype out; torch tensors stay tensors and keep their autograd graph.
+    """
+    if isinstance(layers, np.ndarray):
+        mixed = apply_mix(torch.from_numpy(np.ascontiguousarray(layers)), weights, gamma, layer_norm, layer_axis)
+        return mixed.numpy()
+    if layer_axis != 0:
+        layers = layers.movedim(layer_axis, 0)
+    weights = torch.as_tensor(weights, dtype=layers.dtype, device=layers.device)
+    if weights.shape != layers.shape[:1]:
+        raise ValueError(f"apply_mix: {tuple(weights.shape)} weights for {layers.shape[0]} layers")
+    if layer_norm:
+        layers = F.layer_norm(layers, layers.shape[-1:], eps=LN_EPS)
+    gamma = torch.as_tensor(gamma, dtype=layers.dtype, device=layers.device)
+    return gamma * torch.tensordot(weights, layers, dims=1)  # one pass, no [L, ..., dim] temporary
+
+
+def mix_penalty(logits: torch.Tensor, coef: float) -> torch.Tensor:
+    """``coef * ||s - mean(s)||^2``: zero exactly when all layers weigh the same."""
+    return coef * ((logits - logits.mean()) ** 2).sum()
+
+
 class ScalarMix(nn.Module):
     """Task-specific weighted sum of ``n_layers`` same-shaped layers.
 
@@ -111,12 +160,8 @@ class ScalarMix(nn.Module):
         """layers: ``[n_layers, ..., dim]`` -> ``[..., dim]``."""
         if layers.shape[0] != self.n_layers:
             raise ValueError(f"ScalarMix expects {self.n_layers} layers, got {layers.shape[0]}")
-        if self.layer_norm:
-            layers = F.layer_norm(layers, layers.shape[-1:], eps=1e-12)
-        weights = self.weights.to(layers.dtype).view(-1, *([1] * (layers.dim() - 1)))
-        return self.gamma.to(layers.dtype) * (weights * layers).sum(0)
+        return apply_mix(layers, self.weights.to(layers.dtype), self.gamma.to(layers.dtype), self.layer_norm)
 
     def regularization(self) -> torch.Tensor:
         """``l2_coef * ||s - mean(s)||^2``: zero exactly when all layers weigh the same."""
-        s = self.scalar_parameters
-        return self.l2_coef * ((s - s.mean()) ** 2).sum()
+        return mix_penalty(self.scalar_parameters, self.l2_coef)

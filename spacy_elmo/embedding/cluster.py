@@ -21,8 +21,7 @@ import uuid
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from .reader import Chunk, CorpusError
-from .run import Executor
-from .worker import ChunkResult, EmbedSpec, embed_chunk
+from .worker import ChunkResult, EmbedSpec, Executor, embed_chunk
 
 
 def require_distributed() -> Any:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 from ..bilm.weights import DEFAULT_NAMES
 from . import shards
 from .reader import Chunk, CorpusError, Scan, input_files, iter_chunks, scan_input
-from .worker import LAYERS, TOKENIZERS, ChunkResult, EmbedSpec, MixValue, embed_chunk
+from .worker import LAYERS, TOKENIZERS, ChunkResult, EmbedSpec, Executor, MixValue, embed_chunk
 
 FORMATS = ("hdf5", "shards")
 
@@ -170,8 +170,6 @@ def prepare_folder(options: EmbedOptions, folder: Path, config: Dict[str, Any]) 
     shards.write_json(folder / shards.MANIFEST, {"format": shards.FORMAT, "version": shards.VERSION, "config": config, "complete": False})
     return set()
 
-
-Executor = Callable[[EmbedSpec, Path, Iterator[Chunk]], Iterator[ChunkResult]]
 
 
 def run_here(spec: EmbedSpec, folder: Path, chunks: Iterator[Chunk]) -> Iterator[ChunkResult]:

@@ -9,7 +9,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -134,3 +134,7 @@ def embed_chunk(spec: EmbedSpec, folder: str, chunk: Chunk) -> ChunkResult:
     shards.write_shard(Path(folder) / shards.shard_name(chunk.index), lines, tokens, texts, vectors)
     n_tokens = sum(len(t) for t in tokens)
     return ChunkResult(chunk.index, len(lines), n_tokens, time.perf_counter() - start, os.getpid(), ChunkEmbedder.loads)
+
+
+# what runs the chunks (a process pool, a Dask cluster): (spec, output folder, chunks) -> their results, in any order
+Executor = Callable[[EmbedSpec, Path, Iterator[Chunk]], Iterator[ChunkResult]]

@@ -1,7 +1,21 @@
 """The spaCy side: the ``elmo`` component, context getters and Doc/Span/Token extensions."""
-from .architectures import ElmoListener, learned_mixes
-from .component import Elmo, make_elmo
+from typing import Any
+
 from .contexts import Context, configure_sentence_contexts
 from .extensions import install_extensions, set_hooks
 
 __all__ = ["Context", "Elmo", "ElmoListener", "learned_mixes", "configure_sentence_contexts", "install_extensions", "make_elmo", "set_hooks"]
+
+
+def __getattr__(name: str) -> Any:
+    # imported on first use: the component needs spacy_elmo.layers, whose modules import
+    # helpers from this package, so importing them here would make the import order matter
+    if name in ("Elmo", "make_elmo"):
+        from . import component
+
+        return getattr(component, name)
+    if name in ("ElmoListener", "learned_mixes"):
+        from .. import layers
+
+        return getattr(layers, name)
+    raise AttributeError(f"module 'spacy_elmo.pipeline' has no attribute {name!r}")

@@ -21,7 +21,8 @@ from ..bilm import BiLM, ScalarMix
 from ..bilm.scalar_mix import check_mix_spec, mix_logits
 from ..bilm.resolve import normalise_spec
 from ..bilm.weights import WeightsError, load_native, read_config, save_native
-from .architectures import LISTENER_NODE, TOK2VEC_NODE, ElmoListener
+from ..layers.listener import LISTENER_NODE, ElmoListener
+from ..layers.tok2vec import TOK2VEC_NODE
 from .bilm_model import BILM_NODE, bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
 from .contexts import ContextGetter
 from .scope import loading_saved_pipeline
