@@ -124,7 +124,7 @@ def main() -> None:
         "bench": "embed_memory",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared with other jobs (busy)",
         "python": platform.python_version(),
-        "pythonpath": args.pythonpath,
+        "checkout": "this repository" if Path(args.pythonpath).resolve() == REPO else "another checkout (--pythonpath)",
         "lines": int(lines),
         "tokens": int(tokens),
         "chunk_lines": args.chunk_lines,
