@@ -73,7 +73,7 @@ def write_bytes(path: PathLike, data: bytes) -> Path:
 
 def write_json(path: PathLike, data: Any, indent: Optional[int] = 1) -> Path:
     """Write ``data`` as UTF-8 JSON (and a final newline) to ``path`` atomically."""
-    return write_bytes(path, (json.dumps(data, indent=indent, ensure_ascii=False) + "\n").encode("utf-8"))
+    return write_bytes(path, (json.dumps(data, indent=indent) + "\n").encode("utf-8"))  # ASCII: lone surrogates stay escaped
 
 
 def save_npy(path: PathLike, array: Any) -> Path:

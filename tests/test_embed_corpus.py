@@ -168,6 +168,16 @@ def test_existing_output_and_a_different_configuration_are_refused(tmp_path, cap
     assert code == 2 and "input content changed" in err, err
 
 
+def test_sentence_to_index_streamed_to_disk_is_exact_json_for_any_text(tmp_path, capsys):
+    lines = ['say "hi" \\ there', "caf\u00e9 \u00fcber \U0001F600", "tab\tinside", 'say "hi" \\ there', "{ } : ,"]
+    source = write(tmp_path / "in.txt", lines)
+    assert run(capsys, "embed-corpus", source, tmp_path / "out.hdf5", "--chunk-lines", 2, "--layers", "top")[0] == 0
+    index, arrays = read_allennlp(tmp_path / "out.hdf5")
+    assert index == {text: str(max(i for i, t in enumerate(lines) if t == text)) for text in lines}
+    assert list(index) == list(dict.fromkeys(lines))  # AllenNLP's order: first occurrence
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_overwrite_deletes_only_our_own_output(tmp_path, capsys):
     source = write(tmp_path / "in.txt", LINES)
     # a shards OUTPUT folder holding an unrelated file: refused, naming it, and nothing deleted
