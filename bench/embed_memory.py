@@ -100,7 +100,7 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=args.pythonpath, OMP_NUM_THREADS="1")
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(source), str(output), args.weights, str(args.chunk_lines)],
-                             env=env, stdout=subprocess.PIPE, text=True)
+                             env=env, stdout=subprocess.PIPE, text=True, cwd=args.pythonpath)  # cwd: `-c` puts it first on sys.path
     samples: List[Dict[str, Any]] = []
     done = 0
     while child.poll() is None:
