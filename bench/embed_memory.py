@@ -154,7 +154,9 @@ def main() -> None:
             "assemble_peak_mb": round(max((s[key] for s in samples if s["phase"] == "assemble"), default=0.0), 1),
         }
     result["trace"] = [{k: (round(v, 1) if isinstance(v, float) else v) for k, v in s.items()} for s in samples[:: max(1, len(samples) // 400)]]
-    text = json.dumps(result, indent=1)
+    trace = result.pop("trace")
+    text = json.dumps(result, indent=1)[:-2] + ',\n "trace": [\n' + ",\n".join("  " + json.dumps(row) for row in trace) + "\n ]\n}"
+    result["trace"] = trace
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n", encoding="utf-8")
