@@ -253,7 +253,12 @@ def embed_cli(
             line += f"  cos(with token {first.i}, same word)={token.similarity(first):.3f}"
         print(line)
     if output is not None:
-        np.savez(output, vectors=doc.tensor, layers=doc._.elmo_layers, tokens=np.array([t.text for t in doc]))
+        from .files import write_atomic
+
+        if output.suffix != ".npz":  # what numpy.savez does with a path
+            output = output.with_name(output.name + ".npz")
+        arrays = {"vectors": doc.tensor, "layers": doc._.elmo_layers, "tokens": np.array([t.text for t in doc])}
+        write_atomic(output, lambda handle: np.savez(handle, **arrays))
         msg.good(f"wrote {output}")
 
 
@@ -503,7 +508,9 @@ def evaluate_cli(
         f"over {result['tokens']:,} predictions (unigram baseline {result['unigram_ppl']:.1f})"
     )
     if output is not None:
-        srsly.write_json(output, result)
+        from .files import write_json
+
+        write_json(output, result, indent=2)
 
 
 @app.command("ship")
@@ -619,7 +626,9 @@ def mixes_cli(
             weights = ", ".join(f"layer {i}: {w:.3f}" for i, w in enumerate(mix["weights"] or []))
             msg.text(f"{component} ({mix['role']}): {weights}; gamma {mix['gamma']}")
     if output is not None:
-        output.write_text(json.dumps(found, indent=2) + "\n")
+        from .files import write_json
+
+        write_json(output, found, indent=2)
         msg.good(f"wrote {output}")
 
 

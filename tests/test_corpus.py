@@ -99,6 +99,11 @@ def test_property_no_character_is_lost_without_being_counted(tmp_path_factory, l
     folder = tmp_path_factory.mktemp("prop")
     text = "\n".join(lines) + "\n"
     (folder / "in.txt").write_bytes(text.encode("utf-8") + b"\xff\xfe broken line\n")
+    if not text.strip():  # nothing to keep: an error, and no empty corpus is written
+        with pytest.raises(ValueError, match="no sentences in"):
+            prepare_corpus([folder / "in.txt"], folder / "out", layout=layout, held_out=0.3, max_chars=max_chars)
+        assert not (folder / "out").exists()
+        return
     stats = prepare_corpus([folder / "in.txt"], folder / "out", layout=layout, held_out=0.3, max_chars=max_chars)
     out = "".join(shard_lines(folder / "out")).replace(" ", "")
     assert sorted(out) == sorted("".join(text.split()))  # every non-space character (held-out blocks move whole units)
@@ -130,6 +135,15 @@ def test_prepare_command_reports_lines_and_splits(tmp_path, capsys):
     assert stats["valid"]["sentences"] > 0 and stats["held_out"] == 0.02
     assert main(["prepare", str(tmp_path / "one.txt"), "--out-dir", str(tmp_path / "o2"), "--layout", "pages"]) == 2
     assert "--layout 'pages'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", ["", "\n\n   \n"])
+def test_prepare_on_empty_text_is_an_error_and_writes_nothing(tmp_path, capsys, content):
+    (tmp_path / "empty.txt").write_text(content, encoding="utf-8")
+    assert main(["prepare", str(tmp_path / "empty.txt"), "--out-dir", str(tmp_path / "out")]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress line
+    assert "no sentences in" in last and "empty.txt" in last and "nothing was written" in last, last
+    assert not (tmp_path / "out").exists()
 
 
 def test_unigram_baseline_uses_the_real_unk_count_and_the_biLMs_predictions(tmp_path):

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -165,6 +166,68 @@ def test_existing_output_and_a_different_configuration_are_refused(tmp_path, cap
     write(tmp_path / "in.txt", LINES + ["one more line ."])
     code, _, err = run(capsys, "embed-corpus", source, parts, "--format", "shards", "--chunk-lines", 2)
     assert code == 2 and "input content changed" in err, err
+
+
+def test_sentence_to_index_streamed_to_disk_is_exact_json_for_any_text(tmp_path, capsys):
+    lines = ['say "hi" \\ there', "caf\u00e9 \u00fcber \U0001F600", "tab\tinside", 'say "hi" \\ there', "{ } : ,"]
+    source = write(tmp_path / "in.txt", lines)
+    assert run(capsys, "embed-corpus", source, tmp_path / "out.hdf5", "--chunk-lines", 2, "--layers", "top")[0] == 0
+    index, arrays = read_allennlp(tmp_path / "out.hdf5")
+    assert index == {text: str(max(i for i, t in enumerate(lines) if t == text)) for text in lines}
+    assert list(index) == list(dict.fromkeys(lines))  # AllenNLP's order: first occurrence
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_overwrite_deletes_only_our_own_output(tmp_path, capsys):
+    source = write(tmp_path / "in.txt", LINES)
+    # a shards OUTPUT folder holding an unrelated file: refused, naming it, and nothing deleted
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("years of work\n")
+    (folder / "manifest.json").write_text("{}\n")
+    code, _, err = run(capsys, "embed-corpus", source, folder, "--format", "shards", "--overwrite")
+    assert code == 2 and "holds files that are not spacy-elmo corpus output (thesis.tex)" in err and len(err.strip().splitlines()) == 1, err
+    assert (folder / "thesis.tex").read_text() == "years of work\n" and (folder / "manifest.json").exists()
+    # an HDF5 OUTPUT that is a folder, or a file that is not HDF5: refused, left alone
+    code, _, err = run(capsys, "embed-corpus", source, folder, "--overwrite")
+    assert code == 2 and "is a folder, not an HDF5 file" in err and (folder / "thesis.tex").exists(), err
+    notes = tmp_path / "notes.hdf5"
+    notes.write_text("my notes\n")
+    code, _, err = run(capsys, "embed-corpus", source, notes, "--overwrite")
+    assert code == 2 and "is not an HDF5 file" in err and notes.read_text() == "my notes\n", err
+    # our own outputs are replaced
+    out = tmp_path / "out"
+    assert run(capsys, "embed-corpus", source, out, "--format", "shards", "--chunk-lines", 3)[0] == 0
+    assert run(capsys, "embed-corpus", source, out, "--format", "shards", "--overwrite", "--layers", "top")[0] == 0
+    assert shards.read_manifest(out)["config"]["layers"] == "top"
+    assert run(capsys, "embed-corpus", source, tmp_path / "out.hdf5")[0] == 0
+    assert run(capsys, "embed-corpus", source, tmp_path / "out.hdf5", "--overwrite", "--layers", "top")[0] == 0
+
+
+def test_spacy_tokenizer_line_limit_is_checked_before_anything_is_written(tmp_path, capsys):
+    # one whitespace token, nine spaCy tokens
+    source = write(tmp_path / "in.txt", ["fine line .", "a,b,c,d,e"])
+    out = tmp_path / "shards"
+    code, _, err = run(capsys, "embed-corpus", source, out, "--format", "shards", "--tokenizer", "spacy", "--max-line-tokens", "5")
+    assert code == 2 and "line 2 (corpus line 1) has 9 tokens, more than --max-line-tokens 5" in err, err
+    assert not out.exists()  # no manifest, no shard: the run never started
+
+
+def test_worker_cache_is_bounded_and_loads_once_across_threads(monkeypatch):
+    from spacy_elmo.embedding import worker
+
+    monkeypatch.setattr(worker, "_EMBEDDERS", type(worker._EMBEDDERS)())
+    specs = [worker.EmbedSpec("en_default", layers=layers) for layers in ("all", "top", "mix")]
+    before = worker.ChunkEmbedder.loads
+    threads = [threading.Thread(target=worker.get_embedder, args=(specs[0],)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert worker.ChunkEmbedder.loads == before + 1
+    for spec in specs:
+        worker.get_embedder(spec)
+    assert list(worker._EMBEDDERS) == specs[-worker.MAX_EMBEDDERS:]
 
 
 KILLABLE = (

@@ -1,5 +1,8 @@
 """Hostile text through the ``elmo`` component (tiny fixture biLM): nothing crashes, every
-vector is finite, shapes are right and whitespace tokens get zeros."""
+vector is finite, shapes are right, whitespace tokens get zeros, and every other token's layers
+are the raw biLM's for its sentence read on its own (the same in a batch as alone)."""
+import re
+
 import numpy as np
 import pytest
 from spacy.tokens import Doc
@@ -8,6 +11,7 @@ from spacy_elmo.bilm.characters import MAX_CHARS, token_char_ids
 
 DIM = 32  # the fixture biLM: 2 x projection_dim 16
 LAYERS = 3
+MAX_LENGTH = 200  # the component's default context length
 
 TEXTS = {
     "empty": "",
@@ -24,26 +28,54 @@ TEXTS = {
 }
 
 
-def check(doc):
+def sentences(doc):
+    """Non-whitespace token indices per sentence: the Doc's own, else a split after sentence-final
+    punctuation and at blank lines (the component's documented built-in split)."""
+    if doc.has_annotation("SENT_START"):
+        return [s for s in ([t.i for t in sent if not t.is_space] for sent in doc.sents) if s]
+    out, current = [], []
+    for token in doc:
+        if token.is_space:
+            if "\n\n" in token.text and current:
+                out.append(current)
+                current = []
+            continue
+        current.append(token.i)
+        if re.fullmatch(r"[.!?\u3002\uff01\uff1f\u2026\u061f\u0964]+|\.\.\.", token.text):
+            out.append(current)
+            current = []
+    return [s for s in out + [current] if s]
+
+
+def check(doc, bilm=None):
+    """Shapes, finiteness, zeros for whitespace, and (given the raw biLM) each sentence's layers
+    equal to the biLM's for that sentence alone."""
     layers = doc._.elmo_layers
     assert layers.shape == (LAYERS, len(doc), DIM)
     assert np.isfinite(layers).all()
     for token in doc:
         if token.is_space:
             assert not layers[:, token.i].any(), repr(token.text)
+    if bilm is not None:
+        for indices in sentences(doc):
+            if len(indices) > MAX_LENGTH:  # read in overlapping windows, not as one sentence
+                continue
+            (alone,) = bilm.embed_sentences([[doc[i].text for i in indices]])
+            np.testing.assert_allclose(layers[:, indices], alone, atol=1e-5, rtol=0, err_msg=repr(doc[indices[0]].text))
     return layers
 
 
 @pytest.mark.parametrize("name", list(TEXTS))
-def test_hostile_texts(nlp, name):
-    check(nlp(TEXTS[name]))
+def test_hostile_texts(nlp, allennlp_bilm, name):
+    check(nlp(TEXTS[name]), allennlp_bilm)
 
 
 def test_hostile_texts_in_one_pipe_batch(nlp):
     docs = list(nlp.pipe(TEXTS.values(), batch_size=4))
     assert [len(d) for d in docs] == [len(nlp.make_doc(t)) for t in TEXTS.values()]
-    for doc in docs:
-        check(doc)
+    for doc, text in zip(docs, TEXTS.values()):
+        alone = nlp(text)._.elmo_layers  # batching packs other Docs' sentences beside it: no effect allowed
+        np.testing.assert_allclose(check(doc), alone, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize(
@@ -56,8 +88,8 @@ def test_hostile_texts_in_one_pipe_batch(nlp):
         ["\u0301", "\u200d", "\ufe0f", "\U0001F3FD"],  # marks and joiners on their own
     ],
 )
-def test_hostile_words_docs(nlp, words):
-    layers = check(nlp(Doc(nlp.vocab, words=words)))
+def test_hostile_words_docs(nlp, allennlp_bilm, words):
+    layers = check(nlp(Doc(nlp.vocab, words=words)), allennlp_bilm)
     assert layers.shape[1] == len(words)
 
 
@@ -78,7 +110,7 @@ def test_words_spacy_may_refuse(nlp, allennlp_bilm, words):
         doc = Doc(nlp.vocab, words=words)
     except (UnicodeEncodeError, ValueError):  # refused by spaCy before our component sees it
         return
-    check(nlp(doc))
+    check(nlp(doc), allennlp_bilm)
 
 
 def test_words_without_spaces(nlp):
@@ -108,14 +140,18 @@ def test_twenty_thousand_tokens_without_sentence_boundaries(nlp):
     check(doc)
 
 
-def test_twenty_thousand_tokens_with_sentence_boundaries(nlp):
+def test_twenty_thousand_tokens_with_sentence_boundaries(nlp, allennlp_bilm):
     words, starts = [], []
     for i in range(20_000):
         words.append("." if i % 25 == 24 else f"w{i % 89}")
         starts.append(i % 25 == 0)
     doc = Doc(nlp.vocab, words=words, sent_starts=starts)
-    check(nlp(doc))
+    layers = check(nlp(doc))
     assert len(list(doc.sents)) == 800
+    (first,) = allennlp_bilm.embed_sentences([words[:25]])
+    (last,) = allennlp_bilm.embed_sentences([words[-25:]])
+    np.testing.assert_allclose(layers[:, :25], first, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(layers[:, -25:], last, atol=1e-5, rtol=0)
 
 
 def test_whitespace_only_doc_is_all_zeros(nlp):

@@ -1,6 +1,7 @@
 """Importing the package changes no process-wide state; its process-wide caches and the
 allocator trimming are documented and can be sized or switched off."""
 import json
+import os
 import subprocess
 import sys
 
@@ -113,8 +114,26 @@ def test_freed_memory_trimming_can_be_switched_off(monkeypatch):
         memory.set_release_free_memory(previous)
 
 
-def test_docstrings_document_the_process_wide_knobs():
-    assert "SPACY_ELMO_CHAR_CACHE_SIZE" in characters.__doc__ and "set_char_cache_size" in characters.__doc__
-    assert "malloc_trim" in memory.__doc__ and "set_release_free_memory" in memory.__doc__
-    assert "SPACY_ELMO_KEEP_FREED_MEMORY" in memory.__doc__
-    assert np.array_equal(characters.token_char_ids("x"), characters.token_char_ids("x"))
+def test_docstrings_document_the_process_wide_knobs_and_the_knobs_act():
+    # the docstrings name the very variables and functions the code reads ...
+    assert characters.CHAR_CACHE_ENV in characters.__doc__ and "set_char_cache_size" in characters.__doc__
+    assert memory.KEEP_FREED_MEMORY_ENV in memory.__doc__ and "set_release_free_memory" in memory.__doc__ and "malloc_trim" in memory.__doc__
+    # ... and setting them does what the docstrings say, in a fresh interpreter
+    probe = "from spacy_elmo.bilm import characters, memory; print(characters.char_cache_size(), memory.trimming_enabled())"
+    env = {k: v for k, v in os.environ.items() if k not in (characters.CHAR_CACHE_ENV, memory.KEEP_FREED_MEMORY_ENV)}
+    plain = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert plain == [str(characters.DEFAULT_CHAR_CACHE_SIZE), "True"]
+    env.update({characters.CHAR_CACHE_ENV: "7", memory.KEEP_FREED_MEMORY_ENV: "1"})
+    knobs = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert knobs == ["7", "False"]
+    previous = characters.char_cache_size()
+    try:
+        characters.set_char_cache_size(3)
+        for token in ("a1", "b2", "c3", "d4", "e5"):
+            characters.token_char_ids(token)
+        assert characters.char_cache_info().currsize == 3 and characters.char_cache_info().maxsize == 3
+        characters.set_char_cache_size(0)  # 0 = no cache
+        characters.token_char_ids("f6")
+        assert characters.char_cache_info().currsize == 0
+    finally:
+        characters.set_char_cache_size(previous)

@@ -2,13 +2,17 @@
 
 ``bash`` blocks run line by line (``&&`` chains split; ``pip install`` steps are left out, since
 the test environment is the installed one, and so is the pytest command, which is this very run);
-``python`` blocks are executed; an ``ini``/``cfg`` config must go through ``spacy init fill-config``
+``python`` blocks are executed, and where a block shows what a ``print`` writes (a comment
+``# ... -> OUTPUT`` on the print's line, or a comment line ``# -> OUTPUT`` right after it) the
+printed line must match it: numbers to the decimals shown (``0.98...`` or ``0.98``: within 0.01),
+a lone ``...`` standing for any text; an ``ini``/``cfg`` config must go through ``spacy init fill-config``
 (an excerpt without ``[nlp]`` must parse and name only registered functions); other blocks
 (plain text, tables) are not code. Each block may use files that the blocks before it wrote, so a
 block that reads a file no earlier block or step makes fails here, as it would for a reader.
 """
 from __future__ import annotations
 
+import builtins
 import os
 import re
 import runpy
@@ -16,7 +20,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -72,6 +76,64 @@ def check_config_fragment(code: str) -> None:
         assert spacy.registry.has(kind, name), f"{kind} {name!r} is not registered"
 
 
+_NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+_SHOWN_PIECE = re.compile(rf"(?P<number>{_NUMBER})(?P<ellipsis>\.\.\.)?|(?P<any>\.\.\.)|(?P<space>\s+)")
+
+
+def shown_outputs(code: str) -> Dict[int, str]:
+    """Line (1-based, in the block) of each ``print`` whose output the block shows -> that output."""
+    lines, shown = code.splitlines(), {}
+    for number, line in enumerate(lines, 1):
+        match = re.search(r"#(?:[^#]*?\s)?->\s+(.+?)\s*$", line)
+        if not match:
+            continue
+        target = number - 1 if line.lstrip().startswith("#") else number
+        if target >= 1 and re.match(r"\s*print\(", lines[target - 1]):
+            shown[target] = match.group(1)
+    return shown
+
+
+def output_matches(shown: str, printed: str) -> bool:
+    """Whether ``printed`` is what ``shown`` says (see the module docstring for the tolerance)."""
+    pattern, checks, pos = "", [], 0
+    for piece in _SHOWN_PIECE.finditer(shown):
+        pattern += re.escape(shown[pos : piece.start()])
+        pos = piece.end()
+        if piece.group("number"):
+            text = piece.group("number")
+            decimals = len(text.split(".")[1].split("e")[0].split("E")[0]) if "." in text else 0
+            tolerance = 10.0**-decimals if (decimals or piece.group("ellipsis")) else 0.0
+            checks.append((float(text), tolerance))
+            pattern += f"({_NUMBER})" + (r"\d*" if piece.group("ellipsis") and decimals == 0 else "")
+        elif piece.group("any"):
+            pattern += ".*?"
+        else:
+            pattern += r"\s+"
+    pattern += re.escape(shown[pos:])
+    match = re.fullmatch(pattern, printed.strip(), flags=re.S)
+    if not match:
+        return False
+    return all(abs(float(got) - want) <= tolerance + 1e-9 for got, (want, tolerance) in zip(match.groups(), checks))
+
+
+def test_output_matching_has_a_tolerance_but_no_slack():
+    assert output_matches("(3, 5, 256) (3, 9, 256)", "(3, 5, 256) (3, 9, 256)")
+    assert not output_matches("(3, 5, 256) (3, 9, 256)", "(3, 5, 256) (3, 8, 256)")
+    assert output_matches("money 0.967...", "money 0.9671234")
+    assert output_matches("money 0.967...", "money 0.9665")
+    assert not output_matches("money 0.967...", "money 0.951")
+    assert not output_matches("money 0.967...", "river 0.967")
+    assert output_matches("SensePrediction(sense='river', score=0.98..., method='centroid')",
+                          "SensePrediction(sense='river', score=0.9812, method='centroid')")
+    assert output_matches("[...] done", "['NN', 'VB'] done") and not output_matches("[...] done", "['NN'] failed")
+    assert shown_outputs("x = 1  # a -> b\nprint(x)  # the shape -> (3, 3)\nprint(y)\n# -> 7\n") == {2: "(3, 3)", 3: "7"}
+
+
+def test_the_readme_shows_outputs_that_are_checked():
+    shown = [text for _, lang, code in code_blocks(README.read_text(encoding="utf-8")) if lang == "python" for text in shown_outputs(code).values()]
+    assert len(shown) >= 4, shown
+
+
 BLOCKS = code_blocks(README.read_text(encoding="utf-8"))
 
 
@@ -102,7 +164,22 @@ def test_readme_block(scratch, monkeypatch, line, lang, code):
     elif lang == "python":
         script = scratch / f"readme_{line}.py"
         script.write_text(code, encoding="utf-8")
+        printed: Dict[int, str] = {}
+        real_print = builtins.print
+
+        def recording_print(*args, sep=" ", end="\n", file=None, flush=False):
+            frame = sys._getframe(1)
+            if file is None and frame.f_code.co_filename == str(script):
+                printed.setdefault(frame.f_lineno, sep.join(str(a) for a in args))
+            real_print(*args, sep=sep, end=end, file=file, flush=flush)
+
+        monkeypatch.setattr(builtins, "print", recording_print)
         runpy.run_path(str(script), run_name="__main__")
+        monkeypatch.setattr(builtins, "print", real_print)
+        for number, shown in shown_outputs(code).items():
+            assert number in printed, f"README.md:{line + number}: the print whose output the README shows printed nothing"
+            assert output_matches(shown, printed[number]), \
+                f"README.md:{line + number}: the README shows {shown!r}, the code prints {printed[number]!r}"
     elif lang in ("ini", "cfg") and "[nlp]" not in code:  # a fragment: it parses, its functions exist
         check_config_fragment(code)
     elif lang in ("ini", "cfg"):  # a config: `spacy init fill-config` must complete it, as the README says

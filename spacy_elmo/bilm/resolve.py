@@ -16,7 +16,7 @@ from .errors import WeightsError
 from .published import PUBLISHED
 
 DEFAULT_NAMES = ("en_default", "default")  # the embedded default English model
-NATIVE_CONFIG = "config.json"
+NATIVE_CONFIG, NATIVE_WEIGHTS = "config.json", "weights.pt"
 HDF5_SUFFIXES = (".hdf5", ".h5")
 
 WeightsSpec = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
@@ -112,6 +112,6 @@ def resolve_weights(spec: WeightsSpec, *, download: bool = True) -> Location:
         )
     if path.is_file():
         raise WeightsError(f"{path} is a file: pass its folder, or the options.json and .hdf5 files as a list")
-    if (path / NATIVE_CONFIG).is_file():
-        return Location(True, path)
+    if (path / NATIVE_CONFIG).is_file() or ((path / NATIVE_WEIGHTS).is_file() and not any(path.glob("*options.json"))):
+        return Location(True, path)  # weights.pt alone: an interrupted save, which load_native reports as such
     return find_original_files(path)

@@ -21,6 +21,7 @@ import numpy as np
 import srsly
 import torch
 
+from ..files import finish_folder, start_folder, write_atomic, write_json
 from .errors import WeightsError
 from .layout import lstm_prefix as _lstm_prefix
 from .layout import read_options
@@ -134,30 +135,34 @@ def save_original(model: BiLM, out_dir: PathLike, weights_name: str = "weights.h
     sd = {k: v.detach().cpu().float().numpy() for k, v in model.state_dict().items()}
     cell, proj = config.lstm_dim, config.projection_dim
     options_path, weights_path = out / "options.json", out / weights_name
-    tmp = weights_path.with_suffix(weights_path.suffix + ".tmp")
-    with h5py.File(tmp, "w") as f:
-        f["char_embed"] = sd["token_encoder.char_embedding.weight"][1:]
-        for i in range(len(config.filters)):
-            f[f"CNN/W_cnn_{i}"] = sd[f"token_encoder.convs.{i}.weight"].transpose(2, 1, 0)[None]
-            f[f"CNN/b_cnn_{i}"] = sd[f"token_encoder.convs.{i}.bias"]
-        for k in range(config.n_highway):
-            for name in ("carry", "transform"):
-                f[f"CNN_high_{k}/W_{name}"] = sd[f"token_encoder.highways.{k}.{name}.weight"].T
-                f[f"CNN_high_{k}/b_{name}"] = sd[f"token_encoder.highways.{k}.{name}.bias"]
-        if config.n_filters != proj:
-            f["CNN_proj/W_proj"] = sd["token_encoder.projection.weight"].T
-            f["CNN_proj/b_proj"] = sd["token_encoder.projection.bias"]
-        for layer in range(config.n_layers):
-            for direction in (0, 1):
-                prefix = _lstm_prefix(direction, layer)
-                key = f"lstm.layers.{layer}"
-                f[f"{prefix}/W_0"] = np.concatenate([sd[f"{key}.w_input"][direction], sd[f"{key}.w_state"][direction]])
-                b = sd[f"{key}.bias"][direction].copy()
-                b[2 * cell : 3 * cell] -= 1.0
-                f[f"{prefix}/B"] = b
-                f[f"{prefix}/W_P_0"] = sd[f"{key}.w_proj"][direction]
-    os.replace(tmp, weights_path)
-    srsly.write_json(options_path, config.to_options())
+    if options_path.exists():  # options.json is written last: until then the folder reads as incomplete
+        options_path.unlink()
+
+    def write(tmp: Path) -> None:
+        with h5py.File(tmp, "w") as f:
+            f["char_embed"] = sd["token_encoder.char_embedding.weight"][1:]
+            for i in range(len(config.filters)):
+                f[f"CNN/W_cnn_{i}"] = sd[f"token_encoder.convs.{i}.weight"].transpose(2, 1, 0)[None]
+                f[f"CNN/b_cnn_{i}"] = sd[f"token_encoder.convs.{i}.bias"]
+            for k in range(config.n_highway):
+                for name in ("carry", "transform"):
+                    f[f"CNN_high_{k}/W_{name}"] = sd[f"token_encoder.highways.{k}.{name}.weight"].T
+                    f[f"CNN_high_{k}/b_{name}"] = sd[f"token_encoder.highways.{k}.{name}.bias"]
+            if config.n_filters != proj:
+                f["CNN_proj/W_proj"] = sd["token_encoder.projection.weight"].T
+                f["CNN_proj/b_proj"] = sd["token_encoder.projection.bias"]
+            for layer in range(config.n_layers):
+                for direction in (0, 1):
+                    prefix = _lstm_prefix(direction, layer)
+                    key = f"lstm.layers.{layer}"
+                    f[f"{prefix}/W_0"] = np.concatenate([sd[f"{key}.w_input"][direction], sd[f"{key}.w_state"][direction]])
+                    b = sd[f"{key}.bias"][direction].copy()
+                    b[2 * cell : 3 * cell] -= 1.0
+                    f[f"{prefix}/B"] = b
+                    f[f"{prefix}/W_P_0"] = sd[f"{key}.w_proj"][direction]
+
+    write_atomic(weights_path, write, by_path=True)
+    write_json(options_path, config.to_options())
     return options_path, weights_path
 
 
@@ -167,17 +172,14 @@ def save_original(model: BiLM, out_dir: PathLike, weights_name: str = "weights.h
 
 
 def save_native(model: BiLM, out_dir: PathLike) -> Path:
-    """Write ``config.json`` + ``weights.pt`` into ``out_dir`` (created if needed)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    """Write ``weights.pt`` then ``config.json`` into ``out_dir`` (created if needed), each
+    atomically. ``config.json`` is the manifest: an old one is removed before the weights are
+    replaced and the new one, with the weights file's size, is written last, so a folder is
+    either a complete model or refused by :func:`load_native` as incomplete."""
+    out = start_folder(out_dir, CONFIG_NAME)
     state = {k: v.detach().cpu().float().contiguous() for k, v in model.state_dict().items()}
-    tmp = out / (WEIGHTS_NAME + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, out / WEIGHTS_NAME)
-    srsly.write_json(
-        out / CONFIG_NAME,
-        {"format": NATIVE_FORMAT, "version": NATIVE_VERSION, "options": model.config.to_options()},
-    )
+    write_atomic(out / WEIGHTS_NAME, lambda handle: torch.save(state, handle))
+    finish_folder(out, CONFIG_NAME, {"format": NATIVE_FORMAT, "version": NATIVE_VERSION, "options": model.config.to_options()}, [WEIGHTS_NAME])
     return out
 
 
@@ -186,6 +188,8 @@ def load_native(path: PathLike, stateful: bool = False) -> BiLM:
     path = Path(path)
     config_path, weights_path = path / CONFIG_NAME, path / WEIGHTS_NAME
     if not config_path.is_file():
+        if weights_path.is_file():
+            raise WeightsError(f"{path} is an incomplete spacy-elmo model: {WEIGHTS_NAME} is there but {CONFIG_NAME} (written last) is missing, so its save was interrupted; save it again")
         raise WeightsError(f"{path} is not a spacy-elmo model directory: {CONFIG_NAME} is missing")
     try:
         meta = srsly.read_json(config_path)
@@ -205,6 +209,12 @@ def load_native(path: PathLike, stateful: bool = False) -> BiLM:
         state = torch.load(weights_path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for a damaged archive
         raise WeightsError(f"weights file {weights_path} cannot be read (truncated or not a torch state dict): {err}") from None
+    size = (meta.get("files") or {}).get(WEIGHTS_NAME)
+    if size is not None and weights_path.stat().st_size != size:
+        raise WeightsError(
+            f"{weights_path} has {weights_path.stat().st_size:,} bytes, {CONFIG_NAME} records {size:,}: the folder mixes two saves "
+            f"(weights replaced after the config was written); save the model again"
+        )
     return model_from_state(config, state, weights_path, stateful=stateful)
 
 
@@ -295,6 +305,8 @@ def read_config(weights: Optional[WeightsSpec]) -> BiLMConfig:
     location = resolve_weights(DEFAULT_NAMES[0] if weights is None else weights, download=False)
     if location.native:
         config_path = location.folder / CONFIG_NAME
+        if not config_path.is_file():
+            load_native(location.folder)  # raises the incomplete-save error that names the folder
         try:
             meta = srsly.read_json(config_path)
         except ValueError as err:

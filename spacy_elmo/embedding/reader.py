@@ -11,7 +11,7 @@ import gzip
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Container, Iterator, List, Tuple
+from typing import BinaryIO, Callable, Container, Iterator, List, Sequence, Tuple
 
 SUFFIXES = (".txt", ".txt.gz")
 
@@ -59,20 +59,23 @@ class Scan:
     files: List[str]
     n_lines: int = 0
     n_empty: int = 0
-    n_tokens: int = 0  # whitespace tokens
+    n_tokens: int = 0  # tokens as the run's tokenizer splits them
     longest: int = 0
     sha256: str = ""
     empty_examples: List[str] = field(default_factory=list)
 
 
-def scan_input(files: List[Path], max_line_tokens: int, skip_empty: bool) -> Scan:
-    """Read every line once: count lines and whitespace tokens, hash the bytes, and reject empty
-    lines (unless ``skip_empty``) and lines over ``max_line_tokens`` before any embedding starts."""
+def scan_input(files: List[Path], max_line_tokens: int, skip_empty: bool,
+               tokenize: Callable[[str], Sequence[str]] = str.split) -> Scan:
+    """Read every line once: count lines and tokens (with ``tokenize``, the tokenizer the run will
+    use), hash the bytes, and reject empty lines (unless ``skip_empty``) and lines over
+    ``max_line_tokens`` before any embedding starts and before anything is written."""
     scan = Scan(files=[str(p) for p in files])
     digest = hashlib.sha256()
     for path, number, raw in iter_raw_lines(files):
         digest.update(raw if raw.endswith(b"\n") else raw + b"\n")
-        n = len(decode(path, number, raw).split())
+        text = decode(path, number, raw)
+        n = len(tokenize(text)) if text else 0
         if n == 0:
             if not skip_empty:
                 raise CorpusError(

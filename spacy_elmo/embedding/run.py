@@ -10,7 +10,7 @@ chunks in flight), not by the corpus.
 from __future__ import annotations
 
 import hashlib
-import shutil
+import re
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 from ..bilm.weights import DEFAULT_NAMES
 from . import shards
 from .reader import Chunk, CorpusError, Scan, input_files, iter_chunks, scan_input
-from .worker import LAYERS, TOKENIZERS, ChunkResult, EmbedSpec, Executor, MixValue, embed_chunk
+from .worker import LAYERS, TOKENIZERS, ChunkResult, EmbedSpec, Executor, MixValue, embed_chunk, make_tokenizer
 
 FORMATS = ("hdf5", "shards")
 
@@ -138,14 +138,58 @@ def _differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
     return out
 
 
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def foreign_entries(folder: Path) -> List[str]:
+    """What ``folder`` holds besides a corpus run's own files (manifest, shards, temporary files)."""
+    ours = re.compile(r"^(manifest\.json|shard-\d{6,}\.npz|\..+\.tmp)$")
+    return sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if not (p.is_file() and ours.match(p.name)))
+
+
+def check_replaceable(path: Path, kind: str) -> None:
+    """Refuse to let ``--overwrite`` delete anything but our own output: an HDF5 file
+    (``kind="hdf5"``) or a shard folder holding only a run's files (``kind="shards"``)."""
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink():
+        raise CorpusError(f"--overwrite: {path} is a symbolic link; remove it yourself or choose another OUTPUT.")
+    if kind == "hdf5":
+        if path.is_dir():
+            raise CorpusError(f"--overwrite: {path} is a folder, not an HDF5 file; --overwrite replaces only an earlier output: choose another OUTPUT.")
+        with open(path, "rb") as handle:
+            if handle.read(len(HDF5_SIGNATURE)) != HDF5_SIGNATURE:
+                raise CorpusError(f"--overwrite: {path} is not an HDF5 file, so not an earlier output; it is left alone: choose another OUTPUT.")
+        return
+    if not path.is_dir():
+        raise CorpusError(f"--overwrite: {path} is a file, not a shard folder of an earlier run; it is left alone: choose another OUTPUT.")
+    foreign = foreign_entries(path)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise CorpusError(f"--overwrite: {path} holds files that are not spacy-elmo corpus output ({shown}); nothing was deleted: move them or choose another OUTPUT.")
+
+
+def remove_run_folder(folder: Path) -> None:
+    """Delete a shard folder's own files, then the folder if that left it empty."""
+    if foreign_entries(folder):
+        check_replaceable(folder, "shards")  # raises, naming them
+    for path in folder.iterdir():
+        path.unlink()
+    folder.rmdir()
+
+
 def prepare_folder(options: EmbedOptions, folder: Path, config: Dict[str, Any]) -> Set[int]:
     """Create the shard folder, or check that an existing one belongs to this configuration;
-    returns the chunks already done."""
+    returns the chunks already done. ``--overwrite`` deletes only our own output (see
+    :func:`check_replaceable`): everything is checked before anything is deleted."""
     if options.overwrite:
+        if options.format == "hdf5":
+            check_replaceable(options.output, "hdf5")
+        check_replaceable(folder, "shards")
         if options.format == "hdf5" and options.output.exists():
-            options.output.unlink() if options.output.is_file() else shutil.rmtree(options.output)
+            options.output.unlink()
         if folder.exists():
-            shutil.rmtree(folder) if folder.is_dir() else folder.unlink()
+            remove_run_folder(folder)
     if options.format == "hdf5" and options.output.exists():
         raise CorpusError(f"{options.output} already exists: choose another OUTPUT, or pass --overwrite to replace it.")
     if folder.exists():
@@ -221,7 +265,7 @@ def embed_corpus(options: EmbedOptions, executor: Optional[Executor] = None, log
         require_h5py()
         if not options.output.parent.is_dir():
             raise CorpusError(f"folder {options.output.parent} does not exist: create it, or write OUTPUT elsewhere.")
-    scan = scan_input(files, options.max_line_tokens, options.skip_empty)
+    scan = scan_input(files, options.max_line_tokens, options.skip_empty, make_tokenizer(options.tokenizer, options.lang))
     config = run_config(options, scan)
     folder = work_folder(options).absolute()  # workers elsewhere (a cluster) do not share our working directory
     if options.format == "shards" and (folder / shards.MANIFEST).is_file() and not options.overwrite:
@@ -247,8 +291,7 @@ def embed_corpus(options: EmbedOptions, executor: Optional[Executor] = None, log
         else:
             executor = run_here
     done_tokens = sum(shards.shard_summary(folder / shards.shard_name(i))["tokens"] for i in sorted(done))
-    whitespace = options.tokenizer == "whitespace"
-    bar = _progress(scan.n_tokens if whitespace else None, done_tokens if whitespace else 0)
+    bar = _progress(scan.n_tokens, done_tokens)
     results: List[ChunkResult] = []
     start = time.perf_counter()
     run_tokens = 0
@@ -281,7 +324,7 @@ def embed_corpus(options: EmbedOptions, executor: Optional[Executor] = None, log
             stale.unlink()
         assemble([folder / e["file"] for e in entries], options.output)
         if not options.keep_shards:
-            shutil.rmtree(folder)
+            remove_run_folder(folder)
     workers = len({r.pid for r in results}) if results else 0
     return _summary(options, entries, run_tokens, seconds, len(done), workers, results)
 

@@ -18,14 +18,14 @@ configuration and input fingerprint that the shards belong to, and at the end th
 from __future__ import annotations
 
 import json
-import os
 import re
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Sequence, Set, Tuple
 
 import numpy as np
+
+from .. import files
 
 MANIFEST = "manifest.json"
 FORMAT = "spacy-elmo-corpus-embeddings"
@@ -37,42 +37,8 @@ def shard_name(index: int) -> str:
     return f"shard-{index:06d}.npz"
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. platforms without directory handles
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-def replace_atomically(path: Path, write: Any, by_path: bool = False) -> None:
-    """Call ``write`` on a unique temporary file next to ``path`` (an open binary file, or with
-    ``by_path`` its path), flush it to disk, then rename it to ``path``."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        if by_path:
-            write(tmp)
-            with open(tmp, "rb+") as handle:
-                os.fsync(handle.fileno())
-        else:
-            with open(tmp, "wb") as handle:
-                write(handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
-
-
 def write_json(path: Path, data: Dict[str, Any]) -> None:
-    replace_atomically(path, lambda handle: handle.write((json.dumps(data, indent=1) + "\n").encode("utf-8")))
+    files.write_json(path, data)
 
 
 def read_manifest(folder: Path) -> Dict[str, Any]:
@@ -96,7 +62,7 @@ def write_shard(path: Path, lines: Sequence[int], tokens: Sequence[Sequence[str]
         "text": _joined(texts),
         "tokens": _joined([token for line in tokens for token in line]),
     }
-    replace_atomically(path, lambda handle: np.savez(handle, **arrays))
+    files.write_atomic(path, lambda handle: np.savez(handle, **arrays))
 
 
 @dataclass
@@ -159,12 +125,7 @@ def finished_chunks(folder: Path) -> Set[int]:
     return found
 
 
-def remove_temporary(folder: Path) -> int:
-    """Delete temporary files left by writers that were killed mid-write; returns how many."""
-    stale = [p for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
-    for path in stale:
-        path.unlink()
-    return len(stale)
+remove_temporary = files.remove_temporary
 
 
 def iter_shard_dir(folder: Path) -> Iterator[Tuple[int, str, List[str], np.ndarray]]:

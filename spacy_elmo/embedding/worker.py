@@ -1,12 +1,18 @@
 """The work of one chunk, wherever it runs: tokenize, embed, reduce the layers, write the shard.
 
-A process keeps one :class:`ChunkEmbedder` per :class:`EmbedSpec` (:func:`get_embedder`), so a
-worker process (local pool or cluster worker) loads the biLM once and reuses it for every chunk.
+A process keeps the :class:`ChunkEmbedder` of its most recent :class:`EmbedSpec` s
+(:func:`get_embedder`; at most :data:`MAX_EMBEDDERS`, least recently used dropped first), so a
+worker process (local pool or cluster worker) loads the biLM once and reuses it for every chunk,
+and a long-lived cluster worker that serves many runs does not keep every biLM it ever loaded.
+The cache and each embedder are locked: a Dask worker running several threads loads a spec's
+biLM once and embeds one chunk at a time with it.
 """
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
@@ -60,6 +66,7 @@ class ChunkEmbedder:
         from ..bilm import ScalarMix, load_bilm
 
         self.spec = spec
+        self.lock = threading.Lock()
         self.bilm = load_bilm(spec.weights)
         ChunkEmbedder.loads += 1
         self.tokenize = make_tokenizer(spec.tokenizer, spec.lang)
@@ -80,7 +87,12 @@ class ChunkEmbedder:
             return self.mixer(self._torch.from_numpy(layers)).numpy()
 
     def embed(self, chunk: Chunk) -> Tuple[List[int], List[List[str]], List[str], np.ndarray]:
-        """Corpus lines, tokens, texts and token-major vectors of a chunk's non-empty lines."""
+        """Corpus lines, tokens, texts and token-major vectors of a chunk's non-empty lines (one
+        chunk at a time per embedder: the tokenizer's cache is not thread safe)."""
+        with self.lock:
+            return self._embed(chunk)
+
+    def _embed(self, chunk: Chunk) -> Tuple[List[int], List[List[str]], List[str], np.ndarray]:
         lines: List[int] = []
         tokens: List[List[str]] = []
         texts: List[str] = []
@@ -95,22 +107,33 @@ class ChunkEmbedder:
                 lines.append(line)
                 tokens.append(words)
                 texts.append(text)
-        pieces: List[Optional[np.ndarray]] = [None] * len(tokens)
-        for index, array in self.bilm.iter_embeddings(tokens, max_batch_tokens=self.spec.batch_tokens):
-            pieces[index] = self.reduce(array)
         width = (self.bilm.n_output_layers, self.bilm.output_dim) if self.spec.layers == "all" else (self.bilm.output_dim,)
-        vectors = np.concatenate(pieces) if pieces else np.zeros((0, *width), dtype=np.float32)  # type: ignore[arg-type]
+        offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum([len(t) for t in tokens], out=offsets[1:])
+        vectors = np.empty((int(offsets[-1]), *width), dtype=np.float32)  # filled in place: the chunk's vectors exist once
+        for index, array in self.bilm.iter_embeddings(tokens, max_batch_tokens=self.spec.batch_tokens):
+            vectors[offsets[index] : offsets[index + 1]] = self.reduce(array)
         return lines, tokens, texts, vectors
 
 
-_EMBEDDERS: Dict[EmbedSpec, ChunkEmbedder] = {}
+MAX_EMBEDDERS = 2  # biLMs a process keeps loaded (a run uses one; two let consecutive runs overlap)
+_EMBEDDERS: "OrderedDict[EmbedSpec, ChunkEmbedder]" = OrderedDict()
+_EMBEDDERS_LOCK = threading.Lock()
 
 
 def get_embedder(spec: EmbedSpec) -> ChunkEmbedder:
-    """This process's embedder for ``spec``, loading the biLM on first use."""
-    if spec not in _EMBEDDERS:
-        _EMBEDDERS[spec] = ChunkEmbedder(spec)
-    return _EMBEDDERS[spec]
+    """This process's embedder for ``spec``, loading the biLM on first use (thread safe: threads
+    asking for the same spec at once load it once). Keeps the :data:`MAX_EMBEDDERS` most
+    recently used."""
+    with _EMBEDDERS_LOCK:
+        embedder = _EMBEDDERS.get(spec)
+        if embedder is None:
+            embedder = _EMBEDDERS[spec] = ChunkEmbedder(spec)
+            while len(_EMBEDDERS) > MAX_EMBEDDERS:
+                _EMBEDDERS.popitem(last=False)
+        else:
+            _EMBEDDERS.move_to_end(spec)
+        return embedder
 
 
 @dataclass

@@ -1,7 +1,6 @@
 """Commands ``wic``, ``wsd``, ``index`` and ``neighbours`` (registered on spacy-elmo's command line)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator, List, Optional
 
@@ -23,9 +22,44 @@ def _weights(weights: Optional[Path]) -> Optional[str]:
 
 def _write_json(output: Optional[Path], report: dict) -> None:
     if output is not None:
+        from ..files import write_json
+
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        write_json(output, report)
         msg.good(f"wrote {output}")
+
+
+def _text_files(paths: List[Path]) -> List[Path]:
+    """The text files named, a folder standing for its .txt/.txt.gz files (sorted)."""
+    from ..embedding.reader import SUFFIXES
+
+    out: List[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
+            if not found:
+                raise UserError(f"{path} is a folder with no .txt or .txt.gz files: pass text files, or a folder that holds them.")
+            out.extend(found)
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise UserError(f"text file not found: {path} (pass .txt or .txt.gz files, or a folder of them).")
+    return out
+
+
+def _elmo_pipeline(weights: Path, store_layers: bool):
+    """A blank English pipeline with a sentencizer and ``elmo``; and its biLM's fingerprint."""
+    import spacy
+
+    from ..bilm.fingerprint import bilm_fingerprint
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    config = {"store_layers": store_layers}
+    if _weights(weights):
+        config["weights"] = _weights(weights)
+    elmo = nlp.add_pipe("elmo", config=config)
+    return nlp, bilm_fingerprint(elmo.bilm)
 
 
 @app.command("wic")
@@ -82,7 +116,7 @@ def _paragraphs(paths: List[Path]) -> Iterator[str]:
 @user_errors
 def index_cli(
     # fmt: off
-    texts: List[Path] = Arg(..., help="Text files (.txt or .txt.gz; paragraphs separated by blank lines)"),
+    texts: List[Path] = Arg(..., help="Text files (.txt or .txt.gz; paragraphs separated by blank lines), or folders of them"),
     out: Path = Opt(..., "--out", "-o", help="Folder to write the index to"),
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
     layer: Optional[str] = Opt(None, "--layer", "-l", help="Vectors to index: average, top, layer:N or weights (default: the component's mix)"),
@@ -92,22 +126,13 @@ def index_cli(
     # fmt: on
 ) -> None:
     """Embed texts and build a nearest-neighbour index over their token occurrences."""
-    import spacy
-
     from .index import TokenIndex
 
-    for path in texts:
-        if not path.is_file():
-            raise UserError(f"text file not found: {path}")
+    files = _text_files(texts)
     apply_threads(threads)
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    config = {"store_layers": layer is not None}
-    if _weights(weights):
-        config["weights"] = _weights(weights)
-    nlp.add_pipe("elmo", config=config)
-    index = TokenIndex(layer=mix_spec(layer) if layer else None, backend=backend)
-    for doc in nlp.pipe(_paragraphs(texts), batch_size=64):
+    nlp, fingerprint = _elmo_pipeline(weights, store_layers=layer is not None)
+    index = TokenIndex(layer=mix_spec(layer) if layer else None, backend=backend, fingerprint=fingerprint)
+    for doc in nlp.pipe(_paragraphs(files), batch_size=64):
         index.add_docs([doc])
         if max_tokens and len(index) >= max_tokens:
             break
@@ -128,17 +153,13 @@ def neighbours_cli(
     # fmt: on
 ) -> None:
     """The k token occurrences of an index nearest to a word in context."""
-    import spacy
-
     from .index import TokenIndex
 
     index = TokenIndex.load(index_dir)
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    config = {"store_layers": index.layer is not None}
-    if _weights(weights):
-        config["weights"] = _weights(weights)
-    nlp.add_pipe("elmo", config=config)
+    nlp, fingerprint = _elmo_pipeline(weights, store_layers=index.layer is not None)
+    if index.fingerprint is None:
+        msg.warn(f"{index_dir} records no biLM fingerprint (built by an older release): cannot check that --weights is the model that built it")
+    index.check_fingerprint(fingerprint, f"--weights {weights}")
     doc = nlp(text)
     token = next((t for t in doc if t.text == word), None) or next((t for t in doc if t.lower_ == word.lower()), None)
     if token is None:

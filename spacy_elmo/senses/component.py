@@ -8,8 +8,9 @@ for the back-off); other tokens get None. The inventory is saved and loaded with
 """
 # no ``from __future__ import annotations``: spaCy validates the initialize settings with pydantic,
 # which needs the annotations of ``initialize`` as real types
+import weakref
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Union
 
 import srsly
 from spacy.language import Language
@@ -18,6 +19,7 @@ from spacy.tokens import Doc, Token
 from .inventory import SenseInventory, token_key
 
 INVENTORY_FILE = "inventory.bin"
+CFG_FILE = "cfg"  # written last by to_disk: it says whether an inventory belongs with it
 
 
 def install_sense_extensions() -> None:
@@ -46,7 +48,9 @@ class ElmoSenses:
     (or is below ``min_score``); with ``False`` such tokens get no sense. ``prior_weight``
     (lambda): choose the sense maximising ``cosine + lambda * log p(sense | lemma)`` (the
     inventory's sense frequencies) rather than the cosine alone; ``python -m spacy_elmo wsd``
-    chooses it on a dev set.
+    chooses it on a dev set. An inventory that records its biLM's fingerprint is checked against
+    the pipeline's ``elmo`` biLM once (at ``initialize`` or the first Doc): another biLM is an
+    error, not a silent wrong sense.
     """
 
     def __init__(self, nlp: Optional[Language], name: str = "elmo_senses", *, min_score: Optional[float] = None, backoff: bool = True,
@@ -59,11 +63,32 @@ class ElmoSenses:
         self.min_score = None if min_score is None else float(min_score)
         self.backoff = bool(backoff)
         self.inventory = inventory
+        self._nlp_ref = weakref.ref(nlp) if nlp is not None else None
+        self._checked = False
 
     def set_inventory(self, inventory: SenseInventory) -> None:
         if not isinstance(inventory, SenseInventory):
             raise TypeError(f"set_inventory expects a SenseInventory, got {type(inventory).__name__}")
         self.inventory = inventory
+        self._checked = False
+
+    def _check_fingerprint(self) -> None:
+        """Compare the inventory's biLM with the pipeline's ``elmo`` biLM (once per inventory)."""
+        nlp = self._nlp_ref() if self._nlp_ref is not None else None
+        if self._checked or self.inventory is None or self.inventory.fingerprint is None or nlp is None:
+            return
+        for name, component in nlp.pipeline:
+            if nlp.get_pipe_meta(name).factory == "elmo":
+                from ..bilm.fingerprint import bilm_fingerprint
+
+                self.inventory.check_fingerprint(bilm_fingerprint(component.bilm), f"the biLM of the pipeline's {name!r} component")
+                break
+        self._checked = True
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_nlp_ref"] = None  # weak references do not pickle; a worker's copy was checked here or is checked by its parent
+        return state
 
     def initialize(self, get_examples: Optional[Callable[[], Iterable[Any]]] = None, *, nlp: Optional[Language] = None,
                    inventory: Optional[Union[str, Path, SenseInventory]] = None) -> None:
@@ -74,11 +99,14 @@ class ElmoSenses:
                 raise ValueError(f"'{self.name}' needs a sense inventory: initialize it with inventory=PATH or call set_inventory()")
             return
         self.set_inventory(inventory if isinstance(inventory, SenseInventory) else SenseInventory.from_disk(inventory))
+        self._check_fingerprint()
 
     def __call__(self, doc: Doc) -> Doc:
         inventory = self.inventory
         if inventory is None:
             raise ValueError(f"'{self.name}' has no sense inventory: call set_inventory(), or initialize it with inventory=PATH")
+        if not self._checked:
+            self._check_fingerprint()
         if inventory.key in ("lemma", "lemma_pos") and len(doc) and not doc.has_annotation("LEMMA"):
             raise ValueError(
                 f"'{self.name}': the Doc has no lemmas, but the sense inventory is keyed by {inventory.key!r}: add a "
@@ -115,24 +143,49 @@ class ElmoSenses:
     def _cfg(self) -> dict:
         return {"min_score": self.min_score, "backoff": self.backoff, "prior_weight": self.prior_weight, "has_inventory": self.inventory is not None}
 
+    def _apply_cfg(self, cfg: Any, source: str) -> bool:
+        """Take the saved settings; returns whether an inventory was saved with them."""
+        if not isinstance(cfg, dict) or not {"min_score", "backoff", "has_inventory"} <= set(cfg):
+            raise ValueError(f"{source}: not the settings of a saved elmo_senses component")
+        self.min_score = None if cfg["min_score"] is None else float(cfg["min_score"])
+        self.backoff = bool(cfg["backoff"])
+        prior_weight = cfg.get("prior_weight")  # absent in components saved before it existed
+        self.prior_weight = None if prior_weight is None else float(prior_weight)
+        return bool(cfg["has_inventory"])
+
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         return srsly.msgpack_dumps({"cfg": self._cfg(), "inventory": self.inventory.to_bytes() if self.inventory is not None else None})
 
     def from_bytes(self, data: bytes, *, exclude: Iterable[str] = tuple()) -> "ElmoSenses":
         msg = srsly.msgpack_loads(data)
-        if msg.get("inventory") is not None:
-            self.inventory = SenseInventory.from_bytes(msg["inventory"])
+        if not isinstance(msg, dict):
+            raise ValueError(f"'{self.name}': not a serialised elmo_senses component")
+        if self._apply_cfg(msg.get("cfg"), f"'{self.name}' bytes"):
+            if msg.get("inventory") is None:
+                raise ValueError(f"'{self.name}' bytes: the settings say a sense inventory was saved, but it is missing")
+            self.set_inventory(SenseInventory.from_bytes(msg["inventory"]))
         return self
 
     def to_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> None:
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        srsly.write_json(path / "cfg", self._cfg())
+        """The inventory first, then ``cfg`` (written last: a folder without it is an interrupted save)."""
+        from .. import files
+
+        folder = files.start_folder(path, CFG_FILE)
         if self.inventory is not None:
-            self.inventory.to_disk(path / INVENTORY_FILE)
+            self.inventory.to_disk(folder / INVENTORY_FILE)
+        elif (folder / INVENTORY_FILE).exists():
+            (folder / INVENTORY_FILE).unlink()
+        files.write_json(folder / CFG_FILE, self._cfg())
 
     def from_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> "ElmoSenses":
+        """Load what :meth:`to_disk` saved; a missing ``cfg`` or inventory file is an error naming it."""
         path = Path(path)
-        if (path / INVENTORY_FILE).exists():
-            self.inventory = SenseInventory.from_disk(path / INVENTORY_FILE)
+        if not (path / CFG_FILE).is_file():
+            raise FileNotFoundError(f"{path / CFG_FILE} is missing: {path} is not a saved elmo_senses component, or its save was interrupted")
+        if self._apply_cfg(srsly.read_json(path / CFG_FILE), str(path / CFG_FILE)):
+            if not (path / INVENTORY_FILE).is_file():
+                raise FileNotFoundError(
+                    f"{path / INVENTORY_FILE} is missing: '{self.name}' was saved with a sense inventory; restore the file or save the pipeline again"
+                )
+            self.set_inventory(SenseInventory.from_disk(path / INVENTORY_FILE))
         return self

@@ -12,6 +12,7 @@ approximate search over millions of occurrences; ``ef``/``M`` trade recall for s
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -19,10 +20,15 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from spacy.tokens import Doc, Span, Token
 
+from .. import files
+from ..bilm.fingerprint import FingerprintError
 from .vectors import LayerSpec, check_spec, doc_vectors, normalise, span_vector, token_vector
 
 BACKENDS = ("exact", "hnswlib")
 FORMAT = "spacy-elmo.token-index"
+VERSION = 2  # 2: config.json is written last and lists the files; the biLM's fingerprint
+CONFIG = "config.json"
+MEMBERS = ("vectors.npy", "meta.npy", "context_ids.npy", "strings.json", "hnsw.bin")
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class _Hnsw:
             raise ImportError("backend 'hnswlib' needs the hnswlib package: pip install \"spacy-elmo[ann]\" (or use backend='exact')") from None
         self.module, self.dim, self.M, self.ef_construction, self.ef, self.threads = hnswlib, dim, M, ef_construction, ef, threads
         self.index = None
+        self.lock = threading.Lock()
 
     def build(self, matrix: np.ndarray) -> None:
         index = self.module.Index(space="ip", dim=self.dim)
@@ -79,10 +86,17 @@ class _Hnsw:
         self.index = index
 
     def search(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """The graph's search width is raised to ``k`` (when larger than ``ef``) for this query
+        only and restored after it, under a lock: concurrent queries never see each other's
+        setting, and a query leaves the graph as it found it."""
         assert self.index is not None
-        k = min(k, self.index.get_current_count())
-        self.index.set_ef(max(self.ef, k))
-        labels, distances = self.index.knn_query(queries, k=k, num_threads=self.threads)
+        with self.lock:
+            k = min(k, self.index.get_current_count())
+            self.index.set_ef(max(self.ef, k))
+            try:
+                labels, distances = self.index.knn_query(queries, k=k, num_threads=self.threads)
+            finally:
+                self.index.set_ef(self.ef)
         return (1.0 - distances).astype(np.float32), labels.astype(np.int64)
 
     def save(self, path: Path) -> None:
@@ -103,11 +117,16 @@ class TokenIndex:
     ``"hnswlib"`` (``M``, ``ef_construction``, ``ef`` are its graph parameters; the defaults gave
     recall@10 0.987 against exact search at 1M occurrences, 0.12 ms a query, ``bench/neighbours.py``;
     ``threads`` builds and searches the graph in parallel). ``store_context``:
-    keep each sentence's text so that results can show it.
+    keep each sentence's text so that results can show it. ``fingerprint``: the
+    :func:`~spacy_elmo.bilm.fingerprint.bilm_fingerprint` of the biLM whose vectors are added,
+    saved with the index so that :meth:`check_fingerprint` can refuse another model's queries.
+
+    Queries may run from several threads at once (they build a pending index once, under a lock,
+    and leave it unchanged); adding is not thread safe.
     """
 
     def __init__(self, layer: LayerSpec = None, backend: str = "exact", *, block_size: int = 65536, store_context: bool = True,
-                 M: int = 32, ef_construction: int = 200, ef: int = 64, threads: int = 1) -> None:
+                 M: int = 32, ef_construction: int = 200, ef: int = 64, threads: int = 1, fingerprint: Optional[str] = None) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if block_size < 1:
@@ -126,11 +145,14 @@ class TokenIndex:
         self._context_all: Optional[np.ndarray] = None
         self._ann: Optional[_Hnsw] = None
         self._next_doc = 0
+        self._n = 0
+        self._lock = threading.RLock()
+        self.fingerprint = fingerprint
 
     # ------------------------------------------------------------------ adding
 
     def __len__(self) -> int:
-        return sum(len(b) for b in self._blocks) if self._matrix is None else len(self._matrix)
+        return self._n
 
     def _string(self, text: str) -> int:
         if text not in self._strings:
@@ -152,6 +174,7 @@ class TokenIndex:
         if not np.isfinite(vectors).all():
             raise ValueError("vectors contain NaN or infinite values")
         self._flush()
+        self._n += n
         self._blocks.append(normalise(vectors))
         self._meta.append(np.stack([np.asarray(docs, np.int64), np.asarray(sentences, np.int64), np.asarray(tokens, np.int64),
                                     np.array([self._string(t) for t in texts], np.int64)], 1).reshape(n, 4))
@@ -195,7 +218,12 @@ class TokenIndex:
             self._ann = None
 
     def build(self) -> "TokenIndex":
-        """Join the added blocks (and build the ANN graph for an approximate backend). Queries call it."""
+        """Join the added blocks (and build the ANN graph for an approximate backend). Queries call
+        it; it is idempotent and locked, so concurrent first queries build once."""
+        with self._lock:
+            return self._build()
+
+    def _build(self) -> "TokenIndex":
         if self._matrix is None:
             if not self._blocks:
                 raise ValueError("the index is empty: add Docs (add_docs) or vectors (add) first")
@@ -285,38 +313,62 @@ class TokenIndex:
 
     # ------------------------------------------------------------------ serialisation
 
+    def check_fingerprint(self, fingerprint: str, source: str = "this biLM") -> None:
+        """Raise :class:`FingerprintError` if the index was built with another biLM than the one
+        whose fingerprint is given (an index that records none is not checked)."""
+        if self.fingerprint is not None and fingerprint != self.fingerprint:
+            raise FingerprintError(
+                f"the index was built with the biLM whose fingerprint is {self.fingerprint[:12]}, but {source} is "
+                f"{fingerprint[:12]}: query it with the biLM that built it, or rebuild the index with this one"
+            )
+
     def save(self, path: Union[str, Path]) -> None:
-        """Write the index to a folder (vectors, metadata, strings, contexts, the ANN graph)."""
+        """Write the index to a folder (vectors, metadata, strings, contexts, the ANN graph);
+        ``config.json`` is written last, so a folder without it is an interrupted save."""
         self.build()
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        np.save(path / "vectors.npy", self._matrix)
-        np.save(path / "meta.npy", self._meta_all)
+        folder = files.start_folder(path, CONFIG)
+        written = ["vectors.npy", "meta.npy", "strings.json"]
+        files.save_npy(folder / "vectors.npy", np.asarray(self._matrix))
+        files.save_npy(folder / "meta.npy", self._meta_all)
         if self.store_context:
-            np.save(path / "context_ids.npy", self._context_all)
-        (path / "strings.json").write_text(json.dumps({"texts": self._string_list, "contexts": self._contexts}), encoding="utf-8")
-        config = {"format": FORMAT, "version": 1, "layer": self.layer, "backend": self.backend, "block_size": self.block_size,
-                  "store_context": self.store_context, "dim": self.dim, "n": len(self), **self.ann_params}
-        (path / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+            files.save_npy(folder / "context_ids.npy", self._context_all)
+            written.append("context_ids.npy")
+        files.write_json(folder / "strings.json", {"texts": self._string_list, "contexts": self._contexts}, indent=None)
         if self._ann is not None:
-            self._ann.save(path / "hnsw.bin")
+            files.write_atomic(folder / "hnsw.bin", self._ann.save, by_path=True)
+            written.append("hnsw.bin")
+        for name in set(MEMBERS) - set(written):  # left by an earlier save with other settings
+            if (folder / name).exists():
+                (folder / name).unlink()
+        config = {"format": FORMAT, "version": VERSION, "layer": self.layer, "backend": self.backend, "block_size": self.block_size,
+                  "store_context": self.store_context, "dim": self.dim, "n": len(self), "bilm_fingerprint": self.fingerprint,
+                  **self.ann_params}
+        files.finish_folder(folder, CONFIG, config, written)
 
     @classmethod
     def load(cls, path: Union[str, Path], mmap: bool = False) -> "TokenIndex":
-        """Read a folder written by :meth:`save` (``mmap``: map the vectors instead of reading them)."""
+        """Read a folder written by :meth:`save` (``mmap``: map the vectors instead of reading them).
+        A partial folder (an interrupted save, a missing file) is an error that names it."""
         path = Path(path)
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"{path} is not a token index folder (no config.json)")
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        config = files.check_folder(path, CONFIG, "token index", MEMBERS)
         if config.get("format") != FORMAT:
-            raise ValueError(f"{path}/config.json: not a token index (format {config.get('format')!r})")
+            raise ValueError(f"{path}/{CONFIG}: not a token index (format {config.get('format')!r})")
+        if config.get("version") not in (1, VERSION):
+            raise ValueError(f"{path}/{CONFIG}: token index version {config.get('version')!r} is not supported (this release reads 1 and {VERSION})")
+        needed = ["vectors.npy", "meta.npy", "strings.json"] + (["context_ids.npy"] if config["store_context"] else []) \
+            + (["hnsw.bin"] if config["backend"] != "exact" else [])
+        missing = [name for name in needed if not (path / name).is_file()]
+        if missing:
+            raise files.IncompleteFolderError(f"{path}: {', '.join(missing)} missing: the token index is incomplete; build and save it again")
         index = cls(layer=config["layer"], backend=config["backend"], block_size=config["block_size"], store_context=config["store_context"],
-                    M=config["M"], ef_construction=config["ef_construction"], ef=config["ef"], threads=config["threads"])
+                    M=config["M"], ef_construction=config["ef_construction"], ef=config["ef"], threads=config["threads"],
+                    fingerprint=config.get("bilm_fingerprint"))
         index.dim = config["dim"]
         index._matrix = np.load(path / "vectors.npy", mmap_mode="r" if mmap else None)
         index._meta_all = np.load(path / "meta.npy")
         if len(index._matrix) != config["n"] or len(index._meta_all) != config["n"]:
             raise ValueError(f"{path}: {len(index._matrix)} vectors and {len(index._meta_all)} metadata rows, config says {config['n']}")
+        index._n = int(config["n"])
         strings = json.loads((path / "strings.json").read_text(encoding="utf-8"))
         index._string_list, index._contexts = strings["texts"], strings["contexts"]
         index._strings = {t: i for i, t in enumerate(index._string_list)}
@@ -326,10 +378,7 @@ class TokenIndex:
         if index.backend != "exact":
             p = index.ann_params
             index._ann = _Hnsw(index.dim, M=p["M"], ef_construction=p["ef_construction"], ef=p["ef"], threads=p["threads"])
-            if (path / "hnsw.bin").exists():
-                index._ann.load(path / "hnsw.bin", len(index._matrix))
-            else:
-                index._ann.build(index._matrix)
+            index._ann.load(path / "hnsw.bin", len(index._matrix))
         return index
 
 

@@ -54,14 +54,17 @@ class SenseInventory:
     """Sense centroids per lemma (``key`` says how a token's lemma key is formed).
 
     ``layer`` chooses the vectors (see :mod:`spacy_elmo.senses.vectors`: ``None`` = the Doc's mix);
-    disambiguation uses the same choice as building, so it is stored with the inventory.
+    disambiguation uses the same choice as building, so it is stored with the inventory, as is
+    ``fingerprint``: the :func:`~spacy_elmo.bilm.fingerprint.bilm_fingerprint` of the biLM whose
+    vectors built it (the ``elmo_senses`` component refuses a pipeline with another biLM).
     """
 
-    def __init__(self, layer: LayerSpec = None, key: str = "lemma") -> None:
+    def __init__(self, layer: LayerSpec = None, key: str = "lemma", fingerprint: Optional[str] = None) -> None:
         if key not in KEYS:
             raise ValueError(f"key must be one of {KEYS}, got {key!r}")
         self.layer = check_spec(layer)
         self.key = key
+        self.fingerprint = fingerprint
         self.dim: Optional[int] = None
         self._rows: Dict[str, Dict[str, int]] = {}  # lemma -> sense -> row
         self._sums: List[np.ndarray] = []  # per row, float64
@@ -251,6 +254,7 @@ class SenseInventory:
             {
                 "format": FORMAT,
                 "version": 1,
+                "fingerprint": self.fingerprint,
                 "layer": self.layer,
                 "key": self.key,
                 "dim": self.dim,
@@ -272,7 +276,7 @@ class SenseInventory:
             raise ValueError("not a serialised sense inventory (format marker missing)")
         if msg.get("version") != 1:
             raise ValueError(f"sense inventory format version {msg.get('version')} is not supported (expected 1)")
-        inventory = cls(layer=msg["layer"], key=msg["key"])
+        inventory = cls(layer=msg["layer"], key=msg["key"], fingerprint=msg.get("fingerprint"))
         inventory.dim = msg["dim"]
         dim = inventory.dim or 0
         sums = np.frombuffer(msg["sums"], dtype=np.float32).reshape(len(msg["lemmas"]), dim).astype(np.float64)
@@ -283,10 +287,12 @@ class SenseInventory:
         return inventory
 
     def to_disk(self, path: Union[str, Path]) -> None:
-        """Write the inventory to one file."""
+        """Write the inventory to one file (atomically: the old file or the new one, never a mix)."""
+        from ..files import write_bytes
+
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(self.to_bytes())
+        write_bytes(path, self.to_bytes())
 
     @classmethod
     def from_disk(cls, path: Union[str, Path]) -> "SenseInventory":
@@ -301,3 +307,13 @@ class SenseInventory:
     def __repr__(self) -> str:
         n = sum(len(s) for s in self._rows.values())
         return f"SenseInventory({len(self)} lemmas, {n} senses, dim={self.dim}, key={self.key!r}, layer={self.layer!r})"
+
+    def check_fingerprint(self, fingerprint: str, source: str = "this biLM") -> None:
+        """Raise ``FingerprintError`` if another biLM built the inventory (one that records none is not checked)."""
+        if self.fingerprint is not None and fingerprint != self.fingerprint:
+            from ..bilm.fingerprint import FingerprintError
+
+            raise FingerprintError(
+                f"the sense inventory was built with the biLM whose fingerprint is {self.fingerprint[:12]}, but {source} is "
+                f"{fingerprint[:12]}: use the biLM that built it, or rebuild the inventory with this one"
+            )

@@ -12,8 +12,8 @@ R = correct / all, F1 their harmonic mean; an answer is correct when it is one o
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -54,17 +54,43 @@ def embed_instances(bilm, sentences: Sequence[WsdSentence], batch_tokens: int = 
     return out
 
 
-def cached_instances(bilm, weights: Optional[str], name: str, sentences, cache_dir: Optional[Path], log=None) -> np.ndarray:
-    """:func:`embed_instances`, kept in ``cache_dir`` (keyed by model and corpus) when given."""
+def corpus_digest(sentences: Sequence[WsdSentence]) -> str:
+    """SHA-256 of what :func:`embed_instances` reads: every sentence's words and instance positions."""
+    digest = hashlib.sha256()
+    for sent in sentences:
+        digest.update(json.dumps([sent.words, [i for i, _iid in sent.instances]], ensure_ascii=False).encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def cached_instances(bilm, name: str, sentences: Sequence[WsdSentence], cache_dir: Optional[Path],
+                     log: Optional[Callable[[str], None]] = None) -> np.ndarray:
+    """:func:`embed_instances`, kept in ``cache_dir`` when given.
+
+    The cache file is named by the biLM's content fingerprint (config + weights) and the corpus
+    digest, and records both: a model retrained in the same folder gets its own file, and a file
+    whose recorded keys differ from its name is embedded again (with a line that says so). Files
+    are written atomically."""
+    from ..bilm.fingerprint import bilm_fingerprint
+    from ..files import write_atomic
+
     if cache_dir is None:
         return embed_instances(bilm, sentences, log=log)
-    tag = hashlib.sha1(f"{weights or 'en_default'}|{name}|{sum(len(s.words) for s in sentences)}".encode()).hexdigest()[:12]
-    path = Path(cache_dir) / f"wsd-{name}-{tag}.npy"
-    if path.exists():
-        return np.load(path)
+    say = log or (lambda text: None)
+    fingerprint, corpus = bilm_fingerprint(bilm), corpus_digest(sentences)
+    path = Path(cache_dir) / f"wsd-{name}-{fingerprint[:16]}-{corpus[:16]}.npz"
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if str(data["fingerprint"]) == fingerprint and str(data["corpus"]) == corpus:
+                    say(f"{name}: embeddings from the cache {path} (biLM {fingerprint[:12]})")
+                    return data["vectors"]
+                say(f"{name}: the cache {path} was made by another biLM or corpus: embedding again (biLM {fingerprint[:12]})")
+        except (OSError, ValueError, KeyError) as err:
+            say(f"{name}: the cache {path} cannot be read ({err}): embedding again")
     array = embed_instances(bilm, sentences, log=log)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, array)
+    write_atomic(path, lambda handle: np.savez(handle, vectors=array, fingerprint=np.array(fingerprint), corpus=np.array(corpus)))
+    say(f"{name}: cached the embeddings in {path} (biLM {fingerprint[:12]})")
     return array
 
 
@@ -86,23 +112,27 @@ def score(predictions: Sequence[Optional[str]], gold: Sequence[Sequence[str]]) -
 def evaluate(
     weights: Optional[str] = None,
     folder: Path = DEFAULT_WSD_DIR,
-    cache_dir: Optional[Path] = Path(tempfile.gettempdir()) / "spacy_elmo_cache",
+    cache_dir: Optional[Path] = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr, flush=True),
     save_inventory: Optional[Path] = None,
 ) -> Dict[str, object]:
     """Nearest-centroid WSD per layer/mix and the most-frequent-sense baseline, F1 on every test set.
 
     ``save_inventory``: also write the SemCor sense inventory of the layer/mix chosen on the dev
-    set (semeval2007) there, keyed ``lemma|POS``, for the ``elmo_senses`` component."""
+    set (semeval2007) there, keyed ``lemma|POS``, for the ``elmo_senses`` component.
+    ``cache_dir``: keep the embedded instances there, keyed by the biLM's fingerprint (default: none)."""
     from ..bilm import load_bilm
 
     start = time.time()
+    from ..bilm.fingerprint import bilm_fingerprint
+
     bilm = load_bilm(weights) if weights else load_bilm()
+    fingerprint = bilm_fingerprint(bilm)
     train_sents, train_gold = load_corpus(folder, "semcor")
     test_sents, test_gold = load_corpus(folder, "ALL")
     log(f"SemCor: {len(train_sents)} sentences, {len(train_gold)} instances; ALL: {len(test_gold)} instances")
-    train_x = cached_instances(bilm, weights, "semcor", train_sents, cache_dir, log)
-    test_x = cached_instances(bilm, weights, "ALL", test_sents, cache_dir, log)
+    train_x = cached_instances(bilm, "semcor", train_sents, cache_dir, log)
+    test_x = cached_instances(bilm, "ALL", test_sents, cache_dir, log)
     embed_seconds = time.time() - start
 
     train = list(iter_instances(train_sents))
@@ -130,7 +160,7 @@ def evaluate(
     scored: Dict[str, list] = {}
     for name, spec in candidate_mixes(train_x.shape[1]).items():
         w = layer_weights(spec, train_x.shape[1])
-        inventory = SenseInventory(layer=spec, key="lemma_pos")
+        inventory = SenseInventory(layer=spec, key="lemma_pos", fingerprint=fingerprint)
         inventory.add_vectors(lemmas, senses, np.einsum("nld,l->nd", train_x[rows], w))
         predictions = inventory.predict(test_keys, np.einsum("nld,l->nd", test_x, w))
         rows_out[name] = by_set([p.sense if p is not None else None for p in predictions])
@@ -175,6 +205,7 @@ def evaluate(
             f"elmo_senses prior_weight = {prior_rows[prior_chosen]['prior_weight']}")
     return {
         "weights": weights or "en_default",
+        "bilm_fingerprint": fingerprint,
         "rows": rows_out,
         "most_frequent_sense": mfs,
         "min_score_backoff": {

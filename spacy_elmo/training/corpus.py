@@ -240,6 +240,7 @@ def prepare_corpus(
         raise ValueError(f"no training text found in {', '.join(map(str, inputs))} (files ending in {', '.join(TEXT_SUFFIXES)})")
     hold_out = held_out if not (files["valid"] or files["test"]) else 0.0
     out_dir = Path(out_dir)
+    created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     counts: Counter = Counter()
     stats = {split: SplitStats(files=len(files[split])) for split in SPLITS}
@@ -268,6 +269,16 @@ def prepare_corpus(
     for split in SPLITS:
         writers[split].close()
         stats[split].shards = writers[split].names
+    if sum(s.sentences for s in stats.values()) == 0:
+        for split in SPLITS:  # nothing was written: leave no empty corpus behind
+            if (out_dir / split).is_dir() and not any((out_dir / split).iterdir()):
+                (out_dir / split).rmdir()
+        if created and not any(out_dir.iterdir()):
+            out_dir.rmdir()
+        raise ValueError(
+            f"no sentences in {', '.join(str(p) for p in files['train'][:3])}{' ...' if len(files['train']) > 3 else ''}: "
+            f"the text is empty (or only blank or non-UTF-8 lines); nothing was written"
+        )
     vocab = build_vocab(counts, min_count=min_count, max_size=max_vocab)
     specials = {"<S>": stats["train"].sentences, "</S>": stats["train"].sentences}
     specials["<UNK>"] = stats["train"].tokens - sum(counts[t] for t in vocab if t not in SPECIALS)

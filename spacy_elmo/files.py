@@ -1,0 +1,149 @@
+"""Every file spacy-elmo writes goes through here: whole or not at all.
+
+A file is written to a unique temporary name in its own folder, flushed to disk (``fsync``) and
+renamed over the target, so a reader sees the old file or the new one, never a mix; a crash
+leaves at most a ``.NAME.*.tmp`` file behind (:func:`remove_temporary` clears them).
+
+A folder of several files (a token index, a biLM) counts as complete only when its manifest
+exists: :func:`start_folder` removes an old manifest before anything else is replaced,
+the files are written, and :func:`finish_folder` writes the manifest last, with each file's
+size. :func:`check_folder` then refuses a partial folder with a message that names it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Optional, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class IncompleteFolderError(ValueError):
+    """A folder whose save did not finish (no manifest), or whose files do not match its manifest."""
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def temporary_name(path: Path) -> Path:
+    """A unique hidden name next to ``path`` for its content in progress."""
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+
+
+def write_atomic(path: PathLike, write: Callable[[Any], Any], by_path: bool = False) -> Path:
+    """Call ``write`` on an open binary temporary file next to ``path`` (or, with ``by_path``,
+    on the temporary file's path, for writers that open it themselves), flush it to disk, then
+    rename it to ``path``. The folder must exist. Returns ``path``."""
+    path = Path(path)
+    tmp = temporary_name(path)
+    try:
+        if by_path:
+            write(tmp)
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+        else:
+            with open(tmp, "wb") as handle:
+                write(handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+    return path
+
+
+def write_bytes(path: PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically."""
+    return write_atomic(path, lambda handle: handle.write(data))
+
+
+def write_json(path: PathLike, data: Any, indent: Optional[int] = 1) -> Path:
+    """Write ``data`` as UTF-8 JSON (and a final newline) to ``path`` atomically."""
+    return write_bytes(path, (json.dumps(data, indent=indent) + "\n").encode("utf-8"))  # ASCII: lone surrogates stay escaped
+
+
+def save_npy(path: PathLike, array: Any) -> Path:
+    """``numpy.save`` to ``path`` atomically (no pickles)."""
+    import numpy as np
+
+    return write_atomic(path, lambda handle: np.save(handle, array, allow_pickle=False))
+
+
+def remove_temporary(folder: Path) -> int:
+    """Delete temporary files left in ``folder`` by writers killed mid-write; returns how many."""
+    stale = [p for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()]
+    for path in stale:
+        path.unlink()
+    return len(stale)
+
+
+def start_folder(folder: PathLike, manifest: str) -> Path:
+    """Create ``folder`` (or reuse it) for a new save: its old ``manifest`` is removed first, so
+    that the folder reads as incomplete until :func:`finish_folder`."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} exists and is a file: save to a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    old = folder / manifest
+    if old.exists():
+        old.unlink()
+        _fsync_dir(folder)
+    remove_temporary(folder)
+    return folder
+
+
+def finish_folder(folder: PathLike, manifest: str, data: Dict[str, Any], files: Iterable[str]) -> Path:
+    """Write ``manifest`` last, recording the byte size of each of ``files`` under ``"files"``."""
+    folder = Path(folder)
+    sizes = {name: (folder / name).stat().st_size for name in files}
+    return write_json(folder / manifest, {**data, "files": sizes})
+
+
+def check_folder(folder: PathLike, manifest: str, what: str, members: Iterable[str] = ()) -> Dict[str, Any]:
+    """Read a folder's manifest and check that every file it lists is there with its size.
+
+    ``members``: file names that only this kind of folder holds; if the manifest is missing but
+    one of them is there, the folder is a partial save (named in the error) rather than a
+    foreign one."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{what} not found: {folder} is not a folder")
+    path = folder / manifest
+    if not path.is_file():
+        present = sorted(name for name in members if (folder / name).exists())
+        if present:
+            raise IncompleteFolderError(
+                f"{folder} is an incomplete {what} (it has {', '.join(present)} but no {manifest}, which is written last: "
+                f"its save was interrupted); save it again"
+            )
+        raise FileNotFoundError(f"{folder} is not a {what} folder (no {manifest})")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise IncompleteFolderError(f"{path} is not valid JSON ({err}): the {what} is damaged; save it again") from None
+    if not isinstance(data, dict):
+        raise IncompleteFolderError(f"{path} is not a {what} manifest")
+    for name, size in dict(data.get("files") or {}).items():
+        member = folder / name
+        if not member.is_file():
+            raise IncompleteFolderError(f"{folder}: {name} is missing, though {manifest} lists it: the {what} is incomplete; save it again")
+        if member.stat().st_size != size:
+            raise IncompleteFolderError(
+                f"{folder}: {name} has {member.stat().st_size:,} bytes, {manifest} says {size:,}: the {what} was changed "
+                f"after it was saved; save it again"
+            )
+    return data
