@@ -614,7 +614,7 @@ def mixes_cli(
     """Print the layer weights (softmax of s) and gamma that each component learned over the biLM layers."""
     import spacy
 
-    from .pipeline.architectures import learned_mixes
+    from .layers import learned_mixes
 
     if not (pipeline / "config.cfg").is_file():
         raise UserError(f"{pipeline} is not a spaCy pipeline folder (no config.cfg): pass e.g. training/model-best")

@@ -114,7 +114,7 @@ def _run_one(plan: Dict[str, Any], model: str, seed: int, name: str, tag: str) -
         import spacy
 
         sys.path.insert(0, str(HERE.parent))
-        from spacy_elmo.pipeline.architectures import learned_mixes
+        from spacy_elmo.layers import learned_mixes
 
         nlp = spacy.load(out / "model-best")
         row["mixes"] = learned_mixes(nlp)

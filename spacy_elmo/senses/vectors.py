@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import List, Optional, Sequence, Union
 
 import numpy as np
-import torch
 from spacy.tokens import Doc, Span, Token
 
-from ..bilm.scalar_mix import check_mix_spec, mix_logits
+from ..bilm.scalar_mix import check_mix_spec, spec_weights
 
 LayerSpec = Optional[Union[str, Sequence[float]]]
 
@@ -23,9 +22,7 @@ class NoElmoError(ValueError):
 
 def layer_weights(spec: LayerSpec, n_layers: int) -> Optional[np.ndarray]:
     """The normalised layer weights of ``spec`` (``None`` for the Doc's own mix)."""
-    if spec is None:
-        return None
-    return torch.softmax(mix_logits(spec if isinstance(spec, str) else list(spec), n_layers), 0).numpy().astype(np.float32)
+    return None if spec is None else spec_weights(spec, n_layers)
 
 
 def check_spec(spec: LayerSpec) -> LayerSpec:
