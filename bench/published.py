@@ -13,7 +13,7 @@ and served from a loopback HTTP server acting as ``SPACY_ELMO_MIRROR``. Measured
   download runs (HDF5 datasets and shapes; SHA-256 of the file), and the check a cached load
   runs (size + mtime against ``verified.json``).
 
-    python bench/published.py --work-dir /tmp/elmo-published   # writes bench/results/published.json
+    python bench/published.py --work-dir "$(mktemp -d)"   # writes bench/results/published.json
 
 ``--weights-tool PATH`` makes the random files with that script (``make_elmo_weights.py``, the
 one the other benchmarks use); without it they come from a randomly initialised :class:`BiLM`.

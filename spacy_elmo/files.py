@@ -24,7 +24,8 @@ class IncompleteFolderError(ValueError):
     """A folder whose save did not finish (no manifest), or whose files do not match its manifest."""
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Flush a folder's entries (a rename into it) to disk, where the platform allows."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # pragma: no cover - platforms without directory handles
@@ -62,7 +63,7 @@ def write_atomic(path: PathLike, write: Callable[[Any], Any], by_path: bool = Fa
     finally:
         if tmp.exists():
             tmp.unlink()
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
 
 
@@ -101,7 +102,7 @@ def start_folder(folder: PathLike, manifest: str) -> Path:
     old = folder / manifest
     if old.exists():
         old.unlink()
-        _fsync_dir(folder)
+        fsync_dir(folder)
     remove_temporary(folder)
     return folder
 

@@ -1,6 +1,6 @@
 """The spaCy project's data: asset definitions that validate and are pinned, no default reading
 outside the clone, one-line errors when the data is missing, and the checks run against a local
-copy when one is present (``../shared/data`` beside the repository, or ``SPACY_ELMO_DATA_COPY``)."""
+copy when one is present (the ``shared/data`` folder beside the repository, or ``SPACY_ELMO_DATA_COPY``)."""
 from __future__ import annotations
 
 import csv

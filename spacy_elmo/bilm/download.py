@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
+from ..files import fsync_dir, write_json
 from .errors import WeightsError
 from .layout import check_hdf5, read_options
 from .model import BiLMConfig, OptionsError
@@ -61,26 +62,7 @@ def _read_record(folder: Path) -> Dict[str, Any]:
 
 
 def _write_record(folder: Path, files: Dict[str, Dict[str, Any]], source: str) -> None:
-    tmp = folder / (RECORD_NAME + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump({"source": source, "files": files}, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, folder / RECORD_NAME)
-    _fsync_dir(folder)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory handles
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
+    write_json(folder / RECORD_NAME, {"source": source, "files": files}, indent=2)
 
 
 def verify_files(options: Path, weights: Path) -> BiLMConfig:
@@ -276,7 +258,7 @@ def download(name: str, *, force: bool = False, progress: bool = True) -> Path:
             if part != dest:
                 os.replace(part, dest)
             files[dest.name] = {"sha256": digest, **_stamp(dest)}
-        _fsync_dir(folder)
+        fsync_dir(folder)
         _write_record(folder, files, published_base() + model.folder)
     return folder
 
