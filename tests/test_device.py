@@ -19,9 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "spacy_elmo"
 # (file relative to the package, enclosing function) -> why its tensor is always on the CPU
 CPU_ONLY: Dict[Tuple[str, str], str] = {
     ("embedding/worker.py", "reduce"): "a CPU ScalarMix over a NumPy array (torch.from_numpy)",
-    ("pipeline/architectures.py", "trainable_logits"): "logits made on the CPU from a layer spec",
     ("pipeline/component.py", "set_annotations"): "the component's CPU ScalarMix over the NumPy layers",
-    ("senses/vectors.py", "layer_weights"): "softmax of logits made on the CPU from a layer spec",
 }
 
 

@@ -36,7 +36,7 @@ def bilm_fingerprint(model: BiLM) -> str:
     for name, tensor in state.items():
         data = tensor.detach().to("cpu", torch.float32).contiguous()
         digest.update(f"\0{name}\0{tuple(data.shape)}\0".encode("utf-8"))
-        digest.update(data.numpy().tobytes())
+        digest.update(data.cpu().numpy().tobytes())
     _CACHE[id(model)] = (key, digest.hexdigest())
     return _CACHE[id(model)][1]
 

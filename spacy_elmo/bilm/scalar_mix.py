@@ -91,7 +91,7 @@ def trainable_mix_logits(spec: MixSpec, n_layers: int) -> torch.Tensor:
 
 def spec_weights(spec: MixSpec, n_layers: int) -> np.ndarray:
     """The normalised float32 layer weights of a mix spec (what :func:`apply_mix` takes)."""
-    return torch.softmax(mix_logits(spec if isinstance(spec, str) else list(spec), n_layers), 0).numpy().astype(np.float32)
+    return torch.softmax(mix_logits(spec if isinstance(spec, str) else list(spec), n_layers), 0).cpu().numpy().astype(np.float32)
 
 
 def apply_mix(
@@ -110,7 +110,7 @@ def apply_mix(
     """
     if isinstance(layers, np.ndarray):
         mixed = apply_mix(torch.from_numpy(np.ascontiguousarray(layers)), weights, gamma, layer_norm, layer_axis)
-        return mixed.numpy()
+        return mixed.cpu().numpy()  # CPU already: the tensor came from numpy
     if layer_axis != 0:
         layers = layers.movedim(layer_axis, 0)
     weights = torch.as_tensor(weights, dtype=layers.dtype, device=layers.device)

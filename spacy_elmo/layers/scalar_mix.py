@@ -50,7 +50,7 @@ def build_scalar_mix(
 
 def trainable_logits(spec: Union[str, Sequence[float]], n_layers: int) -> np.ndarray:
     """Starting logits; a single-layer preset gets 99% of the weight instead of all of it."""
-    return trainable_mix_logits(spec, n_layers).numpy().astype(np.float32)
+    return trainable_mix_logits(spec, n_layers).cpu().numpy().astype(np.float32)
 
 
 def _mix_init(model: Model, X: Optional[List[Floats3d]] = None, Y: Any = None) -> None:
