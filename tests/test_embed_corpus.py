@@ -231,7 +231,7 @@ def test_worker_cache_is_bounded_and_loads_once_across_threads(monkeypatch):
 
 
 KILLABLE = (
-    "import sys; import spacy_elmo.embedding.cli; from spacy_elmo.cli import main; "
+    "import sys; import spacy_elmo.cli.embed_corpus; from spacy_elmo.cli import main; "
     "sys.exit(main(sys.argv[1:]))"
 )
 

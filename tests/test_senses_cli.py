@@ -1,4 +1,4 @@
-"""The wic, wsd, index and neighbours commands (spacy_elmo.senses.cli) on small inputs."""
+"""The wic, wsd, index and neighbours commands (spacy_elmo.cli.senses) on small inputs."""
 from __future__ import annotations
 
 import pytest

@@ -5,9 +5,9 @@ from pathlib import Path
 from typing import Iterator, List, Optional
 
 from ..assets import require_files
-from ..cli import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, mix_spec, model_path, msg, user_errors
-from .wic import DEFAULT_WIC_DIR
-from .wsd_data import DEFAULT_WSD_DIR
+from ..senses.wic import DEFAULT_WIC_DIR
+from ..senses.wsd_data import DEFAULT_WSD_DIR
+from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, mix_spec, model_path, msg, user_errors
 
 WSD_FILES = [
     f"{sub}/{name}.{kind}"
@@ -73,7 +73,7 @@ def wic_cli(
     # fmt: on
 ) -> None:
     """WiC accuracy: cosine of the target word's two vectors; threshold on train, layer/mix on dev, accuracy on test."""
-    from . import wic
+    from ..senses import wic
 
     require_files(data, [f"{split}.{kind}.txt" for split in ("train", "dev", "test") for kind in ("data", "gold")], "WiC")
     apply_threads(threads)
@@ -96,7 +96,7 @@ def wsd_cli(
     # fmt: on
 ) -> None:
     """All-words WSD: SemCor sense centroids, F1 on the Raganato test sets per layer/mix, beside the most frequent SemCor sense."""
-    from . import wsd
+    from ..senses import wsd
 
     require_files(data, WSD_FILES, "WSD (Raganato framework + SemCor)")
     apply_threads(threads)
@@ -126,7 +126,7 @@ def index_cli(
     # fmt: on
 ) -> None:
     """Embed texts and build a nearest-neighbour index over their token occurrences."""
-    from .index import TokenIndex
+    from ..senses.index import TokenIndex
 
     files = _text_files(texts)
     apply_threads(threads)
@@ -153,7 +153,7 @@ def neighbours_cli(
     # fmt: on
 ) -> None:
     """The k token occurrences of an index nearest to a word in context."""
-    from .index import TokenIndex
+    from ..senses.index import TokenIndex
 
     index = TokenIndex.load(index_dir)
     nlp, fingerprint = _elmo_pipeline(weights, store_layers=index.layer is not None)

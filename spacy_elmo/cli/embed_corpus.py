@@ -1,10 +1,10 @@
-"""``embed-corpus``: the corpus run as a command (registered on spacy-elmo's typer app on import)."""
+"""Command ``embed-corpus``: a large corpus embedded line by line, resumable, on one machine or a Dask cluster."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
 
-from ..cli import PROG, Arg, Opt, UserError, app, check_mix, mix_spec, model_path, msg, user_errors
+from ._util import PROG, Arg, Opt, UserError, app, check_mix, mix_spec, model_path, msg, user_errors
 
 
 @app.command("embed-corpus")
@@ -33,7 +33,7 @@ def embed_corpus_cli(
 ) -> None:
     """Embed a large corpus line by line into AllenNLP's HDF5 layout (or .npz shards); rerun the same command to resume."""
     from ..threads import oversubscription_message
-    from .run import EmbedOptions, embed_corpus
+    from ..embedding.run import EmbedOptions, embed_corpus
 
     spec = None
     if layers == "mix":

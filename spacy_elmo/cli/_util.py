@@ -1,0 +1,207 @@
+"""What every command shares: the typer app, the printer, Arg/Opt, UserError and the checks of common arguments.
+
+Three ways in, the same commands: ``python -m spacy_elmo COMMAND``, ``spacy elmo COMMAND`` (through
+spaCy's ``spacy_cli`` entry point) and ``spacy-elmo COMMAND``. Every option shows its default in
+``--help``. A user error (a missing file, a bad ``--mix``, a model without a softmax, ...) ends the
+command with one line on stderr that names the problem and the fix, and exit status 2.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, TextIO, TypeVar
+
+import typer
+from wasabi.util import ICONS, color, locale_escape, supports_ansi
+
+from ..bilm.resolve import resolve_weights
+from ..bilm.weights import WeightsError
+from ..threads import DEFAULT_THREADS, first_oversubscription_message
+
+__all__ = ["DEFAULT_THREADS", "PROG", "HELP", "app", "msg", "Arg", "Opt", "UserError", "fail", "user_errors"]
+
+PROG = "python -m spacy_elmo"
+HELP = (
+    "ELMo for spaCy: embed text with the `elmo` component, convert and export weights, and train "
+    "or adapt your own biLM (prepare -> pretrain -> evaluate -> finetune -> package)."
+)
+
+app = typer.Typer(
+    name="elmo",
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+class _Messages:
+    """wasabi's icons and colours, one unwrapped line per message (colour only on a terminal)."""
+
+    def _line(self, kind: str, text: str, stream: TextIO) -> None:
+        line = locale_escape(f"{ICONS[kind]} {' '.join(str(text).split())}")
+        if stream.isatty() and supports_ansi() and not os.environ.get("NO_COLOR"):
+            line = color(line, fg=COLORS[kind])
+        print(line, file=stream, flush=True)
+
+    def good(self, text: str) -> None:
+        self._line("good", text, sys.stdout)
+
+    def info(self, text: str) -> None:
+        self._line("info", text, sys.stdout)
+
+    def text(self, text: str) -> None:
+        print(text, flush=True)
+
+    def warn(self, text: str) -> None:
+        self._line("warn", text, sys.stderr)
+
+    def fail(self, text: str) -> None:
+        self._line("fail", text, sys.stderr)
+
+
+COLORS = {"good": "green", "info": "blue", "warn": "yellow", "fail": "red"}
+msg = _Messages()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def Arg(*args: Any, **kwargs: Any) -> Any:
+    """A positional argument (spaCy's convention: help text, default shown)."""
+    return typer.Argument(*args, show_default=True, **kwargs)
+
+
+def Opt(*args: Any, **kwargs: Any) -> Any:
+    """An option (spaCy's convention: help text, default shown)."""
+    return typer.Option(*args, show_default=True, **kwargs)
+
+
+class UserError(Exception):
+    """A problem with the command's input: reported as one line, never a traceback."""
+
+
+def fail(message: str) -> None:
+    """Print one error line on stderr and end the command with exit status 2."""
+    msg.fail(message)
+    raise typer.Exit(2)
+
+
+def user_errors(func: F) -> F:
+    """Report the errors a user can cause (and fix) as one line instead of a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (UserError, WeightsError) as err:
+            fail(str(err))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as err:
+            fail(str(err))
+        except ValueError as err:  # the training stack reports bad data and settings as ValueError
+            fail(str(err))
+
+    return wrapper  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
+# checks shared by the commands
+
+
+def model_path(value: Path, what: str = "biLM") -> Path:
+    """The folder of a biLM argument, through :func:`resolve_weights`: a model folder, en_default
+    (the embedded default), or a published model's name (downloaded on first use); one line naming
+    the argument when it holds no biLM."""
+    try:
+        location = resolve_weights(str(value))
+    except WeightsError as error:
+        raise UserError(f"{what} {value}: {error}") from None
+    if location.folder is None:
+        raise UserError(f"{what} {value}: pass the folder that holds the {what}")
+    return location.folder
+
+
+def prepared_dir(value: Path) -> Path:
+    """The output folder of ``prepare`` (it holds vocab.txt and one folder per split)."""
+    if not (value / "vocab.txt").is_file():
+        where = "does not exist" if not value.exists() else "has no vocab.txt"
+        raise UserError(f"{value} {where}: it must be the output of `{PROG} prepare TEXT --out-dir {value}`; run that first.")
+    return value
+
+
+def mix_spec(value: str) -> Any:
+    """``average``, ``top``, ``layer:N`` or comma-separated weights (``0.2,0.3,0.5``)."""
+    text = value.strip()
+    if text in ("average", "top") or text.startswith("layer:"):
+        if text.startswith("layer:") and not text[6:].strip().lstrip("-").isdigit():
+            raise UserError(f"--mix {value!r}: expected layer:N with a whole number N, e.g. --mix layer:0 (the context-free layer).")
+        return text
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError:
+        raise UserError(
+            f"--mix {value!r} is not a mix: use average, top, layer:N (0 = context-free layer) or one weight per layer, e.g. 1,1,2."
+        ) from None
+    return weights
+
+
+def model_layers(path: Path) -> int:
+    """Number of output layers (L+1) of a model folder, read from its config without loading weights."""
+    import srsly
+
+    from ..bilm.layout import read_options
+    from ..bilm.weights import CONFIG_NAME, find_original_files
+
+    if (path / CONFIG_NAME).is_file():
+        options = srsly.read_json(path / CONFIG_NAME)["options"]
+    else:
+        options = read_options(find_original_files(path)[0])
+    return int(options["lstm"]["n_layers"]) + 1
+
+
+def check_mix(spec: Any, path: Path) -> None:
+    """Validate a mix against the model's layers (a layer index out of range, wrong number of weights)."""
+    from ..bilm.scalar_mix import mix_logits
+
+    n_layers = model_layers(path)
+    try:
+        mix_logits(spec, n_layers)
+    except ValueError as err:
+        raise UserError(
+            f"--mix does not fit this model: {err}. Use average, top, layer:0 to layer:{n_layers - 1}, "
+            f"or {n_layers} comma-separated weights."
+        ) from None
+
+
+def apply_threads(threads: int, what: str = "--threads") -> int:
+    """Set torch's thread count for this process (0 = one per core); warn in one line if it oversubscribes."""
+    from ..threads import set_threads
+
+    if threads < 0:
+        raise UserError(f"{what} {threads}: use a whole number >= 1, or 0 for one thread per CPU core.")
+    set_threads(threads)
+    import torch
+
+    warning = first_oversubscription_message(torch.get_num_threads())
+    if warning:
+        msg.warn(warning)
+    return torch.get_num_threads()
+
+
+def use_line_progress() -> None:
+    """In logs (not a terminal), the training stack's tqdm bars print periodic lines instead."""
+    from .. import progress
+
+    if progress.is_terminal():
+        return
+    from ..training import corpus, trainer
+
+    for module in (corpus, trainer):
+        if getattr(module, "tqdm", None) is progress.tqdm:
+            module.tqdm = progress.LineProgress  # type: ignore[attr-defined]
+
+
+def refuse_overwrite(out_dir: Path, force: bool) -> None:
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())) and not force:
+        raise UserError(f"{out_dir} already exists and is not empty: choose another folder, or add --force to overwrite it.")

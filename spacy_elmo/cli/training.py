@@ -1,0 +1,275 @@
+"""Commands ``prepare``, ``pretrain``, ``finetune``, ``evaluate``, ``ship`` and ``package``: training a biLM and shipping it."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ..threads import DEFAULT_THREADS, oversubscription_message
+from ._util import PROG, Arg, Opt, UserError, app, apply_threads, model_path, msg, prepared_dir, refuse_overwrite, use_line_progress, user_errors
+
+
+@app.command("prepare")
+@user_errors
+def prepare_cli(
+    # fmt: off
+    inputs: List[Path] = Arg(..., help="UTF-8 text files or folders (.txt, .gz); a folder's manifest.tsv (file, split) assigns train/valid/test"),
+    out_dir: Path = Opt(..., "--out-dir", "-o", help="Folder for the sentence shards, vocab.txt and stats.json"),
+    lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the tokenizer"),
+    min_count: int = Opt(1, "--min-count", help="Keep words seen at least this often in the vocabulary"),
+    max_vocab: Optional[int] = Opt(None, "--max-vocab", help="At most this many vocabulary entries (specials included). Default: no limit"),
+    shard_size: int = Opt(100_000, "--shard-size", help="Sentences per shard file"),
+    max_files: Optional[int] = Opt(None, "--max-files", help="Use only the first N files of each split (quick runs). Default: all"),
+    layout: str = Opt("auto", "--layout", help="line: one sentence or document per line; paragraph: blank-line separated paragraphs; auto: decide per file from its first lines"),
+    held_out: float = Opt(0.02, "--held-out", help="Fraction of the training text moved to valid + test (half each) when no valid/test files are given; 0 = none"),
+    # fmt: on
+) -> None:
+    """Tokenize text into sentence shards and a frequency-sorted vocabulary (the input of pretrain/finetune)."""
+    from ..training.corpus import LAYOUTS, prepare_corpus
+
+    missing = [str(p) for p in inputs if not p.exists()]
+    if missing:
+        raise UserError(f"not found: {', '.join(missing)}. Pass existing text files or folders.")
+    use_line_progress()
+    if layout not in LAYOUTS:
+        raise UserError(f"--layout {layout!r}: use one of {', '.join(LAYOUTS)}.")
+    if not 0 <= held_out < 1:
+        raise UserError(f"--held-out {held_out}: give a fraction in [0, 1), e.g. 0.02.")
+    stats = prepare_corpus(
+        inputs, out_dir, lang=lang, min_count=min_count, max_vocab=max_vocab, shard_size=shard_size, max_files=max_files,
+        layout=layout, held_out=held_out,
+    )
+    for split, s in stats.items():
+        msg.text(
+            f"{split:>5}: {s.files} files, {s.lines:,} lines, {s.sentences:,} sentences, {s.tokens:,} tokens; "
+            f"{s.skipped_lines} bad lines skipped, {s.split_units} over-long units split"
+        )
+    if stats["valid"].sentences == 0:
+        msg.warn("no validation text: list valid files in a manifest.tsv, or use --held-out > 0 (pretrain/finetune evaluate on it)")
+    msg.good(f"wrote {out_dir}")
+
+
+TRAIN_OVERRIDES = ("max_steps", "max_minutes", "lr", "warmup_steps", "threads", "max_tokens", "seed", "eval_every", "checkpoint_every", "precision")
+
+
+def _train(
+    init_model: Optional[Path], data_dir: Path, out_dir: Path, config: Optional[Path], resume: bool,
+    dump_weights: Optional[Path], overrides: Dict[str, Any],
+) -> None:
+    import srsly
+
+    from ..training.trainer import TrainConfig, saved_config, train
+
+    prepared_dir(data_dir)
+    values: Dict[str, Any] = {}
+    if config is not None:
+        if not config.is_file():
+            raise UserError(f"--config {config} not found: pass a JSON file of TrainConfig fields (e.g. project/configs/tiny.json).")
+        try:
+            values = dict(srsly.read_json(config))
+        except ValueError as err:
+            raise UserError(f"--config {config} is not valid JSON ({err}).") from None
+    values.update(data_dir=str(data_dir), out_dir=str(out_dir))
+    if init_model is not None:
+        values["init_model"] = str(init_model)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if resume:  # what the command line leaves unsaid comes from the run being resumed; what it says must agree
+        values = {**(saved_config(out_dir) or {}), **values}
+    known = set(TrainConfig.__dataclass_fields__)
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise UserError(f"--config {config}: unknown field(s) {', '.join(unknown)}; known fields: {', '.join(sorted(known))}.")
+    if values.get("threads") and os.environ.get("WORLD_SIZE", "1") == "1":
+        warning = oversubscription_message(int(values["threads"]))
+        if warning:
+            msg.warn(warning)
+    use_line_progress()
+    result = train(TrainConfig(**values), resume=resume, dump_weights=dump_weights)
+    if os.environ.get("RANK", "0") == "0":  # one line, from the first process of a torchrun job
+        print(json.dumps(result))
+
+
+# the options that pretrain and finetune share
+_CONFIG_HELP = "JSON file of TrainConfig fields (architecture, optimiser, batch sizes); the options below override it. Default: none (TrainConfig's defaults)"
+_RESUME_HELP = "Continue from OUT_DIR/checkpoints/last.pt if it exists (exact resume: model, optimiser, RNG, data position). Default: off"
+_FROM_CONFIG = "Default: from --config, else TrainConfig's"
+
+
+def _train_default(name: str) -> str:
+    """TrainConfig's default of a field, for the help text (read from the dataclass, so it cannot drift)."""
+    try:
+        from ..training.trainer import TrainConfig
+
+        return f"({TrainConfig.__dataclass_fields__[name].default:g})"
+    except Exception:  # pragma: no cover - help text only
+        return ""
+
+
+
+
+_TRAIN_OPTIONS = {  # one definition each; typer needs the parameters spelled out in each signature
+    "config": Opt(None, "--config", "-c", help=_CONFIG_HELP),
+    "resume": Opt(False, "--resume", help=_RESUME_HELP),
+    "max_steps": Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} {_train_default('max_steps')}"),
+    "max_minutes": Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} {_train_default('max_minutes')}"),
+    "lr": Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} {_train_default('lr')}"),
+    "warmup_steps": Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} {_train_default('warmup_steps')}"),
+    "threads": Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} {_train_default('threads')}"),
+    "max_tokens": Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} {_train_default('max_tokens')}"),
+    "seed": Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} {_train_default('seed')}"),
+    "eval_every": Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} {_train_default('eval_every')}"),
+    "checkpoint_every": Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} {_train_default('checkpoint_every')}"),
+    "precision": Opt(None, "--precision", help="Training products: fp32, bf16 (float32 master weights, bf16 matrix products; fast on CPUs with AMX/AVX512-BF16) or auto (bf16 where the CPU has it). Default: from --config, else fp32"),
+    "dump_weights": Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
+}
+
+
+@app.command("pretrain")
+@user_errors
+def pretrain_cli(
+    # fmt: off
+    data_dir: Path = Arg(..., help="Output folder of `prepare`"),
+    out_dir: Path = Arg(..., help="Folder for checkpoints, metrics.jsonl, learning_curve.png and the exported model/"),
+    config: Optional[Path] = _TRAIN_OPTIONS["config"],
+    resume: bool = _TRAIN_OPTIONS["resume"],
+    max_steps: Optional[int] = _TRAIN_OPTIONS["max_steps"],
+    max_minutes: Optional[float] = _TRAIN_OPTIONS["max_minutes"],
+    lr: Optional[float] = _TRAIN_OPTIONS["lr"],
+    warmup_steps: Optional[int] = _TRAIN_OPTIONS["warmup_steps"],
+    threads: Optional[int] = _TRAIN_OPTIONS["threads"],
+    max_tokens: Optional[int] = _TRAIN_OPTIONS["max_tokens"],
+    seed: Optional[int] = _TRAIN_OPTIONS["seed"],
+    eval_every: Optional[int] = _TRAIN_OPTIONS["eval_every"],
+    checkpoint_every: Optional[int] = _TRAIN_OPTIONS["checkpoint_every"],
+    precision: Optional[str] = _TRAIN_OPTIONS["precision"],
+    dump_weights: Optional[Path] = _TRAIN_OPTIONS["dump_weights"],
+    # fmt: on
+) -> None:
+    """Train a biLM from scratch on prepared text (runs under torchrun for DistributedDataParallel)."""
+    overrides = {name: value for name, value in locals().items() if name in TRAIN_OVERRIDES}
+    _train(None, data_dir, out_dir, config, resume, dump_weights, overrides)
+
+
+@app.command("finetune")
+@user_errors
+def finetune_cli(
+    # fmt: off
+    model: Path = Arg(..., help="biLM to start from: a spacy-elmo model folder, an options.json + .hdf5 folder, or en_default"),
+    data_dir: Path = Arg(..., help="Output folder of `prepare` on the in-domain text"),
+    out_dir: Path = Arg(..., help="Folder for checkpoints, metrics.jsonl, learning_curve.png and the exported model/"),
+    config: Optional[Path] = _TRAIN_OPTIONS["config"],
+    resume: bool = _TRAIN_OPTIONS["resume"],
+    max_steps: Optional[int] = _TRAIN_OPTIONS["max_steps"],
+    max_minutes: Optional[float] = _TRAIN_OPTIONS["max_minutes"],
+    lr: Optional[float] = _TRAIN_OPTIONS["lr"],
+    warmup_steps: Optional[int] = _TRAIN_OPTIONS["warmup_steps"],
+    threads: Optional[int] = _TRAIN_OPTIONS["threads"],
+    max_tokens: Optional[int] = _TRAIN_OPTIONS["max_tokens"],
+    seed: Optional[int] = _TRAIN_OPTIONS["seed"],
+    eval_every: Optional[int] = _TRAIN_OPTIONS["eval_every"],
+    checkpoint_every: Optional[int] = _TRAIN_OPTIONS["checkpoint_every"],
+    precision: Optional[str] = _TRAIN_OPTIONS["precision"],
+    dump_weights: Optional[Path] = _TRAIN_OPTIONS["dump_weights"],
+    # fmt: on
+) -> None:
+    """Continue the language-model objective from a biLM on in-domain text, keeping its vocabulary."""
+    overrides = {name: value for name, value in locals().items() if name in TRAIN_OVERRIDES}
+    _train(model_path(model), data_dir, out_dir, config, resume, dump_weights, overrides)
+
+
+@app.command("evaluate")
+@user_errors
+def evaluate_cli(
+    # fmt: off
+    model: Path = Arg(..., help="Model trained or fine-tuned by spacy-elmo (it needs its softmax), or en_default"),
+    data_dir: Path = Arg(..., help="Output folder of `prepare`"),
+    split: str = Opt("test", "--split", "-s", help="Which split to score: train, valid or test"),
+    limit: int = Opt(0, "--limit", help="Score only the first N sentences; 0 = all"),
+    max_tokens: int = Opt(4096, "--max-tokens", help="Token budget per batch"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads (0 = one per core)"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the figures to this JSON file. Default: none"),
+    # fmt: on
+) -> None:
+    """Held-out perplexity (forward, backward, average; full softmax) beside a unigram baseline."""
+    import srsly
+
+    from ..training.baseline import unigram_perplexity
+    from ..training.trainer import SOFTMAX_NAME, load_language_model, perplexity
+
+    path = model_path(model)
+    if not (path / SOFTMAX_NAME).is_file():
+        raise UserError(
+            f"{model} has no softmax ({SOFTMAX_NAME}): perplexity needs a biLM trained by spacy-elmo. Published ELMo "
+            f"weights ship without one; fine-tune first ({PROG} finetune {model} DATA OUT) and evaluate OUT/model."
+        )
+    prepared_dir(data_dir)
+    if split not in ("train", "valid", "test"):
+        raise UserError(f"--split {split!r}: use train, valid or test.")
+    if not any((data_dir / split).glob("shard-*.txt")):
+        raise UserError(f"{data_dir} has no {split} sentences: give `prepare` {split} files (manifest.tsv) or use --split valid/train.")
+    if output is not None and output.parent != Path("") and not output.parent.is_dir():
+        output.parent.mkdir(parents=True, exist_ok=True)
+    apply_threads(threads)
+    lm, vocab = load_language_model(path)
+    result: Dict[str, Any] = {"model": str(model), "data": str(data_dir), "split": split}
+    result.update(perplexity(lm, vocab, data_dir, split, max_tokens=max_tokens, limit=limit))
+    result["unigram_ppl"] = unigram_perplexity(vocab, data_dir, split, limit=limit)
+    msg.good(
+        f"{split} perplexity: forward {result['ppl_fwd']:.2f}, backward {result['ppl_bwd']:.2f}, average {result['ppl_avg']:.2f} "
+        f"over {result['tokens']:,} predictions (unigram baseline {result['unigram_ppl']:.1f})"
+    )
+    if output is not None:
+        from ..files import write_json
+
+        write_json(output, result, indent=2)
+
+
+@app.command("ship")
+@user_errors
+def ship_cli(
+    # fmt: off
+    run_dir: Path = Arg(..., help="Output folder of `pretrain` or `finetune` (its model/ holds the export)"),
+    dest: Path = Arg(..., help="Folder to write, in the embedded default's layout (softmax stored in float16)"),
+    force: bool = Opt(False, "--force", help="Overwrite a non-empty DEST. Default: off"),
+    # fmt: on
+) -> None:
+    """Copy a trained biLM into the layout of the embedded default (the command that made the shipped model)."""
+    from ..training.ship import ship_model
+
+    if not (run_dir / "model" / "weights.pt").is_file():
+        raise UserError(f"{run_dir} has no model/weights.pt: pass the output folder of pretrain or finetune, after it finished.")
+    refuse_overwrite(dest, force)
+    for name, size in ship_model(run_dir, dest).items():
+        msg.text(f"{name:<20} {size / 1e6:8.2f} MB")
+    msg.good(f"wrote {dest}")
+
+
+@app.command("package")
+@user_errors
+def package_cli(
+    # fmt: off
+    model: Path = Arg(..., help="biLM folder to package (or en_default)"),
+    out_dir: Path = Arg(..., help="Pipeline folder to write; spacy.load(OUT_DIR) opens it"),
+    lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the pipeline"),
+    name: str = Opt("elmo", "--name", "-n", help="Pipeline name in meta.json"),
+    force: bool = Opt(False, "--force", "-f", help="Overwrite OUT_DIR if it exists. Default: off"),
+    # fmt: on
+) -> None:
+    """Write a spaCy pipeline folder with the `elmo` component and the biLM inside."""
+    import shutil
+
+    import spacy
+
+    path = model_path(model)
+    refuse_overwrite(out_dir, force)
+    if out_dir.exists() and force:
+        shutil.rmtree(out_dir) if out_dir.is_dir() else out_dir.unlink()
+    nlp = spacy.blank(lang)
+    nlp.add_pipe("elmo", config={"weights": str(path)})
+    nlp.initialize()
+    nlp.meta["name"] = name
+    nlp.meta["description"] = f"ELMo vectors from the biLM in {path.name} (spacy-elmo)"
+    nlp.to_disk(out_dir)
+    doc = spacy.load(out_dir)("A quick check .")
+    msg.good(f"wrote {out_dir}: spacy.load() gives ELMo vectors of shape {doc.tensor.shape}")
