@@ -73,3 +73,23 @@ def test_nothing_below_the_cli_imports_it():
         if not name.startswith("spacy_elmo.cli.") and name not in ENTRY_SHIMS
     }
     assert not {name: found for name, found in below.items() if found}, "modules below the CLI import it"
+
+
+BELOW = {  # a layer of the package, and the layers above it that it must not reach (directly or not)
+    "spacy_elmo.bilm.": ("training", "layers", "pipeline", "senses", "embedding", "cli"),
+    "spacy_elmo.training.": ("layers", "pipeline", "senses", "embedding", "cli"),
+    "spacy_elmo.pipeline.": ("senses", "embedding", "cli"),
+    "spacy_elmo.layers.": ("senses", "embedding", "cli"),
+}
+
+
+def test_layers_point_down():
+    graph = import_graph(packages=True)
+    wrong = {}
+    for name in graph:
+        for prefix, above in BELOW.items():
+            if name.startswith(prefix):
+                bad = sorted(t for t in reachable(graph, name) if t.split(".")[1] in above)
+                if bad:
+                    wrong[name] = bad
+    assert not wrong, f"modules that import a layer above their own: {wrong}"

@@ -98,3 +98,14 @@ def test_apply_mix_takes_numpy_and_any_layer_axis():
     assert np.allclose(apply_mix(by_layer, weights, 0.5, layer_norm=True), module(torch.from_numpy(by_layer)).detach().numpy(), atol=1e-6)
     with pytest.raises(ValueError, match=r"\(2,\) weights for 3 layers"):
         apply_mix(by_layer, [0.5, 0.5])
+
+
+def test_spec_mix_is_the_weighted_sum_of_the_spec_weights():
+    from spacy_elmo.bilm.scalar_mix import spec_mix
+
+    layers = np.random.default_rng(3).normal(size=(3, 5, 4)).astype(np.float32)
+    for spec, weights in (("layer:1", [0, 1, 0]), ("average", [1 / 3] * 3), ([0.0, 1.0, 3.0], [0, 0.25, 0.75])):
+        out = spec_mix(layers, spec)
+        assert out.dtype == np.float32 and out.shape == (5, 4)
+        np.testing.assert_allclose(out, np.einsum("lnd,l->nd", layers, weights), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(spec_mix(layers[:, 2], "top"), layers[2, 2], rtol=1e-6, atol=1e-6)  # one token

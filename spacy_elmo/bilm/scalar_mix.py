@@ -4,6 +4,7 @@ implementation behind the component, the ``spacy-elmo.ScalarMix.v1`` layer and t
 * :func:`mix_logits` / :func:`trainable_mix_logits` / :func:`spec_weights`: a mix spec
   (``"average"``, ``"top"``, ``"layer:N"`` or explicit weights) as logits or normalised weights;
 * :func:`apply_mix`: given weights applied to given layers (numpy or torch, differentiable);
+* :func:`spec_mix`: a mix spec applied to one Doc's float32 layers (the similarity and sense vectors);
 * :func:`mix_penalty`: the paper's lambda, an L2 pull of the logits toward equal weights;
 * :class:`ScalarMix`: the torch module holding the logits and gamma.
 """
@@ -120,6 +121,13 @@ def apply_mix(
         layers = F.layer_norm(layers, layers.shape[-1:], eps=LN_EPS)
     gamma = torch.as_tensor(gamma, dtype=layers.dtype, device=layers.device)
     return gamma * torch.tensordot(weights, layers, dims=1)  # one pass, no [L, ..., dim] temporary
+
+
+def spec_mix(layers: np.ndarray, spec: MixSpec) -> np.ndarray:
+    """float32 ``[..., dim]``: the mix spec applied to float32 ``[L+1, ..., dim]`` layers (weights only: no gamma,
+    no layer norm)."""
+    layers = np.asarray(layers, dtype=np.float32)
+    return apply_mix(layers, spec_weights(spec, layers.shape[0]))
 
 
 def mix_penalty(logits: torch.Tensor, coef: float) -> torch.Tensor:

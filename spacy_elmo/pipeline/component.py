@@ -18,7 +18,7 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, ScalarMix
-from ..bilm.scalar_mix import check_mix_spec, mix_logits
+from ..bilm.scalar_mix import check_mix_spec, mix_logits, spec_mix
 from ..bilm.resolve import normalise_spec
 from ..bilm.weights import WeightsError, load_native, read_config, save_native
 from ..layers.listener import LISTENER_NODE, ElmoListener
@@ -29,7 +29,6 @@ from .scope import loading_saved_pipeline
 from ..roundtrip import keep_hooks_across_processes, silence_worker_hook_warning
 from ..threads import check_component_threads, resolve_threads, using_threads
 from .extensions import install_extensions, set_hooks
-from ..senses.vectors import similarity_vectors
 
 ELMO_NODES = (LISTENER_NODE, TOK2VEC_NODE, BILM_NODE)
 
@@ -328,7 +327,7 @@ class Elmo(TrainablePipe):
                 vectors = mixer(torch.from_numpy(array)).numpy() if array.shape[1] else np.zeros(array.shape[1:], dtype=np.float32)
             doc._.elmo_vectors = vectors
             doc._.elmo_layers = array if keep_layers else None
-            doc._.elmo_similarity_vectors = similarity_vectors(array, self.similarity)
+            doc._.elmo_similarity_vectors = None if self.similarity is None else spec_mix(array, self.similarity)
             if write_tensor:
                 doc.tensor = vectors
             if self.set_hooks:

@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence, Union
 import numpy as np
 from spacy.tokens import Doc, Span, Token
 
-from ..bilm.scalar_mix import check_mix_spec, spec_weights
+from ..bilm.scalar_mix import check_mix_spec, spec_mix, spec_weights
 
 LayerSpec = Optional[Union[str, Sequence[float]]]
 
@@ -49,7 +49,7 @@ def doc_vectors(doc: Doc, spec: LayerSpec) -> np.ndarray:
             f"layer choice {spec!r} needs the raw biLM layers, but this Doc ({doc.text[:40]!r}) has none "
             "(doc._.elmo_layers is None): run 'elmo' with store_layers=true, or use the Doc's mix (layer=None)"
         )
-    return similarity_vectors(layers, spec)
+    return spec_mix(layers, spec)
 
 
 def token_vector(token: Token, spec: LayerSpec) -> np.ndarray:
@@ -59,8 +59,7 @@ def token_vector(token: Token, spec: LayerSpec) -> np.ndarray:
     layers = token.doc._.elmo_layers if Doc.has_extension("elmo_layers") else None
     if layers is None:
         doc_vectors(token.doc, spec)  # raises the explanatory error
-    weights = layer_weights(spec, layers.shape[0])
-    return (np.asarray(layers[:, token.i], dtype=np.float32) * weights[:, None]).sum(0)
+    return spec_mix(layers[:, token.i], spec)
 
 
 def span_vector(span: Span, spec: LayerSpec) -> np.ndarray:
@@ -87,11 +86,3 @@ def candidate_mixes(n_layers: int) -> dict:
         out[f"average of layers 1-{n_layers - 1}"] = [0.0] + [1.0] * (n_layers - 1)
     return out
 
-
-def similarity_vectors(layers: np.ndarray, spec: LayerSpec) -> Optional[np.ndarray]:
-    """float32 ``[n_tokens, dim]``: the ``similarity`` mix of one Doc's ``[L+1, n_tokens, dim]`` layers
-    (None when ``spec`` is None: ``.similarity`` then compares the component's own mix)."""
-    if spec is None:
-        return None
-    layers = np.asarray(layers, dtype=np.float32)
-    return np.einsum("lnd,l->nd", layers, layer_weights(spec, layers.shape[0])).astype(np.float32)
