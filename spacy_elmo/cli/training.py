@@ -192,8 +192,6 @@ def evaluate_cli(
     # fmt: on
 ) -> None:
     """Held-out perplexity (forward, backward, average; full softmax) beside a unigram baseline."""
-    import srsly
-
     from ..training.baseline import unigram_perplexity
     from ..training.trainer import SOFTMAX_NAME, load_language_model, perplexity
 
