@@ -2,9 +2,8 @@
 import gzip
 
 import pytest
-from spacy.vocab import Vocab
-
 from downstream_data import bio_doc, conllu_doc, nested_subsets, read_bio, read_conllu, write_lm_text
+from spacy.vocab import Vocab
 
 CONLLU = """# sent_id = a
 # text = I can't go.
