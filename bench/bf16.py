@@ -64,7 +64,8 @@ def book_sentences(n: int, max_tokens: int = 100) -> List[List[str]]:
 
 
 def conllu_sentences(path: Path, n: Optional[int] = None, with_tags: bool = False) -> List[Any]:
-    from spacy_elmo.downstream_data import read_conllu
+    sys.path.insert(0, str(REPO / "project" / "scripts"))
+    from downstream_data import read_conllu
 
     out: List[Any] = []
     for sentence in read_conllu(path):

@@ -86,7 +86,8 @@ def training_data(work: Path, dry_run: bool) -> None:
     nlp = spacy.blank("en")
     ud = DATA / "ud_english_ewt" / "en_ewt-ud-train.conllu.gz"
     if ud.is_file() and not dry_run:
-        from spacy_elmo.downstream_data import read_conllu
+        sys.path.insert(0, str(REPO / "project" / "scripts"))
+        from downstream_data import read_conllu
 
         pairs = []
         for sentence in read_conllu(ud):

@@ -26,15 +26,16 @@ from typing import Any, Callable, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "project" / "scripts"))  # downstream_data: the project's data preparation
 
 import spacy  # noqa: E402
 import torch  # noqa: E402
 from spacy.tokens import Doc  # noqa: E402
 from spacy.training import Example  # noqa: E402
+from downstream_data import conllu_doc, read_conllu  # noqa: E402
 from spacy.training.batchers import minibatch_by_words  # noqa: E402
 
 from spacy_elmo.assets import data_file  # noqa: E402
-from spacy_elmo.downstream_data import conllu_doc, read_conllu  # noqa: E402
 
 UD = REPO / "project" / "assets" / "data" / "ud_english_ewt"  # the project's assets (or .gz copies)
 CONFIGS = REPO / "project" / "configs" / "downstream"

@@ -2,6 +2,7 @@
 (their source and licence are in its SOURCE.md)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,11 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "data" / "elmo-fixture"
 ALLENNLP = FIXTURES / "allennlp"  # residual connections
 BILMTF = FIXTURES / "bilm-tf"  # no residual connections
+PROJECT_SCRIPTS = REPO / "project" / "scripts"
+# The spaCy project's data preparation (downstream_data, extra_text) lives with the project, not in
+# the package; its tests import it from there.
+if str(PROJECT_SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(PROJECT_SCRIPTS))
 
 if not (ALLENNLP / "options.json").is_file():  # pragma: no cover - a broken checkout
     raise RuntimeError(f"the ELMo parity fixtures are missing: expected {ALLENNLP} (tests/data/elmo-fixture in the repository)")

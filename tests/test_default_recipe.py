@@ -2,9 +2,9 @@
 import gzip
 
 import torch
+from extra_text import write_extra_training_text, write_ud_text
 
 from spacy_elmo.training.corpus import mix_train_shards
-from spacy_elmo.training.extra_text import write_extra_training_text, write_ud_text
 from spacy_elmo.training.ship import half_softmax
 
 CONLLU = "# sent_id = a\n# text = Hello there .\n1\tHello\t_\t_\t_\t_\t0\troot\t_\t_\n\n# text = Second one\n1\tSecond\t_\t_\t_\t_\t0\troot\t_\t_\n\n"

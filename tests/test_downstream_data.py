@@ -2,9 +2,8 @@
 import gzip
 
 import pytest
+from downstream_data import bio_doc, conllu_doc, nested_subsets, read_bio, read_conllu, write_lm_text
 from spacy.vocab import Vocab
-
-from spacy_elmo.downstream_data import bio_doc, conllu_doc, nested_subsets, read_bio, read_conllu, write_lm_text
 
 CONLLU = """# sent_id = a
 # text = I can't go.

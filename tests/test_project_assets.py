@@ -310,7 +310,7 @@ def test_corpora_workflow_against_the_local_copy(tmp_path):
 def test_extra_text_reads_the_assets_layout(tmp_path):
     """`prepare-extra-full` reads the files as `spacy project assets` leaves them (not gzipped) or
     gzipped as in a local copy; without them it stops in one line naming spacy project assets."""
-    from spacy_elmo.training.extra_text import main as extra_text
+    from extra_text import main as extra_text
 
     conllu = "# sent_id = 1\n# text = A small test .\n1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_\n\n"
     semcor = '<corpus><text><sentence><wf lemma="a">A</wf><instance lemma="bank">bank_holiday</instance></sentence></text></corpus>'
@@ -331,6 +331,6 @@ def test_extra_text_reads_the_assets_layout(tmp_path):
         assert (root / "extra" / "semcor.txt").read_text() == "A bank holiday\n\n"
         assert (root / "ud" / "en_ewt_test.txt").read_text() == "A small test .\n\n"
     (tmp_path / "plain" / "wic" / "train.data.txt").unlink()
-    result = subprocess.run([sys.executable, "-m", "spacy_elmo.training.extra_text", "write", str(tmp_path / "plain"), str(tmp_path / "e"), str(tmp_path / "u")],
+    result = subprocess.run([sys.executable, str(PROJECT / "scripts" / "extra_text.py"), "write", str(tmp_path / "plain"), str(tmp_path / "e"), str(tmp_path / "u")],
                             capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0 and "spacy project assets" in result.stderr, result.stderr

@@ -57,8 +57,10 @@ def _env() -> Dict[str, str]:
 
 def prepare(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(HERE.parent))
+    sys.path.insert(0, str(HERE / "scripts"))
+    from downstream_data import prepare_ud, prepare_wnut
+
     from spacy_elmo.assets import require_files
-    from spacy_elmo.downstream_data import prepare_ud, prepare_wnut
 
     try:
         require_files(Path(args.ud), [f"en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")], "UD English EWT", "--ud")

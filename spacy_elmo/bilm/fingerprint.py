@@ -16,7 +16,6 @@ import torch
 from .model import BiLM
 
 
-
 class FingerprintError(ValueError):
     """A cache, index or sense inventory used with another biLM than the one that built it."""
 

@@ -26,7 +26,6 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 
 
-
 def packed_index(active: Sequence[int], n_steps: int, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
     """(rows, steps, offsets): packed position ``k`` is (sorted) row ``rows[k]`` at step ``steps[k]``;
     step ``t`` occupies ``offsets[t] : offsets[t] + active[t]``."""

@@ -12,8 +12,8 @@ from torch import nn
 from . import bf16
 from .batching import plan_batches
 from .characters import MAX_CHARS, N_CHARACTERS, TokenBatch, batch_to_char_ids
-from .memory import release_free_memory
 from .lstm import BiLstmStack, LstmState
+from .memory import release_free_memory
 from .token_cache import TokenVectorCache
 from .token_encoder import CharCnnEncoder
 

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import srsly
-from spacy.tokens import Doc, Token
+from spacy.tokens import Token
 
 from .vectors import LayerSpec, check_spec, normalise, token_vector
 
@@ -119,7 +119,7 @@ class SenseInventory:
         self._check_dim(vectors[0])
         if vectors.shape[1] != self.dim:
             raise ValueError(f"vectors of dimension {vectors.shape[1]} for an inventory of dimension {self.dim}")
-        rows = np.array([self._row(l, s) for l, s in zip(lemmas, senses)])
+        rows = np.array([self._row(lemma, s) for lemma, s in zip(lemmas, senses)])
         sums = np.stack([s if s.shape[0] else np.zeros(self.dim) for s in self._sums])
         np.add.at(sums, rows, vectors)
         self._sums = list(sums)
@@ -258,7 +258,7 @@ class SenseInventory:
                 "layer": self.layer,
                 "key": self.key,
                 "dim": self.dim,
-                "lemmas": [l for l, _, _ in rows],
+                "lemmas": [lemma for lemma, _, _ in rows],
                 "senses": [s for _, s, _ in rows],
                 "counts": [self._counts[r] for _, _, r in rows],
                 "n_vectors": [self._n_vectors[r] for _, _, r in rows],

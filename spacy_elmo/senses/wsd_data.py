@@ -12,7 +12,7 @@ import gzip
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Dict, Iterator, List, Sequence, Tuple, Union
 
 from ..assets import ASSETS_DATA
 
@@ -109,5 +109,5 @@ def to_docs(sentences: Sequence[WsdSentence], vocab) -> List:
     for sent in sentences:
         pos = [p if p != "." else "PUNCT" for p in sent.pos]
         pos = [{"CONJ": "CCONJ", "PRT": "PART"}.get(p, p) for p in pos]
-        docs.append(Doc(vocab, words=sent.words, lemmas=[l or w for l, w in zip(sent.lemmas, sent.words)], pos=pos))
+        docs.append(Doc(vocab, words=sent.words, lemmas=[lemma or w for lemma, w in zip(sent.lemmas, sent.words)], pos=pos))
     return docs

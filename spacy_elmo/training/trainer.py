@@ -29,8 +29,19 @@ from torch import nn
 from tqdm import tqdm
 
 from ..bilm import BiLM, BiLMConfig, load_bilm, save_native
+from .checkpoint import (  # noqa: F401  (re-exported: the trainer's public names before the split)
+    RESUME_MAY_CHANGE,
+    checkpoint_path,
+    gather_states,
+    load_checkpoint,
+    resume_conflicts,
+    save_checkpoint,
+    saved_config,
+    truncate_metrics,
+)
 from .data import Position, Vocabulary, evaluation_batches, training_batches
 from .lm import BiLMLanguageModel
+from .plot import plot_learning_curve  # noqa: F401  (re-exported)
 from .precision import train_dtype
 
 SOFTMAX_NAME, VOCAB_NAME = "softmax.pt", "vocab.txt"
@@ -133,69 +144,6 @@ def lr_at(step: int, config: TrainConfig, elapsed_minutes: float = 0.0) -> float
     return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def save_checkpoint(path: Path, state: Dict[str, Any]) -> None:
-    """Write to a temporary file and rename: a crash mid-write keeps the previous checkpoint."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-RESUME_MAY_CHANGE = (
-    "max_steps", "max_minutes", "threads", "log_every", "eval_every", "eval_sentences", "checkpoint_every", "precision",
-)
-_PATH_FIELDS = ("data_dir", "out_dir", "init_model")
-
-
-def load_checkpoint(path: Path) -> Dict[str, Any]:
-    """A checkpoint written by :func:`save_checkpoint`, or a ValueError that names the file and the problem."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # torch raises several types for truncated or foreign files
-        raise ValueError(
-            f"checkpoint {path} cannot be read ({type(err).__name__}: {err}); it is not a spacy-elmo checkpoint or it is "
-            "damaged: restore it, or delete it to start the run over"
-        ) from err
-    missing = [k for k in ("model", "optimizer", "step", "tokens", "position", "config", "rng") if not isinstance(state, dict) or k not in state]
-    if missing:
-        raise ValueError(f"checkpoint {path} lacks {', '.join(missing)}: it was not written by spacy-elmo's trainer")
-    return state
-
-
-def saved_config(out_dir: Path) -> Optional[Dict[str, Any]]:
-    """The configuration of the run whose checkpoint is in ``out_dir`` (None when there is none)."""
-    path = Path(out_dir) / "checkpoints" / "last.pt"
-    return dict(load_checkpoint(path)["config"]) if path.is_file() else None
-
-
-def resume_conflicts(config: TrainConfig, saved: Dict[str, Any]) -> List[str]:
-    """Fields where ``config`` differs from the checkpoint's, other than those a resumed run may change."""
-    conflicts = []
-    for name, value in asdict(config).items():
-        if name in RESUME_MAY_CHANGE or name not in saved:
-            continue
-        old = saved[name]
-        if name in _PATH_FIELDS and value is not None and old is not None:
-            same = Path(value).resolve() == Path(old).resolve()
-        else:
-            same = json.dumps(value) == json.dumps(old)
-        if not same:
-            conflicts.append(f"{name} is {value!r} now but {old!r} in the checkpoint")
-    return conflicts
-
-
-def _gather(state: torch.Tensor, world: int, device: torch.device) -> List[torch.Tensor]:
-    """Every rank's copy of a byte tensor (an RNG state), on the CPU."""
-    if world == 1:
-        return [state]
-    local = state.to(device)  # NCCL gathers device tensors only
-    parts = [torch.empty_like(local) for _ in range(world)]
-    torch.distributed.all_gather(parts, local)
-    return [p.cpu() for p in parts]
-
-
 def export_model(model: BiLMLanguageModel, vocab: Vocabulary, out_dir: Path) -> Path:
     """The biLM in our native format, plus the softmax and vocabulary for later fine-tuning."""
     save_native(model.bilm, out_dir)
@@ -234,6 +182,37 @@ def perplexity(
     return {"ppl_fwd": ppl_f, "ppl_bwd": ppl_b, "ppl_avg": (ppl_f + ppl_b) / 2, "tokens": count}
 
 
+@dataclass
+class _Run:
+    """What the loop carries from step to step (and what a checkpoint restores)."""
+
+    step: int = 0
+    tokens: int = 0
+    position: Position = field(default_factory=Position)
+    minutes_before: float = 0.0  # trained by the runs this one resumes
+    start_time: float = 0.0
+
+    def minutes(self) -> float:
+        """Training minutes so far, the resumed runs' included."""
+        return (time.time() - self.start_time) / 60 + self.minutes_before
+
+
+@dataclass
+class _Window:
+    """Training statistics between two log records (tokens/s counts training only)."""
+
+    tokens: int = 0
+    loss: float = 0.0
+    nll_fwd: float = 0.0
+    nll_bwd: float = 0.0
+    n: int = 0
+    start: float = field(default_factory=time.time)
+    cpu_start: float = field(default_factory=time.process_time)
+
+    def restart_clock(self) -> None:
+        self.start, self.cpu_start = time.time(), time.process_time()
+
+
 def train(
     config: TrainConfig, resume: bool = False, dump_weights: Optional[Path] = None, interrupt_at: Optional[int] = None
 ) -> Dict[str, Any]:
@@ -242,45 +221,26 @@ def train(
     ``interrupt_at``: stop right after that step as an interrupted run would (checkpoint, no
     export), so that ``resume=True`` can continue it.
     """
+    # setup: ranks, device, the checkpoint to resume, seeds, model and optimizer
     rank, world = _distributed()
     main = rank == 0
     out = Path(config.out_dir)
-    checkpoint_path = out / "checkpoints" / "last.pt"
     if config.threads:
         torch.set_num_threads(config.threads)
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
-    checkpoint = None
-    stale = checkpoint_path.with_suffix(".tmp")
-    if main and stale.exists():  # a write that a kill interrupted; last.pt is still the previous, complete one
-        stale.unlink()
-    if resume and checkpoint_path.is_file():
-        checkpoint = load_checkpoint(checkpoint_path)
-        conflicts = resume_conflicts(config, checkpoint["config"])
-        if conflicts:
-            raise ValueError(
-                f"cannot resume from {checkpoint_path}: {'; '.join(conflicts)}. Resume with the interrupted run's settings "
-                f"(only {', '.join(RESUME_MAY_CHANGE)} may change), or train into a new folder"
-            )
+    checkpoint = _checkpoint_to_resume(config, out, resume, main)
     random.seed(config.seed)
     np.random.seed(config.seed)
     torch.manual_seed(config.seed + rank)
     vocab = training_vocab(config)
     model = build_model(config, vocab).to(device)
     model.set_train_dtype(train_dtype(config.precision, device))
-    # bf16 steps use the fused AdamW kernel (same update, one pass over each tensor); fp32 keeps
-    # the default implementation so that its runs stay bit-for-bit what they were
-    fused = True if model.train_dtype is not None and device.type == "cpu" else None
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
-    step, tokens_seen, position, elapsed_before = 0, 0, Position(), 0.0
+    optimizer = _optimizer(config, model, device)
+
+    # resume: weights, optimizer, counters, data position and RNG as the checkpoint left them
+    run = _Run()
     if checkpoint is not None:
-        elapsed_before = float(checkpoint.get("elapsed_minutes", 0.0))
-        model.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        step, tokens_seen, position = checkpoint["step"], checkpoint["tokens"], Position(**checkpoint["position"])
-        torch.set_rng_state(checkpoint["rng"]["torch"][rank] if rank < len(checkpoint["rng"]["torch"]) else torch.get_rng_state())
-        cuda_states = checkpoint["rng"].get("cuda") or []
-        if device.type == "cuda" and rank < len(cuda_states):
-            torch.cuda.set_rng_state(cuda_states[rank], device)
+        _restore(checkpoint, model, optimizer, run, rank, device)
     if main:
         out.mkdir(parents=True, exist_ok=True)
         srsly.write_json(out / "train_config.json", asdict(config))
@@ -289,7 +249,7 @@ def train(
     if world > 1:
         wrapped = nn.parallel.DistributedDataParallel(model, find_unused_parameters=False)
     if main and checkpoint is not None:
-        _truncate_metrics(out / "metrics.jsonl", step)
+        truncate_metrics(out / "metrics.jsonl", run.step)
     metrics_file = (out / "metrics.jsonl").open("a", encoding="utf-8") if main else None
 
     def log(record: Dict[str, Any]) -> None:
@@ -297,79 +257,63 @@ def train(
             metrics_file.write(json.dumps(record) + "\n")
             metrics_file.flush()
 
-    def checkpoint_now() -> None:
-        rng = {"torch": _gather(torch.get_rng_state(), world, device)}
-        if device.type == "cuda":  # dropout on the GPU draws from the device's generator
-            rng["cuda"] = _gather(torch.cuda.get_rng_state(device), world, device)
-        if main:
-            save_checkpoint(
-                checkpoint_path,
-                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "tokens": tokens_seen,
-                 "position": asdict(position), "config": asdict(config), "rng": rng,
-                 "elapsed_minutes": (time.time() - start_time) / 60 + elapsed_before},
-            )
+    def evaluate() -> Dict[str, float]:
+        valid = perplexity(model, vocab, Path(config.data_dir), "valid", config.max_tokens, config.max_length, config.eval_sentences)
+        log({"step": run.step, "tokens": run.tokens, **{f"valid_{k}": v for k, v in valid.items()}})
+        return valid
 
-    stream = training_batches(Path(config.data_dir), vocab, config.max_tokens, config.max_length, config.seed, position, rank, world)
-    start_time, window_tokens, window_start, window_cpu = time.time(), 0, time.time(), time.process_time()
-    sums = {"loss": 0.0, "nll_fwd": 0.0, "nll_bwd": 0.0, "n": 0}
-    progress = tqdm(total=config.max_steps, initial=step, desc="train", unit="step", disable=not main, dynamic_ncols=True)
+    def save() -> None:
+        _save(checkpoint_path(out), config, model, optimizer, run, world, device, main)
+
+    stream = training_batches(Path(config.data_dir), vocab, config.max_tokens, config.max_length, config.seed, run.position, rank, world)
+    run.start_time = time.time()
+    window = _Window()
+    progress = tqdm(total=config.max_steps, initial=run.step, desc="train", unit="step", disable=not main, dynamic_ncols=True)
     model.train()
     stopped_early = False
-    while step < config.max_steps:
-        if config.max_minutes and (time.time() - start_time) / 60 + elapsed_before >= config.max_minutes:
+    while run.step < config.max_steps:
+        if config.max_minutes and run.minutes() >= config.max_minutes:
             stopped_early = True
             break
-        position, batch = next(stream)
-        lr = lr_at(step, config, (time.time() - start_time) / 60 + elapsed_before)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp and device.type == "cuda"):
-            loss, stats = wrapped(batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip))
-        optimizer.step()
-        step += 1
+        # step: one batch, one optimizer update
+        run.position, batch = next(stream)
+        lr = lr_at(run.step, config, run.minutes())
+        loss, stats, grad_norm = _step(config, wrapped, model, optimizer, batch, lr, device)
+        run.step += 1
         n = batch.n_targets * world
-        tokens_seen += n
-        window_tokens += n
-        sums["loss"] += float(loss.detach())
-        sums["nll_fwd"] += stats["nll_fwd"]
-        sums["nll_bwd"] += stats["nll_bwd"]
-        sums["n"] += 1
+        run.tokens += n
+        window.tokens += n
+        window.loss += float(loss.detach())
+        window.nll_fwd += stats["nll_fwd"]
+        window.nll_bwd += stats["nll_bwd"]
+        window.n += 1
         progress.update(1)
-        if step % config.log_every == 0 or step == config.max_steps:
-            elapsed = time.time() - window_start
-            record = {
-                "step": step, "tokens": tokens_seen, "lr": lr, "grad_norm": grad_norm,
-                "loss": sums["loss"] / sums["n"], "train_ppl_fwd": math.exp(sums["nll_fwd"] / sums["n"]),
-                "train_ppl_bwd": math.exp(sums["nll_bwd"] / sums["n"]), "tokens_per_s": window_tokens / max(elapsed, 1e-9),
-                "epoch": position.epoch, "elapsed_s": time.time() - start_time + 60 * elapsed_before,
-                "tokens_per_cpu_s": window_tokens / max(time.process_time() - window_cpu, 1e-9), "precision": str(model.train_dtype or torch.float32).replace("torch.", ""),
-            }
+        # log: the window's means every log_every steps
+        if run.step % config.log_every == 0 or run.step == config.max_steps:
+            record = _log_record(run, window, lr, grad_norm, model)
             progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
             log(record)
-            sums = {"loss": 0.0, "nll_fwd": 0.0, "nll_bwd": 0.0, "n": 0}
-            window_tokens, window_start, window_cpu = 0, time.time(), time.process_time()
-        if main and (step % config.eval_every == 0):
-            valid = perplexity(model, vocab, Path(config.data_dir), "valid", config.max_tokens, config.max_length, config.eval_sentences)
-            log({"step": step, "tokens": tokens_seen, **{f"valid_{k}": v for k, v in valid.items()}})
-            tqdm.write(f"step {step}: valid perplexity fwd {valid['ppl_fwd']:.1f} bwd {valid['ppl_bwd']:.1f}")
-            window_start, window_cpu = time.time(), time.process_time()  # tokens/s counts training only
-        if step % config.checkpoint_every == 0 or step == interrupt_at:
-            checkpoint_now()
-        if step == interrupt_at:
+            window = _Window()
+        # evaluate: held-out perplexity (rank 0), outside the tokens/s clock
+        if main and (run.step % config.eval_every == 0):
+            valid = evaluate()
+            tqdm.write(f"step {run.step}: valid perplexity fwd {valid['ppl_fwd']:.1f} bwd {valid['ppl_bwd']:.1f}")
+            window.restart_clock()
+        # checkpoint: atomically, every checkpoint_every steps (and where a test interrupts the run)
+        if run.step % config.checkpoint_every == 0 or run.step == interrupt_at:
+            save()
+        if run.step == interrupt_at:
             progress.close()
             if metrics_file is not None:
                 metrics_file.close()
-            return {"step": step, "tokens": tokens_seen, "interrupted": True}
+            return {"step": run.step, "tokens": run.tokens, "interrupted": True}
+
+    # finish: last checkpoint, final evaluation, export and plot
     progress.close()
-    checkpoint_now()
-    result: Dict[str, Any] = {"step": step, "tokens": tokens_seen, "stopped_early": stopped_early}
+    save()
+    result: Dict[str, Any] = {"step": run.step, "tokens": run.tokens, "stopped_early": stopped_early}
     if main:
-        valid = perplexity(model, vocab, Path(config.data_dir), "valid", config.max_tokens, config.max_length, config.eval_sentences)
-        log({"step": step, "tokens": tokens_seen, **{f"valid_{k}": v for k, v in valid.items()}})
-        result.update({f"valid_{k}": v for k, v in valid.items()})
+        result.update({f"valid_{k}": v for k, v in evaluate().items()})
         export_model(model.cpu(), vocab, out / "model")
         plot_learning_curve(out / "metrics.jsonl", out / "learning_curve.png")
     if dump_weights is not None:
@@ -383,52 +327,79 @@ def train(
     return result
 
 
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop the records logged after the checkpoint a run resumes from (they are logged again)."""
-    if not path.is_file():
-        return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip() and _record_step(line) <= step]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _record_step(line: str) -> float:
-    try:
-        return float(json.loads(line).get("step", 0))
-    except (ValueError, AttributeError):
-        return math.inf  # a line cut by a kill: dropped
-
-
-def plot_learning_curve(metrics_path: Path, png_path: Path) -> Optional[Path]:
-    """Training and validation perplexity against tokens seen (needs matplotlib)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        tqdm.write("matplotlib is not installed: no learning-curve plot (pip install 'spacy-elmo[train]')")
+def _checkpoint_to_resume(config: TrainConfig, out: Path, resume: bool, main: bool) -> Optional[Dict[str, Any]]:
+    """The checkpoint a resumed run continues (None when there is none), checked against ``config``."""
+    path = checkpoint_path(out)
+    stale = path.with_suffix(".tmp")
+    if main and stale.exists():  # a write that a kill interrupted; last.pt is still the previous, complete one
+        stale.unlink()
+    if not (resume and path.is_file()):
         return None
-    records = [json.loads(line) for line in Path(metrics_path).read_text().splitlines() if line.strip()]
-    train = [r for r in records if "train_ppl_fwd" in r]
-    valid = [r for r in records if "valid_ppl_fwd" in r]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for key, label, rows, style in (
-        ("train_ppl_fwd", "train forward (as optimised: sampled softmax when on)", train, "-"),
-        ("train_ppl_bwd", "train backward (as optimised)", train, "-"),
-        ("valid_ppl_fwd", "valid forward", valid, "o--"),
-        ("valid_ppl_bwd", "valid backward", valid, "s--"),
-    ):
-        if rows:
-            ax.plot([r["tokens"] / 1e6 for r in rows], [r[key] for r in rows], style, label=label, markersize=4)
-    ax.set_yscale("log")
-    ax.set_xlabel("training tokens (millions)")
-    ax.set_ylabel("perplexity")
-    ax.set_title("biLM learning curve")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
-    plt.close(fig)
-    return png_path
+    checkpoint = load_checkpoint(path)
+    conflicts = resume_conflicts(config, checkpoint["config"])
+    if conflicts:
+        raise ValueError(
+            f"cannot resume from {path}: {'; '.join(conflicts)}. Resume with the interrupted run's settings "
+            f"(only {', '.join(RESUME_MAY_CHANGE)} may change), or train into a new folder"
+        )
+    return checkpoint
+
+
+def _optimizer(config: TrainConfig, model: BiLMLanguageModel, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW; bf16 steps use the fused kernel (same update, one pass over each tensor), while fp32
+    keeps the default implementation so that its runs stay bit-for-bit what they were."""
+    fused = True if model.train_dtype is not None and device.type == "cpu" else None
+    return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
+
+
+def _restore(checkpoint: Dict[str, Any], model: nn.Module, optimizer: torch.optim.Optimizer, run: _Run, rank: int, device: torch.device) -> None:
+    run.minutes_before = float(checkpoint.get("elapsed_minutes", 0.0))
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    run.step, run.tokens, run.position = checkpoint["step"], checkpoint["tokens"], Position(**checkpoint["position"])
+    torch.set_rng_state(checkpoint["rng"]["torch"][rank] if rank < len(checkpoint["rng"]["torch"]) else torch.get_rng_state())
+    cuda_states = checkpoint["rng"].get("cuda") or []
+    if device.type == "cuda" and rank < len(cuda_states):
+        torch.cuda.set_rng_state(cuda_states[rank], device)
+
+
+def _step(
+    config: TrainConfig, wrapped: nn.Module, model: nn.Module, optimizer: torch.optim.Optimizer, batch: Any, lr: float, device: torch.device
+) -> Tuple[torch.Tensor, Dict[str, float], float]:
+    """Forward, backward, clip and update at learning rate ``lr``: (loss, statistics, gradient norm)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp and device.type == "cuda"):
+        loss, stats = wrapped(batch)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip))
+    optimizer.step()
+    return loss, stats, grad_norm
+
+
+def _log_record(run: _Run, window: _Window, lr: float, grad_norm: float, model: BiLMLanguageModel) -> Dict[str, Any]:
+    elapsed = time.time() - window.start
+    return {
+        "step": run.step, "tokens": run.tokens, "lr": lr, "grad_norm": grad_norm,
+        "loss": window.loss / window.n, "train_ppl_fwd": math.exp(window.nll_fwd / window.n),
+        "train_ppl_bwd": math.exp(window.nll_bwd / window.n), "tokens_per_s": window.tokens / max(elapsed, 1e-9),
+        "epoch": run.position.epoch, "elapsed_s": time.time() - run.start_time + 60 * run.minutes_before,
+        "tokens_per_cpu_s": window.tokens / max(time.process_time() - window.cpu_start, 1e-9),
+        "precision": str(model.train_dtype or torch.float32).replace("torch.", ""),
+    }
+
+
+def _save(
+    path: Path, config: TrainConfig, model: nn.Module, optimizer: torch.optim.Optimizer, run: _Run, world: int, device: torch.device, main: bool
+) -> None:
+    """Gather every rank's RNG state; rank 0 writes the checkpoint."""
+    rng = {"torch": gather_states(torch.get_rng_state(), world, device)}
+    if device.type == "cuda":  # dropout on the GPU draws from the device's generator
+        rng["cuda"] = gather_states(torch.cuda.get_rng_state(device), world, device)
+    if main:
+        save_checkpoint(
+            path,
+            {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": run.step, "tokens": run.tokens,
+             "position": asdict(run.position), "config": asdict(config), "rng": rng, "elapsed_minutes": run.minutes()},
+        )

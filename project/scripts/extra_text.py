@@ -5,7 +5,8 @@ sets whose licence allows it: UD English EWT train (web text, CC BY-SA 4.0), Sem
 training corpus, Brown-corpus text) and the WiC train sentences. Dev and test portions of any
 set we evaluate on are never written into a training folder. Each sentence becomes its own
 paragraph (blank-line separated) in a UTF-8 file; a ``manifest.tsv`` assigns the split, so the
-folder is an ordinary input of ``python -m spacy_elmo prepare``.
+folder is an ordinary input of ``python -m spacy_elmo prepare``. Run from the project folder:
+``python scripts/extra_text.py write DATA_ROOT EXTRA_OUT UD_OUT``.
 
 :func:`write_extra_training_text` writes the training folder; :func:`write_ud_text` writes UD
 EWT's train/dev/test *text* as a corpus folder (for held-out perplexity on modern English).
@@ -18,7 +19,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Dict, Iterator, List, Sequence
 
-from ..assets import data_file, require_files
+from spacy_elmo.assets import data_file, require_files
 
 _QUOTES = {"``": '"', "''": '"'}
 
@@ -114,9 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``write DATA_ROOT EXTRA_OUT UD_OUT`` or ``mix CORPUS_DIR [--seed N]``."""
     import argparse
 
-    from .corpus import mix_train_shards
+    from spacy_elmo.training.corpus import mix_train_shards
 
-    ap = argparse.ArgumentParser(prog="python -m spacy_elmo.training.extra_text", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python scripts/extra_text.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     write = sub.add_parser("write", help="the extra training text folder and the UD EWT text folder")
