@@ -32,8 +32,8 @@ def embed_corpus_cli(
     # fmt: on
 ) -> None:
     """Embed a large corpus line by line into AllenNLP's HDF5 layout (or .npz shards); rerun the same command to resume."""
-    from ..threads import oversubscription_message
     from ..embedding.run import EmbedOptions, embed_corpus
+    from ..threads import oversubscription_message
 
     spec = None
     if layers == "mix":

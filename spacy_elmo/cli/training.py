@@ -7,7 +7,20 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..threads import DEFAULT_THREADS, oversubscription_message
-from ._util import PROG, Arg, Opt, UserError, app, apply_threads, model_path, msg, prepared_dir, refuse_overwrite, use_line_progress, user_errors
+from ._util import (
+    PROG,
+    Arg,
+    Opt,
+    UserError,
+    app,
+    apply_threads,
+    model_path,
+    msg,
+    prepared_dir,
+    refuse_overwrite,
+    use_line_progress,
+    user_errors,
+)
 
 
 @app.command("prepare")
