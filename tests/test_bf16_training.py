@@ -215,3 +215,17 @@ def test_snapshot_exports_the_last_checkpoint(prepared, tmp_path):  # noqa: F811
     assert perplexity(model, vocab, data, "valid")["ppl_avg"] < len(vocab)
     with pytest.raises(FileNotFoundError, match="not a training run folder"):
         export_checkpoint(tmp_path / "nothing", tmp_path / "x")
+    # ship takes the snapshot like a finished run: float16 softmax, provenance, no machine paths
+    from spacy_elmo.training.ship import ship_model
+
+    sizes = ship_model(tmp_path / "snap", tmp_path / "shipped")
+    assert {"config.json", "weights.pt", "vocab.txt", "softmax.pt", "train_config.json", "snapshot.json"} <= set(sizes)
+    assert json.loads((tmp_path / "shipped" / "snapshot.json").read_text())["step"] == 3
+    assert torch.load(tmp_path / "shipped" / "softmax.pt", weights_only=True)["weight"].dtype == torch.float16
+    shipped_config = json.loads((tmp_path / "shipped" / "train_config.json").read_text())
+    assert shipped_config["out_dir"] == "run" and not any(str(v).startswith(str(tmp_path)) for v in shipped_config.values())
+    assert (tmp_path / "shipped" / "weights.pt").read_bytes() == (tmp_path / "snap" / "weights.pt").read_bytes()
+    pytest.importorskip("matplotlib")
+    assert "learning_curve.png" in sizes
+    with pytest.raises(FileNotFoundError, match="neither model/weights.pt nor weights.pt"):
+        ship_model(tmp_path / "run" / "checkpoints", tmp_path / "x")

@@ -240,16 +240,18 @@ def evaluate_cli(
 @user_errors
 def ship_cli(
     # fmt: off
-    run_dir: Path = Arg(..., help="Output folder of `pretrain` or `finetune` (its model/ holds the export)"),
+    run_dir: Path = Arg(..., help="Output folder of `pretrain` or `finetune` (its model/ holds the export), or a model folder such as a snapshot export"),
     dest: Path = Arg(..., help="Folder to write, in the embedded default's layout (softmax stored in float16)"),
     force: bool = Opt(False, "--force", help="Overwrite a non-empty DEST. Default: off"),
     # fmt: on
 ) -> None:
     """Copy a trained biLM into the layout of the embedded default (the command that made the shipped model)."""
-    from ..training.ship import ship_model
+    from ..training.ship import model_folder, ship_model
 
-    if not (run_dir / "model" / "weights.pt").is_file():
-        raise UserError(f"{run_dir} has no model/weights.pt: pass the output folder of pretrain or finetune, after it finished.")
+    try:
+        model_folder(run_dir)
+    except FileNotFoundError as err:
+        raise UserError(str(err)) from None
     refuse_overwrite(dest, force)
     for name, size in ship_model(run_dir, dest).items():
         msg.text(f"{name:<20} {size / 1e6:8.2f} MB")

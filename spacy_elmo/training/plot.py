@@ -8,8 +8,9 @@ from typing import Optional
 from tqdm import tqdm
 
 
-def plot_learning_curve(metrics_path: Path, png_path: Path) -> Optional[Path]:
-    """Training and validation perplexity against tokens seen; None (and a note) without matplotlib."""
+def plot_learning_curve(metrics_path: Path, png_path: Path, max_step: Optional[int] = None) -> Optional[Path]:
+    """Training and validation perplexity against tokens seen, up to ``max_step`` if given; None
+    (and a note) without matplotlib."""
     try:
         import matplotlib
 
@@ -19,6 +20,8 @@ def plot_learning_curve(metrics_path: Path, png_path: Path) -> Optional[Path]:
         tqdm.write("matplotlib is not installed: no learning-curve plot (pip install 'spacy-elmo[train]')")
         return None
     records = [json.loads(line) for line in Path(metrics_path).read_text().splitlines() if line.strip()]
+    if max_step is not None:
+        records = [r for r in records if r.get("step", 0) <= max_step]
     train = [r for r in records if "train_ppl_fwd" in r]
     valid = [r for r in records if "valid_ppl_fwd" in r]
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -35,7 +38,8 @@ def plot_learning_curve(metrics_path: Path, png_path: Path) -> Optional[Path]:
     ax.set_ylabel("perplexity")
     ax.set_title("biLM learning curve")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    if ax.lines:
+        ax.legend()
     fig.tight_layout()
     fig.savefig(png_path, dpi=110)
     plt.close(fig)

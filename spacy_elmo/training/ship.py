@@ -8,15 +8,18 @@ The layout of ``spacy_elmo/models/en_default``::
     train_config.json  learning_curve.png
 
 ``python -m spacy_elmo.training.ship RUN_DIR DEST`` (RUN_DIR: a ``pretrain``/``finetune`` output
-folder, whose ``model/`` holds the export).
+folder, whose ``model/`` holds the export, or a model folder such as a ``training.snapshot`` export,
+whose ``snapshot.json`` is kept). Absolute paths in ``train_config.json`` are reduced to their last
+component, so that a shipped model names no folder of the machine that trained it.
 """
 from __future__ import annotations
 
 import shutil
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict
 
+import srsly
 import torch
 
 from .trainer import SOFTMAX_NAME, VOCAB_NAME
@@ -29,15 +32,34 @@ def half_softmax(src: Path, dest: Path) -> Path:
     return dest
 
 
+def model_folder(run_dir: Path) -> Path:
+    """The folder holding the biLM: ``run_dir/model`` for a finished run, else ``run_dir`` itself."""
+    run_dir = Path(run_dir)
+    for folder in (run_dir / "model", run_dir):
+        if (folder / "weights.pt").is_file():
+            return folder
+    raise FileNotFoundError(
+        f"{run_dir} has neither model/weights.pt nor weights.pt: pass the output folder of pretrain or finetune "
+        "after it finished, or a model folder (e.g. a training.snapshot export)"
+    )
+
+
+def portable_config(config: Dict[str, Any]) -> Dict[str, Any]:
+    """``config`` with every absolute path value reduced to its last component."""
+    return {k: Path(v).name if isinstance(v, str) and Path(v).is_absolute() else v for k, v in config.items()}
+
+
 def ship_model(run_dir: Path, dest: Path) -> Dict[str, int]:
-    """Copy ``run_dir/model`` (+ train_config.json, learning_curve.png) to ``dest``; sizes in bytes."""
+    """Copy the model of ``run_dir`` (+ train_config.json, learning_curve.png) to ``dest``; sizes in bytes."""
     run_dir, dest = Path(run_dir), Path(dest)
-    model = run_dir / "model"
+    model = model_folder(run_dir)
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("config.json", "weights.pt", VOCAB_NAME):
         shutil.copyfile(model / name, dest / name)
     half_softmax(model / SOFTMAX_NAME, dest / SOFTMAX_NAME)
-    for name in ("train_config.json", "learning_curve.png"):
+    if (run_dir / "train_config.json").is_file():
+        srsly.write_json(dest / "train_config.json", portable_config(srsly.read_json(run_dir / "train_config.json")))
+    for name in ("learning_curve.png", "snapshot.json"):
         if (run_dir / name).is_file():
             shutil.copyfile(run_dir / name, dest / name)
     return {p.name: p.stat().st_size for p in sorted(dest.iterdir()) if p.is_file()}

@@ -6,8 +6,9 @@ probes, the ship rule) without stopping it::
     python -m spacy_elmo.training.snapshot RUN_DIR DEST
 
 writes ``DEST`` in the layout of ``RUN_DIR/model`` (biLM, softmax, vocabulary) plus
-``train_config.json`` and ``snapshot.json`` (the checkpoint's step, tokens and minutes), so that
-``evaluate``, the benches and ``ship`` take it like a finished run's model.
+``train_config.json``, ``snapshot.json`` (the checkpoint's step, tokens and minutes) and, when the
+run has a ``metrics.jsonl`` and matplotlib is installed, ``learning_curve.png`` up to that step, so
+that ``evaluate``, the benches and ``ship`` take it like a finished run's model.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any, Dict
 
 import srsly
 
-from .trainer import TrainConfig, build_model, export_model, load_checkpoint, training_vocab
+from .trainer import TrainConfig, build_model, export_model, load_checkpoint, plot_learning_curve, training_vocab
 
 
 def export_checkpoint(run_dir: Path, dest: Path) -> Dict[str, Any]:
@@ -38,6 +39,8 @@ def export_checkpoint(run_dir: Path, dest: Path) -> Dict[str, Any]:
     info = {"step": state["step"], "tokens": state["tokens"], "elapsed_minutes": state.get("elapsed_minutes", 0.0), "run": run_dir.name}
     srsly.write_json(dest / "snapshot.json", info)
     srsly.write_json(dest / "train_config.json", state["config"])
+    if (run_dir / "metrics.jsonl").is_file():
+        plot_learning_curve(run_dir / "metrics.jsonl", dest / "learning_curve.png", max_step=state["step"])
     return info
 
 
