@@ -210,17 +210,8 @@ def _input_projections(
     """``x_t W_x`` (bfloat16) of every valid position, in groups of steps like the float32 path."""
     counts = active[:n_steps]
     max_rows = max(1, stack.projection_chunk_values // (2 * w_input.shape[2]))
-    start = 0
-    while start < len(counts):
-        stop, rows_in_group = start, 0
-        while stop < len(counts) and (stop == start or rows_in_group + counts[stop] <= max_rows):
-            rows_in_group += counts[stop]
-            stop += 1
-        group = counts[start:stop]
-        rows = torch.cat([torch.arange(n) for n in group]).to(inputs.device)
-        cols = torch.repeat_interleave(torch.arange(start, stop), torch.tensor(group)).to(inputs.device)
+    for group, rows, cols in kernels.packed_step_groups(counts, max_rows, inputs.device):
         projected = _directional(inputs[:, rows, cols], w_input)
         yield from projected[:, : len(rows)].split(group, dim=1)
         del projected
-        start = stop
 

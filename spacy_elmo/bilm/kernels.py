@@ -18,7 +18,7 @@ Both kernels compute in the tensors' own dtype (no implicit down-casting): outpu
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Iterator, List, Optional, Tuple
 
 import torch
 
@@ -122,3 +122,23 @@ def tanh_(x: torch.Tensor) -> torch.Tensor:
     """In-place ``tanh`` as ``2 sigmoid(2x) - 1``: within 2e-7 of ``torch.tanh`` and, on CPU,
     about 4x faster than its accurate-to-1-ulp kernel (the recurrent step calls it twice)."""
     return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
+
+
+def packed_step_groups(
+    counts: List[int], max_rows: int, device: torch.device
+) -> Iterator[Tuple[List[int], torch.Tensor, torch.Tensor]]:
+    """Consecutive time steps grouped so that each group holds at most ``max_rows`` valid rows
+    (at least one step per group), as ``(rows per step, row indices, step indices)``: the
+    positions to gather, time-major, for one input projection per group. ``counts[t]`` is the
+    number of active (sorted, so prefix) rows at step ``t``."""
+    start = 0
+    while start < len(counts):
+        stop, rows_in_group = start, 0
+        while stop < len(counts) and (stop == start or rows_in_group + counts[stop] <= max_rows):
+            rows_in_group += counts[stop]
+            stop += 1
+        group = counts[start:stop]
+        rows = torch.cat([torch.arange(n) for n in group]).to(device)
+        cols = torch.repeat_interleave(torch.arange(start, stop), torch.tensor(group)).to(device)
+        yield group, rows, cols
+        start = stop

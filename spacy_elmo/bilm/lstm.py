@@ -172,19 +172,10 @@ class BiLstmStack(nn.Module):
         max_rows = max(1, self.projection_chunk_values // (2 * layer.w_input.shape[2]))
         if torch.is_grad_enabled():
             max_rows = sum(counts)
-        start = 0
-        while start < len(counts):
-            stop, rows_in_group = start, 0
-            while stop < len(counts) and (stop == start or rows_in_group + counts[stop] <= max_rows):
-                rows_in_group += counts[stop]
-                stop += 1
-            group = counts[start:stop]
-            rows = torch.cat([torch.arange(n) for n in group]).to(inputs.device)
-            cols = torch.repeat_interleave(torch.arange(start, stop), torch.tensor(group)).to(inputs.device)
+        for group, rows, cols in kernels.packed_step_groups(counts, max_rows, inputs.device):
             projected = kernels.directional_matmul(inputs[:, rows, cols], layer.w_input, layer.bias if with_bias else None)
             yield from projected.split(group, dim=1)
             del projected
-            start = stop
 
     def _run_layer(
         self,
