@@ -184,6 +184,26 @@ def test_finetune_from_original_weights_without_softmax(prepared, tmp_path):
 
 
 @pytest.mark.slow
+def test_two_process_ddp_with_a_time_budget_stops_together_and_stays_identical(prepared, tmp_path):
+    # the time budget sets the learning rate and the stop: every rank must read rank 0's clock
+    data = prepared[0] / "general-prep"
+    config = tmp_path / "cfg.json"
+    cfg = tiny_config(data, tmp_path / "ddp", max_steps=10**6, max_minutes=0.1, checkpoint_every=10**6).__dict__
+    config.write_text(json.dumps(cfg))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "spacy_elmo",
+           "pretrain", str(data), str(tmp_path / "ddp"), "--config", str(config), "--dump-weights", str(tmp_path / "dump")]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    final = json.loads(result.stdout.strip().splitlines()[-1])
+    assert final["stopped_early"] and final["step"] > 1
+    a = torch.load(tmp_path / "dump" / "rank0.pt")
+    b = torch.load(tmp_path / "dump" / "rank1.pt")
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+@pytest.mark.slow
 def test_two_process_ddp_replicas_stay_identical(prepared, tmp_path):
     data = prepared[0] / "general-prep"
     config = tmp_path / "cfg.json"

@@ -272,12 +272,13 @@ def train(
     model.train()
     stopped_early = False
     while run.step < config.max_steps:
-        if config.max_minutes and run.minutes() >= config.max_minutes:
+        minutes = _agreed_minutes(run, config, world, device)
+        if config.max_minutes and minutes >= config.max_minutes:
             stopped_early = True
             break
         # step: one batch, one optimizer update
         run.position, batch = next(stream)
-        lr = lr_at(run.step, config, run.minutes())
+        lr = lr_at(run.step, config, minutes)
         loss, stats, grad_norm = _step(config, wrapped, model, optimizer, batch, lr, device)
         run.step += 1
         n = batch.n_targets * world
@@ -325,6 +326,21 @@ def train(
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
     return result
+
+
+def _agreed_minutes(run: _Run, config: TrainConfig, world: int, device: torch.device) -> float:
+    """The run's training minutes, as rank 0 counts them.
+
+    With a time budget the clock sets the learning rate and the stop, so every rank must read the
+    same value: otherwise replicas apply different learning rates and drift apart, or one rank stops
+    while the others wait for it in the next all-reduce.
+    """
+    minutes = run.minutes()
+    if world > 1 and config.max_minutes:
+        shared = torch.tensor([minutes], dtype=torch.float64, device=device)
+        torch.distributed.broadcast(shared, src=0)
+        minutes = float(shared.item())
+    return minutes
 
 
 def _checkpoint_to_resume(config: TrainConfig, out: Path, resume: bool, main: bool) -> Optional[Dict[str, Any]]:
