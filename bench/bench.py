@@ -2,7 +2,7 @@
 """spacy-elmo benchmark: tokens/s, latency and peak RSS of the raw biLM and of ``nlp.pipe``,
 beside AllenNLP's own ELMo on the same machine, sentences and random weights.
 
-One command reproduces every figure of the README's benchmark table:
+One command reproduces every figure of the benchmark tables (README, docs/benchmarks.md):
 
     python bench/bench.py --ref-python REF_VENV/bin/python                 # real text (the headline)
     python bench/bench.py --text synthetic --ref-python REF_VENV/bin/python  # the synthetic set

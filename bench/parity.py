@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Max abs differences against the authors' fixture (tests/data/elmo-fixture), as in the
-README's parity table:  python bench/parity.py"""
+parity table in docs/evaluations.md:  python bench/parity.py"""
 import json
 from pathlib import Path
 

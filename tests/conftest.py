@@ -39,3 +39,13 @@ def nlp():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
     return nlp
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Report how many README and docs/ code blocks tests/test_readme.py did not run, and why."""
+    skipped = [report for report in terminalreporter.stats.get("skipped", []) if "test_docs_block" in report.nodeid]
+    if skipped:
+        not_run = sum(1 for report in skipped if "not-run:" in str(report.longrepr))
+        terminalreporter.write_line(
+            f"README/docs code blocks not run: {len(skipped)} ({not_run} marked not-run, "
+            f"{len(skipped) - not_run} text blocks, which are not code)")

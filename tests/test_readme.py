@@ -1,4 +1,7 @@
-"""Every code block of the README runs as written, in order, in one scratch folder.
+"""Every code block of the README and of each ``docs/*.md`` page runs as written, in order.
+
+Each page is its own sequence in its own scratch folder: its blocks run top to bottom, as a reader
+following that page would run them.
 
 ``bash`` blocks run line by line (``&&`` chains split; ``pip install`` steps are left out, since
 the test environment is the installed one, and so is the pytest command, which is this very run);
@@ -9,6 +12,11 @@ a lone ``...`` standing for any text; an ``ini``/``cfg`` config must go through 
 (an excerpt without ``[nlp]`` must parse and name only registered functions); other blocks
 (plain text, tables) are not code. Each block may use files that the blocks before it wrote, so a
 block that reads a file no earlier block or step makes fails here, as it would for a reader.
+
+A command that needs hours or data outside the clone is shown as a ``text`` block (not code). A
+``bash`` or ``python`` block that a reader should run but CI cannot is preceded by an HTML comment
+``<!-- not-run: REASON -->``: it is skipped with that reason, and ``test_few_blocks_are_not_run``
+counts them (use it sparingly).
 """
 from __future__ import annotations
 
@@ -20,28 +28,37 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
+PAGES = [README] + sorted((REPO / "docs").glob("*.md"))
+NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(.+?)\s*-->\s*$")
 # what a reader has in the repository root, made visible in the scratch folder
 LINKED = ("project", "spacy_elmo", "tests", "bench")
 
 
 def code_blocks(text: str) -> List[Tuple[int, str, str]]:
     """(first line number, language, code) of every fenced block."""
+    return [(line, lang, code) for line, lang, code, _ in marked_blocks(text)]
+
+
+def marked_blocks(text: str) -> List[Tuple[int, str, str, Optional[str]]]:
+    """(first line number, language, code, not-run reason or None) of every fenced block."""
     blocks, lines, i = [], text.splitlines(), 0
     while i < len(lines):
         match = re.match(r"^```(\w*)\s*$", lines[i])
         if match:
+            previous = next((line for line in reversed(lines[:i]) if line.strip()), "")
+            reason = NOT_RUN.match(previous.strip())
             start, lang, body = i + 1, match.group(1).lower(), []
             i += 1
             while i < len(lines) and not lines[i].startswith("```"):
                 body.append(lines[i])
                 i += 1
-            blocks.append((start, lang, "\n".join(body) + "\n"))
+            blocks.append((start, lang, "\n".join(body) + "\n", reason.group(1) if reason else None))
         i += 1
     return blocks
 
@@ -134,35 +151,72 @@ def test_the_readme_shows_outputs_that_are_checked():
     assert len(shown) >= 4, shown
 
 
+def test_a_not_run_marker_is_recognised():
+    text = "# t\n\n<!-- not-run: needs a GPU -->\n\n```bash\nnvidia-smi\n```\n\n```bash\nls\n```\n"
+    assert [(lang, reason) for _, lang, _, reason in marked_blocks(text)] == [("bash", "needs a GPU"), ("bash", None)]
+
+
+def _page_name(page: Path) -> str:
+    return page.relative_to(REPO).as_posix()
+
+
 BLOCKS = code_blocks(README.read_text(encoding="utf-8"))
+PAGE_BLOCKS = [(page, *block) for page in PAGES for block in marked_blocks(page.read_text(encoding="utf-8"))]
+RUNNABLE = ("bash", "sh", "shell", "console", "python", "ini", "cfg")
 
 
 def test_the_readme_has_the_blocks_we_expect():
     langs = [lang for _, lang, _ in BLOCKS]
     assert langs.count("python") >= 3 and langs.count("bash") >= 4
-    assert all(lang for lang in langs), "a code block without a language: say bash, python, ini or text"
+    assert len(PAGES) >= 6, "the docs/ pages are missing"
+    unnamed = [f"{_page_name(page)}:{line}" for page, line, lang, _, _ in PAGE_BLOCKS if not lang]
+    assert not unnamed, f"code blocks without a language (say bash, python, ini or text): {unnamed}"
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("readme")
-    for name in LINKED:
-        (folder / name).symlink_to(REPO / name, target_is_directory=True)
-    return folder
+def test_few_blocks_are_not_run():
+    """Count what the docs test cannot run: not-run blocks (skipped, with their reason) and text blocks."""
+    skipped = [f"{_page_name(page)}:{line} ({reason})" for page, line, lang, _, reason in PAGE_BLOCKS
+               if reason and lang in RUNNABLE]
+    shown = sum(1 for *_, lang, _, reason in PAGE_BLOCKS if lang not in RUNNABLE)
+    runs = sum(1 for *_, lang, _, reason in PAGE_BLOCKS if lang in RUNNABLE and not reason)
+    print(f"\ndocs blocks: {runs} run, {len(skipped)} marked not-run, {shown} text (not code)")
+    for entry in skipped:
+        print("  not run:", entry)
+    assert runs >= 15, runs
+    assert len(skipped) <= 3, f"more than 3 blocks are marked not-run: {skipped}"
+
+
+_SCRATCH: Dict[Path, Path] = {}
+
+
+@pytest.fixture
+def scratch(tmp_path_factory, request):
+    """One scratch folder per page, shared by that page's blocks in order."""
+    page = request.node.callspec.params["page"]
+    if page not in _SCRATCH:
+        folder = tmp_path_factory.mktemp(page.stem)
+        for name in LINKED:
+            (folder / name).symlink_to(REPO / name, target_is_directory=True)
+        _SCRATCH[page] = folder
+    return _SCRATCH[page]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("line, lang, code", BLOCKS, ids=[f"README.md:{line}-{lang}" for line, lang, _ in BLOCKS])
-def test_readme_block(scratch, monkeypatch, line, lang, code):
+@pytest.mark.parametrize("page, line, lang, code, not_run", PAGE_BLOCKS,
+                         ids=[f"{_page_name(page)}:{line}-{lang}" for page, line, lang, _, _ in PAGE_BLOCKS])
+def test_docs_block(scratch, monkeypatch, page, line, lang, code, not_run):
+    where = f"{_page_name(page)}:{line}"
+    if not_run and lang in RUNNABLE:
+        pytest.skip(f"{where}: not-run: {not_run}")
     monkeypatch.chdir(scratch)
     if lang in ("bash", "sh", "shell", "console"):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         for command in shell_commands(code):
             command = re.sub(r"^python(3)?\b", shlex.quote(sys.executable), command)
             result = subprocess.run(command, shell=True, cwd=scratch, env=env, capture_output=True, text=True, timeout=900)
-            assert result.returncode == 0, f"README.md:{line}: `{command}` failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+            assert result.returncode == 0, f"{where}: `{command}` failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     elif lang == "python":
-        script = scratch / f"readme_{line}.py"
+        script = scratch / f"{page.stem}_{line}.py"
         script.write_text(code, encoding="utf-8")
         printed: Dict[int, str] = {}
         real_print = builtins.print
@@ -177,16 +231,16 @@ def test_readme_block(scratch, monkeypatch, line, lang, code):
         runpy.run_path(str(script), run_name="__main__")
         monkeypatch.setattr(builtins, "print", real_print)
         for number, shown in shown_outputs(code).items():
-            assert number in printed, f"README.md:{line + number}: the print whose output the README shows printed nothing"
+            assert number in printed, f"{_page_name(page)}:{line + number}: the print whose output the page shows printed nothing"
             assert output_matches(shown, printed[number]), \
-                f"README.md:{line + number}: the README shows {shown!r}, the code prints {printed[number]!r}"
+                f"{_page_name(page)}:{line + number}: the page shows {shown!r}, the code prints {printed[number]!r}"
     elif lang in ("ini", "cfg") and "[nlp]" not in code:  # a fragment: it parses, its functions exist
         check_config_fragment(code)
-    elif lang in ("ini", "cfg"):  # a config: `spacy init fill-config` must complete it, as the README says
-        config = scratch / f"readme_{line}.cfg"
+    elif lang in ("ini", "cfg"):  # a config: `spacy init fill-config` must complete it, as the page says
+        config = scratch / f"{page.stem}_{line}.cfg"
         config.write_text(code, encoding="utf-8")
-        cmd = [sys.executable, "-m", "spacy", "init", "fill-config", str(config), str(scratch / f"readme_{line}.full.cfg")]
+        cmd = [sys.executable, "-m", "spacy", "init", "fill-config", str(config), str(scratch / f"{page.stem}_{line}.full.cfg")]
         result = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, f"README.md:{line}: the config does not fill:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+        assert result.returncode == 0, f"{where}: the config does not fill:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     else:  # text, tables, output samples: nothing to run
         pytest.skip(f"a {lang or 'plain'} block is not code")
