@@ -74,6 +74,16 @@ def test_wic_reader_threshold_and_cosines(tmp_path):
     assert cosines(a, b, layer_weights("layer:2", 3))[0] == pytest.approx(1.0)
 
 
+
+def test_wic_cosines_mix_each_pair_with_the_given_weights():
+    """The cosine of the weighted layer sums, against a direct computation (layer axis 1)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 5, 3, 4)).astype(np.float32)
+    weights = layer_weights([1.0, 2.0, 3.0], 3)
+    va, vb = (a * weights[:, None]).sum(1), (b * weights[:, None]).sum(1)
+    expected = (va * vb).sum(1) / (np.linalg.norm(va, axis=1) * np.linalg.norm(vb, axis=1))
+    np.testing.assert_allclose(cosines(a, b, weights), expected, rtol=1e-5, atol=1e-6)
+
 def test_candidate_mixes():
     mixes = candidate_mixes(3)
     assert list(mixes) == ["layer 0", "layer 1", "layer 2", "average (all layers)", "average of layers 1-2"]

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..assets import ASSETS_DATA
+from ..bilm.scalar_mix import apply_mix
 from .vectors import candidate_mixes, layer_weights
 
 DEFAULT_WIC_DIR = ASSETS_DATA / "wic"
@@ -58,7 +59,7 @@ def target_vectors(bilm, pairs: Sequence[Pair], batch_tokens: int = 4096) -> Tup
 
 def cosines(a: np.ndarray, b: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Cosine of the two mixed vectors of every pair."""
-    va, vb = np.einsum("nld,l->nd", a, weights), np.einsum("nld,l->nd", b, weights)
+    va, vb = apply_mix(a, weights, layer_axis=1), apply_mix(b, weights, layer_axis=1)
     return (va * vb).sum(1) / (np.linalg.norm(va, axis=1) * np.linalg.norm(vb, axis=1) + 1e-12)
 
 

@@ -20,6 +20,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..bilm.scalar_mix import apply_mix
 from .inventory import SenseInventory
 from .vectors import candidate_mixes, layer_weights
 from .wsd_data import DEFAULT_WSD_DIR, DEV_SET, EVAL_SETS, WsdSentence, iter_instances, load_corpus
@@ -161,8 +162,8 @@ def evaluate(
     for name, spec in candidate_mixes(train_x.shape[1]).items():
         w = layer_weights(spec, train_x.shape[1])
         inventory = SenseInventory(layer=spec, key="lemma_pos", fingerprint=fingerprint)
-        inventory.add_vectors(lemmas, senses, np.einsum("nld,l->nd", train_x[rows], w))
-        predictions = inventory.predict(test_keys, np.einsum("nld,l->nd", test_x, w))
+        inventory.add_vectors(lemmas, senses, apply_mix(train_x[rows], w, layer_axis=1))
+        predictions = inventory.predict(test_keys, apply_mix(test_x, w, layer_axis=1))
         rows_out[name] = by_set([p.sense if p is not None else None for p in predictions])
         inventories[name], scored[name] = inventory, predictions
         log(f"{name}: ALL F1 {rows_out[name]['ALL']['F1']:.1f}")
@@ -187,14 +188,14 @@ def evaluate(
     prior_rows: Dict[str, Dict[str, object]] = {}
     for name, spec in candidate_mixes(train_x.shape[1]).items():
         w = layer_weights(spec, train_x.shape[1])
-        dev_x = np.einsum("nld,l->nd", test_x[dev], w)
+        dev_x = apply_mix(test_x[dev], w, layer_axis=1)
         best_w, best_dev = 0.0, -1.0
         for weight in PRIOR_WEIGHTS:
             predicted = inventories[name].predict(dev_keys, dev_x, prior_weight=weight)
             f1 = score([p.sense if p is not None else None for p in predicted], dev_gold)["F1"]
             if f1 > best_dev + 1e-9:
                 best_w, best_dev = float(weight), f1
-        predicted = inventories[name].predict(test_keys, np.einsum("nld,l->nd", test_x, w), prior_weight=best_w)
+        predicted = inventories[name].predict(test_keys, apply_mix(test_x, w, layer_axis=1), prior_weight=best_w)
         prior_rows[name] = {"prior_weight": best_w, "scores": by_set([p.sense if p is not None else None for p in predicted])}
         log(f"{name} + {best_w} * log prior (chosen on {DEV_SET}): ALL F1 {prior_rows[name]['scores']['ALL']['F1']:.1f}")  # type: ignore[index]
     prior_chosen = max(prior_rows, key=lambda k: prior_rows[k]["scores"][DEV_SET]["F1"])  # type: ignore[index]
