@@ -11,8 +11,8 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats3d
 
-from ..pipeline.extensions import install_extensions
-from ..pipeline.scope import initialising
+from ..extensions import install_extensions
+from ..scope import initialising
 
 LISTENER_NODE = "elmo-listener"
 

@@ -16,7 +16,7 @@ from spacy.tokens import Doc
 from thinc.api import Linear, Maxout, Model, with_array
 from thinc.types import Floats2d, Floats3d
 
-from ..pipeline.bilm_model import get_bilm
+from .bilm_model import get_bilm
 from .listener import ElmoListener
 from .scalar_mix import MIX_NODE, build_scalar_mix, mix_summary
 

@@ -21,14 +21,14 @@ from ..bilm import BiLM, ScalarMix
 from ..bilm.resolve import normalise_spec
 from ..bilm.scalar_mix import check_mix_spec, mix_logits, spec_mix
 from ..bilm.weights import WeightsError, load_native, read_config, save_native
+from ..extensions import install_extensions, set_hooks
+from ..layers.bilm_model import BILM_NODE, bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
+from ..layers.contexts import ContextGetter
 from ..layers.listener import LISTENER_NODE, ElmoListener
 from ..layers.tok2vec import TOK2VEC_NODE
 from ..roundtrip import keep_hooks_across_processes, silence_worker_hook_warning
+from ..scope import loading_saved_pipeline
 from ..threads import check_component_threads, resolve_threads, using_threads
-from .bilm_model import BILM_NODE, bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
-from .contexts import ContextGetter
-from .extensions import install_extensions, set_hooks
-from .scope import loading_saved_pipeline
 
 ELMO_NODES = (LISTENER_NODE, TOK2VEC_NODE, BILM_NODE)
 
