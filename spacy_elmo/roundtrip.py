@@ -88,6 +88,8 @@ class _RestoringPipe:
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> "_RestoringPipe":
         nlp = self._nlp()
+        if nlp is None:  # pragma: no cover - the pipeline owns this object
+            raise RuntimeError("spacy-elmo: the pipeline of this nlp.pipe call no longer exists")
         return _RestoringPipe(memo.get(id(nlp), nlp))
 
     def __reduce__(self) -> Any:

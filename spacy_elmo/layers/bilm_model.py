@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import io
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import srsly
@@ -27,7 +27,7 @@ from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Model, Optimizer
 from thinc.shims import Shim
-from thinc.types import Floats3d
+from thinc.types import Floats3d, FloatsXd
 from thinc.util import to_numpy, torch2xp, xp2torch
 
 from ..bilm import BiLM, load_bilm
@@ -67,10 +67,10 @@ class BiLMShim(Shim):
     """Holds the torch :class:`BiLM` for thinc: lazy loading, self-describing bytes, and an
     optimizer step that is skipped entirely while the biLM is frozen (no weight decay either)."""
 
-    def __init__(self, weights: Optional[str] = None, bilm: Optional[BiLM] = None) -> None:
+    def __init__(self, weights: Optional[Union[str, List[str]]] = None, bilm: Optional[BiLM] = None) -> None:
         super().__init__(bilm)
         self._load_lock = threading.Lock()
-        self.weights = weights
+        self.weights: Optional[Union[str, List[str]]] = weights
         self.frozen = True
         self.precision = "float32"
         self.token_cache_size = 0
@@ -145,7 +145,8 @@ class BiLMShim(Shim):
             if param.grad is None:
                 continue
             # torch2xp: NumPy for CPU tensors, CuPy (zero-copy) for GPU ones; never .numpy() on a GPU tensor
-            data, grad = optimizer((self.id, name), torch2xp(param.data), torch2xp(param.grad), lr_scale=self.grad_factor)
+            weights, grads = cast(FloatsXd, torch2xp(param.data)), cast(FloatsXd, torch2xp(param.grad))  # float tensors
+            data, grad = optimizer((self.id, name), weights, grads, lr_scale=self.grad_factor)
             param.data = xp2torch(data, device=param.device).to(param.dtype)
             param.grad.zero_()
         cache = self._model.token_cache
@@ -177,7 +178,7 @@ class BiLMShim(Shim):
         if not isinstance(msg, dict):
             raise ValueError("spacy-elmo biLM bytes hold no 'settings' and 'bilm': were they written by BiLMShim.to_bytes?")
         missing = [key for key in ("settings", "bilm") if key not in msg]
-        settings = msg.get("settings") if isinstance(msg.get("settings"), dict) else {}
+        settings: Dict[str, Any] = msg["settings"] if isinstance(msg.get("settings"), dict) else {}
         missing += [f"settings.{key}" for key in SHIM_SETTINGS if "settings" in msg and key not in settings]
         if missing:
             raise ValueError(f"spacy-elmo biLM bytes lack {', '.join(missing)}: were they written by BiLMShim.to_bytes?")
@@ -253,7 +254,7 @@ def configure_bilm_model(
 
 def get_shim(model: Model) -> BiLMShim:
     for node in model.walk():
-        if node.name == BILM_NODE:
+        if node.name == BILM_NODE and isinstance(node.shims[0], BiLMShim):
             return node.shims[0]
     raise ValueError(f"{model.name} holds no spacy-elmo biLM")
 
@@ -296,7 +297,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
                 _scatter(output.float().cpu().numpy(), [jobs[i] for i in chosen], outputs)
                 del output
                 release_free_memory()
-        return outputs, _no_input_gradient
+        return cast(List[Floats3d], outputs), _no_input_gradient  # float32 NumPy arrays
 
     kept: List[Tuple[torch.Tensor, List[Job]]] = []
     for chosen in batches:
@@ -318,7 +319,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
         kept.clear()
         return []
 
-    return outputs, backprop
+    return cast(List[Floats3d], outputs), backprop
 
 
 def _scatter(values: np.ndarray, batch: List[Job], outputs: List[np.ndarray]) -> None:

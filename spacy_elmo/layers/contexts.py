@@ -45,9 +45,9 @@ def _segments(doc: Doc) -> Iterator[List[int]]:
         if not starts or starts[0] != 0:
             starts.insert(0, 0)
         for begin, end in zip(starts, starts[1:] + [len(doc)]):
-            segment = [i for i in range(begin, end) if not space[i]]
-            if segment:
-                yield segment
+            sentence = [i for i in range(begin, end) if not space[i]]
+            if sentence:
+                yield sentence
         return
     segment: List[int] = []
     for i, text in enumerate(t.text for t in doc):

@@ -150,7 +150,7 @@ class Elmo(TrainablePipe):
         self.model = model if model is not None else build_bilm_model()
         self.name = name
         self.listener_map: Dict[str, List[ElmoListener]] = {}
-        self.overrides = {
+        self.overrides: Dict[str, Any] = {
             "weights": None if weights is None else normalise_spec(weights),
             "contexts": contexts,
             "max_batch_tokens": max_batch_tokens,
@@ -321,15 +321,15 @@ class Elmo(TrainablePipe):
         write_tensor = self._should_set_doc_tensor()
         keep_layers = self.store_layers or bool(self.listener_map)
         mixer = self._mixer()
-        for doc, array in zip(docs, layers):
-            array = np.asarray(array, dtype=np.float32)
+        for doc, doc_layers in zip(docs, layers):
+            array = np.asarray(doc_layers, dtype=np.float32)
             with torch.inference_mode():
                 vectors = mixer(torch.from_numpy(array)).numpy() if array.shape[1] else np.zeros(array.shape[1:], dtype=np.float32)
             doc._.elmo_vectors = vectors
             doc._.elmo_layers = array if keep_layers else None
             doc._.elmo_similarity_vectors = None if self.similarity is None else spec_mix(array, self.similarity)
             if write_tensor:
-                doc.tensor = vectors
+                doc.tensor = vectors  # type: ignore[assignment]  # spaCy's stub says float64; doc.tensor is float32 throughout spaCy
             if self.set_hooks:
                 set_hooks(doc)
 
@@ -368,7 +368,7 @@ class Elmo(TrainablePipe):
         def accumulate_gradient(one_d_layers: List[Floats3d]) -> List:
             for total, d in zip(d_layers, one_d_layers):
                 total += d
-                losses[self.name] += float((d**2).sum())
+                losses[self.name] += float(self.model.ops.xp.square(d).sum())
             return []
 
         def backprop(one_d_layers: List[Floats3d]) -> List:
