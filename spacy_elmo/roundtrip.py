@@ -27,14 +27,14 @@ import numpy as np
 from spacy.language import Language
 from spacy.tokens import Doc
 
+from .extensions import install_extensions, set_hooks
+
 
 def restore(doc: Doc, tensor: bool = True, hooks: bool = True) -> Doc:
     """Restore ``doc.tensor`` (only when it is empty) and the ELMo hooks of one Doc; returns the Doc.
 
     A Doc without ELMo vectors (not processed by the `elmo` component) is returned unchanged.
     """
-    from .pipeline.extensions import install_extensions, set_hooks
-
     install_extensions()
     vectors = doc._.elmo_vectors
     if vectors is None:
@@ -70,8 +70,6 @@ def silence_worker_hook_warning() -> None:
 def restore_hooks(doc: Doc) -> Doc:
     """Give back the hooks of a Doc that had them before it was serialised (``doc._.elmo_hooks``)."""
     if Doc.has_extension("elmo_hooks") and doc._.elmo_hooks and "similarity" not in doc.user_token_hooks and doc._.elmo_vectors is not None:
-        from .pipeline.extensions import set_hooks
-
         set_hooks(doc)
     return doc
 
@@ -90,6 +88,8 @@ class _RestoringPipe:
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> "_RestoringPipe":
         nlp = self._nlp()
+        if nlp is None:  # pragma: no cover - the pipeline owns this object
+            raise RuntimeError("spacy-elmo: the pipeline of this nlp.pipe call no longer exists")
         return _RestoringPipe(memo.get(id(nlp), nlp))
 
     def __reduce__(self) -> Any:

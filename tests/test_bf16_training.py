@@ -215,6 +215,12 @@ def test_snapshot_exports_the_last_checkpoint(prepared, tmp_path):  # noqa: F811
     assert perplexity(model, vocab, data, "valid")["ppl_avg"] < len(vocab)
     with pytest.raises(FileNotFoundError, match="not a training run folder"):
         export_checkpoint(tmp_path / "nothing", tmp_path / "x")
+    # the command line gives the same folder, and keeps a non-empty DEST unless told --force
+    from spacy_elmo.cli import main
+
+    assert main(["snapshot", str(run), str(tmp_path / "snap-cli")]) == 0
+    assert (tmp_path / "snap-cli" / "weights.pt").read_bytes() == (tmp_path / "snap" / "weights.pt").read_bytes()
+    assert main(["snapshot", str(run), str(tmp_path / "snap-cli")]) == 2
     # ship takes the snapshot like a finished run: float16 softmax, provenance, no machine paths
     from spacy_elmo.training.ship import ship_model
 

@@ -11,7 +11,7 @@ from spacy_elmo.progress import LineProgress, progress_class
 
 from .conftest import ALLENNLP
 
-COMMANDS = ["embed", "convert", "export", "prepare", "pretrain", "finetune", "evaluate", "package", "ship", "mixes", "embed-corpus", "wic", "wsd", "index", "neighbours", "download", "models"]
+COMMANDS = ["embed", "convert", "export", "prepare", "pretrain", "finetune", "evaluate", "package", "snapshot", "ship", "mixes", "embed-corpus", "wic", "wsd", "index", "neighbours", "download", "models"]
 
 
 def run(capsys, *argv):
@@ -58,6 +58,7 @@ def test_help_shows_defaults(capsys, name):
         (["convert", "no/options.json", "no/weights.hdf5", "out"], "not found"),
         (["prepare", "no/such/text", "--out-dir", "out"], "not found"),
         (["export", "no/such/model", "out"], "not found"),
+        (["snapshot", "no/such/run", "out"], "not a training run folder"),
         (["evaluate"], "Missing argument"),
         (["no-such-command"], "No such command"),
         (["embed", "Hi.", "--threads", "many"], "--threads"),

@@ -11,7 +11,7 @@ import spacy
 from spacy.tokens import Doc, DocBin
 
 from spacy_elmo import WeightsError, load_bilm
-from spacy_elmo.pipeline.contexts import split_windows
+from spacy_elmo.layers.contexts import split_windows
 
 from .conftest import ALLENNLP, BILMTF
 
@@ -181,7 +181,7 @@ def test_extension_data_survives_doc_bytes_and_docbin(nlp):
     docbin = DocBin(store_user_data=True, docs=[doc])
     (loaded,) = DocBin().from_bytes(docbin.to_bytes()).get_docs(nlp.vocab)
     assert np.array_equal(loaded._.elmo_layers, doc._.elmo_layers)
-    from spacy_elmo.pipeline import set_hooks
+    from spacy_elmo.extensions import set_hooks
 
     set_hooks(loaded)  # hooks do not serialise; one call restores them
     assert loaded[1].similarity(loaded[11]) == pytest.approx(doc[1].similarity(doc[11]), abs=1e-7)
@@ -240,9 +240,9 @@ def test_mix_presets_in_the_component(nlp):
 
 
 def test_default_model_missing_is_a_clear_error(monkeypatch, tmp_path):
-    import spacy_elmo.models as models
+    import spacy_elmo.bilm.resolve as resolve
 
-    monkeypatch.setattr(models, "__file__", str(tmp_path / "__init__.py"))
+    monkeypatch.setattr(resolve, "MODELS_DIR", tmp_path)  # the package's data folder, without en_default
     nlp = spacy.blank("en")
     with pytest.raises(WeightsError, match="embedded default model is missing"):
         nlp.add_pipe("elmo")

@@ -69,7 +69,7 @@ def test_fine_tuning_step_keeps_parameters_on_their_device_and_dtype():
     from thinc.api import Adam
 
     from spacy_elmo.bilm import load_bilm
-    from spacy_elmo.pipeline.bilm_model import BiLMShim
+    from spacy_elmo.layers.bilm_model import BiLMShim
 
     from .conftest import ALLENNLP
 

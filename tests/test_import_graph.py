@@ -16,14 +16,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph(packages: bool = False) -> Dict[str, Set[str]]:
-    """Module -> the modules it imports; with ``packages``, imports of a package's ``__init__`` count too."""
+def import_graph(packages: bool = False, inits: bool = False) -> Dict[str, Set[str]]:
+    """Module -> the modules it imports; with ``packages``, imports of a package's ``__init__`` count
+    too, and with ``inits`` the ``__init__`` modules' own imports."""
     files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: Dict[str, Set[str]] = {}
     for name, path in files.items():
-        if path.name == "__init__.py":
+        if path.name == "__init__.py" and not inits:
             continue
-        package = name.rsplit(".", 1)[0]
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
         edges = graph.setdefault(name, set())
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -79,7 +80,7 @@ BELOW = {  # a layer of the package, and the layers above it that it must not re
     "spacy_elmo.bilm.": ("training", "layers", "pipeline", "senses", "embedding", "cli"),
     "spacy_elmo.training.": ("layers", "pipeline", "senses", "embedding", "cli"),
     "spacy_elmo.pipeline.": ("senses", "embedding", "cli"),
-    "spacy_elmo.layers.": ("senses", "embedding", "cli"),
+    "spacy_elmo.layers.": ("pipeline", "senses", "embedding", "cli"),
 }
 
 
@@ -93,3 +94,37 @@ def test_layers_point_down():
                 if bad:
                     wrong[name] = bad
     assert not wrong, f"modules that import a layer above their own: {wrong}"
+
+
+def test_layers_never_import_the_pipeline():
+    graph = import_graph(packages=True)
+    assert "spacy_elmo.layers.bilm_model" in graph["spacy_elmo.layers.tok2vec"]  # the layers are in the graph at all
+    wrong = {name: sorted(t for t in targets if t == "spacy_elmo.pipeline" or t.startswith("spacy_elmo.pipeline."))
+             for name, targets in graph.items() if name.startswith("spacy_elmo.layers.")}
+    assert not {name: found for name, found in wrong.items() if found}, "layers modules that import the pipeline"
+
+
+def unit(module: str) -> str:
+    """The package a module belongs to (``spacy_elmo.layers.listener`` -> ``layers``); a top-level
+    module (``spacy_elmo.files``) is a unit of its own."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def package_graph() -> Dict[str, Set[str]]:
+    """Package -> the packages its modules import (``__init__`` modules included, lazy imports too)."""
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: Dict[str, Set[str]] = {}
+    for module, targets in import_graph(packages=True, inits=True).items():
+        if files[module].name == "__init__.py" and module == "spacy_elmo":
+            continue  # the package root only re-exports
+        graph.setdefault(unit(module), set()).update(unit(t) for t in targets if t != "spacy_elmo" and unit(t) != unit(module))
+    return graph
+
+
+def test_no_package_level_pairs():
+    graph = package_graph()
+    assert "bilm" in graph["layers"] and "layers" in graph["pipeline"]  # the graph sees packages at all
+    reach = {name: reachable(graph, name) for name in graph}
+    cycles = {frozenset(m for m in graph if m in reach[name] and name in reach[m]) for name in graph if name in reach[name]}
+    assert not cycles, f"packages that import each other (directly or not): {[sorted(c) for c in cycles]}"

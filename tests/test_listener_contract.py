@@ -252,7 +252,7 @@ def test_listener_mix_dropout_is_its_own_rate_not_spacys():
 def test_bilm_shim_bytes_carry_their_settings():
     import srsly
 
-    from spacy_elmo.pipeline.bilm_model import BiLMShim, build_bilm_model, configure_bilm_model, get_shim
+    from spacy_elmo.layers.bilm_model import BiLMShim, build_bilm_model, configure_bilm_model, get_shim
 
     model = build_bilm_model(weights=str(ALLENNLP), token_cache_size=7)
     configure_bilm_model(model, frozen=False, grad_factor=0.25)

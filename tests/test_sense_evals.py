@@ -74,6 +74,16 @@ def test_wic_reader_threshold_and_cosines(tmp_path):
     assert cosines(a, b, layer_weights("layer:2", 3))[0] == pytest.approx(1.0)
 
 
+
+def test_wic_cosines_mix_each_pair_with_the_given_weights():
+    """The cosine of the weighted layer sums, against a direct computation (layer axis 1)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 5, 3, 4)).astype(np.float32)
+    weights = layer_weights([1.0, 2.0, 3.0], 3)
+    va, vb = (a * weights[:, None]).sum(1), (b * weights[:, None]).sum(1)
+    expected = (va * vb).sum(1) / (np.linalg.norm(va, axis=1) * np.linalg.norm(vb, axis=1))
+    np.testing.assert_allclose(cosines(a, b, weights), expected, rtol=1e-5, atol=1e-6)
+
 def test_candidate_mixes():
     mixes = candidate_mixes(3)
     assert list(mixes) == ["layer 0", "layer 1", "layer 2", "average (all layers)", "average of layers 1-2"]
@@ -129,3 +139,31 @@ def test_wsd_evaluation_chooses_the_prior_weight_on_dev(tmp_path):
         assert row["scores"]["ALL"]["F1"] == 100.0, name
         assert row["scores"]["ALL"]["F1"] >= report["rows"][name]["ALL"]["F1"]
     assert "log p(sense)" in table(report)
+
+
+def test_wsd_centroids_are_means_of_the_mixed_training_vectors(tmp_path):
+    """The saved inventory's centroids, against a direct computation of the chosen mix."""
+    from spacy_elmo.bilm import load_bilm
+    from spacy_elmo.bilm.scalar_mix import spec_weights
+    from spacy_elmo.senses.inventory import SenseInventory
+    from spacy_elmo.senses.wsd import embed_instances, evaluate
+
+    from .conftest import ALLENNLP
+
+    train = [("She took her money to the bank .".split(), 5, "bank%money"), ("They sat on the bank of the river .".split(), 4, "bank%river"),
+             ("The bank lent them money .".split(), 1, "bank%money")]
+    _corpus(tmp_path / "Training_Corpora" / "SemCor", "semcor", train)
+    _corpus(tmp_path / "Evaluation_Datasets" / "ALL", "ALL", [("We walked to the bank today .".split(), 4, "bank%money")])
+    for name in ("ALL.data.xml", "ALL.gold.key.txt"):
+        path = tmp_path / "Evaluation_Datasets" / "ALL" / name
+        path.write_text(path.read_text().replace('ALL.d000', 'semeval2007.d000'))
+    evaluate(str(ALLENNLP), tmp_path, cache_dir=None, log=lambda m: None, save_inventory=tmp_path / "inventory")
+    inventory = SenseInventory.from_disk(tmp_path / "inventory")
+    sentences, gold = load_corpus(tmp_path, "semcor")
+    layers = embed_instances(load_bilm(str(ALLENNLP)), sentences)  # [n, L+1, dim]
+    weights = spec_weights(inventory.layer, layers.shape[1])
+    mixed = (layers * weights[:, None]).sum(1)
+    instances = list(iter_instances(sentences))
+    for sense in ("bank%money", "bank%river"):
+        rows = [n for n, (_s, _i, iid, _key) in enumerate(instances) if sense in gold[iid]]
+        np.testing.assert_allclose(inventory.centroid(instances[rows[0]][3], sense), mixed[rows].mean(0), rtol=1e-5, atol=1e-6)

@@ -263,7 +263,7 @@ def test_options_json_missing_sections_or_empty(original_copy):
 def test_nan_weights_in_serialised_pipeline_bytes_are_refused():
     import torch
 
-    from spacy_elmo.pipeline.bilm_model import bilm_from_bytes, bilm_to_bytes
+    from spacy_elmo.layers.bilm_model import bilm_from_bytes, bilm_to_bytes
 
     model = load_bilm(ALLENNLP)
     with torch.no_grad():

@@ -29,7 +29,10 @@ def stacked_filters(convs: Sequence[nn.Conv1d]) -> Tuple[torch.Tensor, torch.Ten
         w = conv.weight  # [n, char_dim, width]
         w = nn.functional.pad(w, (0, widest - w.shape[2]))  # [n, char_dim, widest]
         blocks.append(w.permute(2, 1, 0).reshape(-1, w.shape[0]))  # [widest * char_dim, n]
-    return torch.cat(blocks, dim=1), torch.cat([conv.bias for conv in convs])
+    biases = [conv.bias for conv in convs]
+    if any(b is None for b in biases):
+        raise ValueError("the char convolutions need a bias (nn.Conv1d(..., bias=True))")
+    return torch.cat(blocks, dim=1), torch.cat([b for b in biases if b is not None])
 
 
 class CharConvMaxPool(torch.autograd.Function):

@@ -17,7 +17,7 @@ the first output ``h_t + x_t`` (the recurrent state stays ``h_t``).
 """
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple, cast
 
 import torch
 from torch import nn
@@ -132,7 +132,7 @@ class BiLstmStack(nn.Module):
         outputs: List[torch.Tensor] = []
         final_h, final_c = [], []
         bf16_weights = bf16_products.weights(self) if bf16_products is not None and not torch.is_grad_enabled() else None
-        for index, layer in enumerate(self.layers):
+        for index, layer in enumerate(cast(Sequence[BiLstmLayer], self.layers)):  # a ModuleList types its items as Module
             run_input = layer_input
             if self.training and self.dropout > 0:
                 run_input = F.dropout(layer_input, self.dropout, training=True)
@@ -188,8 +188,8 @@ class BiLstmStack(nn.Module):
     ) -> Tuple[torch.Tensor, LstmState]:
         """inputs ``[2, B, T, D]`` -> outputs ``[2, B, T, P]`` and the final ``(h, c)``."""
         if not torch.is_grad_enabled():  # the bias is added by each step's recurrent product there
-            projected = self._input_projections(layer, inputs, active, n_steps, with_bias=False)
-            return self._run_layer_inplace(layer, projected, inputs.shape[2], active, h, c)
+            stream = self._input_projections(layer, inputs, active, n_steps, with_bias=False)
+            return self._run_layer_inplace(layer, stream, inputs.shape[2], active, h, c)
         if self.train_dtype is not None:
             return fused_train.run_layer(layer, inputs, active, n_steps, h, c, self.cell_clip, self.proj_clip, self.train_dtype)
         projected = list(self._input_projections(layer, inputs, active, n_steps))

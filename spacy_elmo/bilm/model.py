@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -41,12 +41,13 @@ class BiLMConfig:
     extra: Dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_options(cls, options: Dict[str, Any], source: str = "options") -> "BiLMConfig":
-        """Read the original options.json layout; unknown keys are ignored (kept in ``extra``)."""
+    def from_options(cls, options: Optional[Dict[str, Any]], source: str = "options") -> "BiLMConfig":
+        """Read the original options.json layout; unknown keys are ignored (kept in ``extra``); a
+        missing required key (or no options at all) is an :class:`OptionsError`."""
 
         def get(section: str, key: str, default: Any = KeyError) -> Any:
             try:
-                return options[section][key]
+                return (options or {})[section][key]
             except (KeyError, TypeError):
                 if default is KeyError:
                     raise OptionsError(f"{source}: missing required key '{section}.{key}'") from None
@@ -208,8 +209,9 @@ class BiLM(nn.Module):
         counter records."""
         if self.token_cache is not None:
             self.token_cache.clear()
-        if getattr(self, "_bf16", None) is not None:
-            self._bf16.clear()
+        products: Optional[bf16.Bf16Products] = getattr(self, "_bf16", None)  # getattr: models pickled before it existed
+        if products is not None:
+            products.clear()
 
     #: the values :meth:`set_inference_precision` accepts
     INFERENCE_PRECISIONS = ("float32", "bfloat16")
@@ -256,7 +258,7 @@ class BiLM(nn.Module):
         device = self.token_encoder.char_embedding.weight.device
         char_ids = batch.char_ids.to(device)
         products = self._bf16_products()
-        run = self.token_encoder
+        run: Callable[[torch.Tensor], torch.Tensor] = self.token_encoder
         if products is not None:
             run = partial(bf16.encode_tokens, self.token_encoder, products.encoder.weights(self.token_encoder))
         if self.token_cache is not None and not torch.is_grad_enabled() and len(batch.strings) == len(char_ids):

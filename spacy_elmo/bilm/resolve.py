@@ -15,11 +15,26 @@ from .download import Location, cached_location, ensure_downloaded
 from .errors import WeightsError
 from .published import PUBLISHED
 
-DEFAULT_NAMES = ("en_default", "default")  # the embedded default English model
+DEFAULT_MODEL = "en_default"
+DEFAULT_NAMES = (DEFAULT_MODEL, "default")  # the embedded default English model
+# the embedded default ships in the package's data folder spacy_elmo/models/: found by its path, so
+# that the biLM does not import the data package (which re-exports default_model_path)
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 NATIVE_CONFIG, NATIVE_WEIGHTS = "config.json", "weights.pt"
 HDF5_SUFFIXES = (".hdf5", ".h5")
 
 WeightsSpec = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+
+
+def default_model_path() -> Path:
+    """Directory of the embedded default English biLM (spacy-elmo native format)."""
+    path = MODELS_DIR / DEFAULT_MODEL
+    if not (path / "config.json").is_file():
+        raise WeightsError(
+            f"the embedded default model is missing from this installation ({path}); "
+            "reinstall spacy-elmo or pass config={'weights': PATH}"
+        )
+    return path
 
 
 def is_name(spec: Any) -> bool:
@@ -98,8 +113,6 @@ def resolve_weights(spec: WeightsSpec, *, download: bool = True) -> Location:
     if isinstance(value, list):
         return _pair(value)
     if value in DEFAULT_NAMES and not Path(value).exists():
-        from ..models import default_model_path
-
         return Location(True, default_model_path())
     if is_name(value):
         return cached_location(value) if not download else ensure_downloaded(value)

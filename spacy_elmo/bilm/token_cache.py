@@ -67,7 +67,7 @@ class TokenVectorCache:
         self.hits, self.misses = state["hits"], state["misses"]
 
     @staticmethod
-    def _key(params: List[torch.Tensor]) -> Tuple:
+    def _key(params: Sequence[torch.Tensor]) -> Tuple:
         return (params[0].device, params[0].dtype) + tuple((id(p), p.data_ptr(), p._version) for p in params)
 
     def encode(

@@ -1,7 +1,7 @@
 """The context-free token encoder: character CNN -> highway layers -> projection (layer 0)."""
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, cast
 
 import torch
 from torch import nn
@@ -93,8 +93,9 @@ class CharCnnEncoder(nn.Module):
         elementwise maths in float32; float32 out."""
         act = _ACTIVATIONS[self.activation]
         acc = self.char_embedding.weight.dtype  # float32: the elementwise maths and the output
-        h = act(char_conv_train.conv_max_pool(self.char_embedding(char_ids), self.convs, dtype))
-        for highway in self.highways:
+        convs = cast(Sequence[nn.Conv1d], self.convs)  # a ModuleList types its items as Module
+        h = act(char_conv_train.conv_max_pool(self.char_embedding(char_ids), convs, dtype))
+        for highway in cast(Sequence[Highway], self.highways):
             low = h.to(dtype)
             transformed = torch.relu(F.linear(low, highway.transform.weight.to(dtype), highway.transform.bias.to(dtype)))
             gate = torch.sigmoid(F.linear(low, highway.carry.weight.to(dtype), highway.carry.bias.to(dtype)).to(acc))

@@ -291,7 +291,9 @@ def load_bilm(
         return load_original(options_file, weight_file, stateful=stateful)
     location = resolve_weights(path)
     if location.native:
+        assert location.folder is not None  # a native location always has its folder
         return load_native(location.folder, stateful=stateful)
+    assert location.options is not None and location.weights is not None  # an original one, both files
     return load_original(location.options, location.weights, stateful=stateful)
 
 
@@ -304,6 +306,7 @@ def read_config(weights: Optional[WeightsSpec]) -> BiLMConfig:
         return BiLMConfig.from_options(shape_options(model.shape), source=weights)
     location = resolve_weights(DEFAULT_NAMES[0] if weights is None else weights, download=False)
     if location.native:
+        assert location.folder is not None  # a native location always has its folder
         config_path = location.folder / CONFIG_NAME
         if not config_path.is_file():
             load_native(location.folder)  # raises the incomplete-save error that names the folder
@@ -313,6 +316,7 @@ def read_config(weights: Optional[WeightsSpec]) -> BiLMConfig:
             raise WeightsError(f"{config_path} is not valid JSON: {err}") from None
         options, source = (meta.get("options") if isinstance(meta, dict) else None), str(config_path)
     else:
+        assert location.options is not None  # an original location always has its options file
         options, source = read_options(location.options), f"options file {location.options}"
     try:
         return BiLMConfig.from_options(options, source=source)

@@ -36,7 +36,7 @@ def embed_cli(
         text = sys.stdin.read()
     nlp = spacy.blank(lang)
     config: Dict[str, Any] = {"weights": str(path), "mix": spec}
-    if "threads" in nlp.get_factory_meta("elmo").default_config:  # the component's own setting, where it has one
+    if "threads" in (nlp.get_factory_meta("elmo").default_config or {}):  # the component's own setting, where it has one
         config["threads"] = threads
     nlp.add_pipe("elmo", config=config)
     doc = nlp(text)

@@ -1,6 +1,7 @@
 """``main``: runs a command of the app, with usage errors reported in one line like any user error."""
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 from typing import Any, List, Optional
@@ -14,10 +15,9 @@ from ._util import PROG, app, msg
 
 def _click_exceptions() -> Any:
     try:  # typer >= 0.20 carries its own copy of click
-        from typer._click import exceptions
+        return importlib.import_module("typer._click.exceptions")
     except ImportError:  # pragma: no cover - older typer runs on click itself
-        from click import exceptions
-    return exceptions
+        return importlib.import_module("click.exceptions")
 
 
 def main(argv: Optional[List[str]] = None, prog_name: Optional[str] = None) -> int:

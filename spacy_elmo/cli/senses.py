@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, cast
 
 from ..assets import require_files
 from ..senses.wic import DEFAULT_WIC_DIR
@@ -52,13 +52,14 @@ def _elmo_pipeline(weights: Path, store_layers: bool):
     import spacy
 
     from ..bilm.fingerprint import bilm_fingerprint
+    from ..pipeline.component import Elmo
 
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
-    config = {"store_layers": store_layers}
+    config: Dict[str, Any] = {"store_layers": store_layers}
     if _weights(weights):
         config["weights"] = _weights(weights)
-    elmo = nlp.add_pipe("elmo", config=config)
+    elmo = cast(Elmo, nlp.add_pipe("elmo", config=config))
     return nlp, bilm_fingerprint(elmo.bilm)
 
 

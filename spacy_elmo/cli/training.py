@@ -1,4 +1,4 @@
-"""Commands ``prepare``, ``pretrain``, ``finetune``, ``evaluate``, ``ship`` and ``package``: training a biLM and shipping it."""
+"""Commands ``prepare``, ``pretrain``, ``finetune``, ``evaluate``, ``snapshot``, ``ship`` and ``package``: training a biLM and shipping it."""
 from __future__ import annotations
 
 import json
@@ -234,6 +234,25 @@ def evaluate_cli(
         from ..files import write_json
 
         write_json(output, result, indent=2)
+
+
+@app.command("snapshot")
+@user_errors
+def snapshot_cli(
+    # fmt: off
+    run_dir: Path = Arg(..., help="Output folder of a running or interrupted `pretrain` or `finetune` (it has checkpoints/last.pt)"),
+    dest: Path = Arg(..., help="Model folder to write (biLM, softmax, vocabulary, snapshot.json), for `evaluate`, the benches and `ship`"),
+    force: bool = Opt(False, "--force", help="Overwrite a non-empty DEST. Default: off"),
+    # fmt: on
+) -> None:
+    """Export a training run's last checkpoint as a model folder, without stopping the run."""
+    from ..training.snapshot import export_checkpoint
+
+    if not (run_dir / "checkpoints" / "last.pt").is_file():
+        raise UserError(f"{run_dir / 'checkpoints' / 'last.pt'} not found: {run_dir} is not a training run folder with a checkpoint.")
+    refuse_overwrite(dest, force)
+    info = export_checkpoint(run_dir, dest)
+    msg.good(f"wrote {dest}: step {info['step']:,}, {info['tokens']:,} tokens, {info['elapsed_minutes']:.1f} minutes of training")
 
 
 @app.command("ship")

@@ -95,11 +95,11 @@ def check_options(options: EmbedOptions) -> None:
     for name, value, allowed in (("--layers", options.layers, LAYERS), ("--format", options.format, FORMATS), ("--tokenizer", options.tokenizer, TOKENIZERS)):
         if value not in allowed:
             raise CorpusError(f"{name} {value!r}: use one of {', '.join(allowed)}.")
-    for name, value, low in (("--chunk-lines", options.chunk_lines, 1), ("--batch-tokens", options.batch_tokens, 3),
-                             ("--max-line-tokens", options.max_line_tokens, 1), ("--n-process", options.n_process, 1),
-                             ("--threads", options.threads, 1), ("--retries", options.retries, 0)):
-        if value < low:
-            raise CorpusError(f"{name} {value}: use a whole number >= {low}.")
+    for name, number, low in (("--chunk-lines", options.chunk_lines, 1), ("--batch-tokens", options.batch_tokens, 3),
+                              ("--max-line-tokens", options.max_line_tokens, 1), ("--n-process", options.n_process, 1),
+                              ("--threads", options.threads, 1), ("--retries", options.retries, 0)):
+        if number < low:
+            raise CorpusError(f"{name} {number}: use a whole number >= {low}.")
     if options.cluster is not None and options.n_process != 1:
         raise CorpusError("--n-process and --cluster exclude each other: a cluster sets its workers itself (local:N for N local workers).")
 

@@ -55,7 +55,7 @@ def write_shard(path: Path, lines: Sequence[int], tokens: Sequence[Sequence[str]
     np.cumsum([len(t) for t in tokens], out=offsets[1:])
     if vectors.shape[0] != offsets[-1]:
         raise ValueError(f"{len(vectors)} vectors for {offsets[-1]} tokens")
-    arrays = {
+    arrays: Dict[str, Any] = {  # Any: numpy's savez types its keyword arguments with its own flags
         "line": np.asarray(lines, dtype=np.int64),
         "offsets": offsets,
         "vectors": np.ascontiguousarray(vectors, dtype=np.float32),

@@ -16,7 +16,7 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
-from ..pipeline.bilm_model import BILM_NODE, configure_bilm_model
+from .bilm_model import BILM_NODE, configure_bilm_model
 from .listener import ElmoListener
 from .scalar_mix import build_scalar_mix
 from .tok2vec import build_elmo_tok2vec

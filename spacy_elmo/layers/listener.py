@@ -11,8 +11,8 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats3d
 
-from ..pipeline.extensions import install_extensions
-from ..pipeline.scope import initialising
+from ..extensions import install_extensions
+from ..scope import initialising
 
 LISTENER_NODE = "elmo-listener"
 
@@ -81,6 +81,7 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> T
         if batch_id != model._batch_id:
             raise ValueError(Errors.E953.format(id1=batch_id, id2=model._batch_id))
         outputs, backprop = model._outputs, model._backprop
+        assert outputs is not None and backprop is not None  # stored together with the batch id
         model.clear()
         return outputs, backprop
     outputs = []

@@ -7,12 +7,12 @@ updates them and saved pipelines keep their layout.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import torch
 from thinc.api import Model, torch2xp, xp2torch
-from thinc.types import Floats2d, Floats3d
+from thinc.types import Floats2d, Floats3d, FloatsXd
 
 from ..bilm.scalar_mix import apply_mix, check_mix_spec, mix_penalty, trainable_mix_logits
 
@@ -67,8 +67,15 @@ def _mix_init(model: Model, X: Optional[List[Floats3d]] = None, Y: Any = None) -
         logits = trainable_logits(model.attrs["init"], n_layers)
     except ValueError as error:
         raise ValueError(f"ScalarMix: {error}") from None
-    model.set_param("s", model.ops.asarray1f(logits))
-    model.set_param("gamma", model.ops.asarray1f(np.array([model.attrs["gamma_init"]], dtype=np.float32)))
+    model.set_param("s", model.ops.asarray1f(logits.tolist()))
+    model.set_param("gamma", model.ops.asarray1f([float(model.attrs["gamma_init"])]))
+
+
+def _grad(tensor: torch.Tensor) -> FloatsXd:
+    """The gradient a backward pass left on ``tensor``, as a thinc (NumPy or CuPy) array."""
+    if tensor.grad is None:  # pragma: no cover - backward ran through every input
+        raise RuntimeError("ScalarMix: no gradient reached the mix")
+    return cast(FloatsXd, torch2xp(tensor.grad))
 
 
 def _mix_forward(model: Model, layers: List[Floats3d], is_train: bool) -> Tuple[List[Floats2d], Callable]:
@@ -106,9 +113,9 @@ def _mix_forward(model: Model, layers: List[Floats3d], is_train: bool) -> Tuple[
             tensors.append(penalty)
             grads.append(torch.ones_like(penalty))
         torch.autograd.backward(tensors, grads)
-        model.inc_grad("s", torch2xp(s.grad))
-        model.inc_grad("gamma", torch2xp(gamma.grad))
-        return xp.split(torch2xp(Xt.grad), splits, axis=1)
+        model.inc_grad("s", _grad(s))
+        model.inc_grad("gamma", _grad(gamma))
+        return xp.split(_grad(Xt), splits, axis=1)
 
     return outputs, backprop
 

@@ -10,13 +10,13 @@ pipelines saved by earlier versions.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
 from spacy.tokens import Doc
 from thinc.api import Linear, Maxout, Model, with_array
 from thinc.types import Floats2d, Floats3d
 
-from ..pipeline.bilm_model import get_bilm
+from .bilm_model import get_bilm
 from .listener import ElmoListener
 from .scalar_mix import MIX_NODE, build_scalar_mix, mix_summary
 
@@ -68,7 +68,7 @@ def build_elmo_tok2vec(
         _tok2vec_forward,
         init=_tok2vec_init,
         layers=list(refs.values()),
-        refs=refs,
+        refs=cast(Dict[str, Optional[Model]], refs),  # thinc's refs are a dict of optional models (an invariant type)
         dims={"nO": out_width},
     )
     return model
@@ -173,7 +173,9 @@ def _tok2vec_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[Lis
         embedded, bp_embed = model.get_ref("embed")(docs, is_train)
         features = _hstack(ops, mixed, embedded)
     hidden, bp_project = model.get_ref("project")(features, is_train)
-    bp_encode = bp_out_mix = bp_out_project = None
+    bp_encode: Optional[Callable] = None
+    bp_out_mix: Optional[Callable] = None
+    bp_out_project: Optional[Callable] = None
     if model.has_ref("encode"):
         hidden, bp_encode = model.get_ref("encode")(hidden, is_train)
     output = hidden
@@ -186,7 +188,7 @@ def _tok2vec_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[Lis
     def backprop(d_output: List[Floats2d]) -> List:
         d_layers_out = None
         d_hidden = d_output
-        if bp_out_project is not None:
+        if bp_out_project is not None and bp_out_mix is not None:  # set together
             d_joined = bp_out_project(d_output)
             d_hidden = [d[:, :n_hidden] for d in d_joined]
             d_layers_out = bp_out_mix([ops.xp.ascontiguousarray(d[:, n_hidden:]) for d in d_joined])

@@ -1,15 +1,14 @@
-"""The spaCy side: the ``elmo`` component, context getters and Doc/Span/Token extensions."""
+"""The spaCy side: the ``elmo`` component (and, re-exported, its context getters and Doc/Span/Token extensions)."""
 from typing import Any
 
-from .contexts import Context, configure_sentence_contexts
-from .extensions import install_extensions, set_hooks
+from ..extensions import install_extensions, set_hooks
+from ..layers.contexts import Context, configure_sentence_contexts
 
 __all__ = ["Context", "Elmo", "ElmoListener", "learned_mixes", "configure_sentence_contexts", "install_extensions", "make_elmo", "set_hooks"]
 
 
 def __getattr__(name: str) -> Any:
-    # imported on first use: the component needs spacy_elmo.layers, whose modules import
-    # helpers from this package, so importing them here would make the import order matter
+    # imported on first use: importing this package (say, for a context getter) does not load the component
     if name in ("Elmo", "make_elmo"):
         from . import component
 

@@ -21,14 +21,14 @@ from ..bilm import BiLM, ScalarMix
 from ..bilm.resolve import normalise_spec
 from ..bilm.scalar_mix import check_mix_spec, mix_logits, spec_mix
 from ..bilm.weights import WeightsError, load_native, read_config, save_native
+from ..extensions import install_extensions, set_hooks
+from ..layers.bilm_model import BILM_NODE, bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
+from ..layers.contexts import ContextGetter
 from ..layers.listener import LISTENER_NODE, ElmoListener
 from ..layers.tok2vec import TOK2VEC_NODE
 from ..roundtrip import keep_hooks_across_processes, silence_worker_hook_warning
+from ..scope import loading_saved_pipeline
 from ..threads import check_component_threads, resolve_threads, using_threads
-from .bilm_model import BILM_NODE, bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
-from .contexts import ContextGetter
-from .extensions import install_extensions, set_hooks
-from .scope import loading_saved_pipeline
 
 ELMO_NODES = (LISTENER_NODE, TOK2VEC_NODE, BILM_NODE)
 
@@ -150,7 +150,7 @@ class Elmo(TrainablePipe):
         self.model = model if model is not None else build_bilm_model()
         self.name = name
         self.listener_map: Dict[str, List[ElmoListener]] = {}
-        self.overrides = {
+        self.overrides: Dict[str, Any] = {
             "weights": None if weights is None else normalise_spec(weights),
             "contexts": contexts,
             "max_batch_tokens": max_batch_tokens,
@@ -321,15 +321,15 @@ class Elmo(TrainablePipe):
         write_tensor = self._should_set_doc_tensor()
         keep_layers = self.store_layers or bool(self.listener_map)
         mixer = self._mixer()
-        for doc, array in zip(docs, layers):
-            array = np.asarray(array, dtype=np.float32)
+        for doc, doc_layers in zip(docs, layers):
+            array = np.asarray(doc_layers, dtype=np.float32)
             with torch.inference_mode():
                 vectors = mixer(torch.from_numpy(array)).numpy() if array.shape[1] else np.zeros(array.shape[1:], dtype=np.float32)
             doc._.elmo_vectors = vectors
             doc._.elmo_layers = array if keep_layers else None
             doc._.elmo_similarity_vectors = None if self.similarity is None else spec_mix(array, self.similarity)
             if write_tensor:
-                doc.tensor = vectors
+                doc.tensor = vectors  # type: ignore[assignment]  # spaCy's stub says float64; doc.tensor is float32 throughout spaCy
             if self.set_hooks:
                 set_hooks(doc)
 
@@ -368,7 +368,7 @@ class Elmo(TrainablePipe):
         def accumulate_gradient(one_d_layers: List[Floats3d]) -> List:
             for total, d in zip(d_layers, one_d_layers):
                 total += d
-                losses[self.name] += float((d**2).sum())
+                losses[self.name] += float(self.model.ops.xp.square(d).sum())
             return []
 
         def backprop(one_d_layers: List[Floats3d]) -> List:

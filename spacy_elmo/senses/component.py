@@ -10,7 +10,7 @@ for the back-off); other tokens get None. The inventory is saved and loaded with
 # which needs the annotations of ``initialize`` as real types
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Union, cast
 
 import srsly
 from spacy.language import Language
@@ -80,6 +80,9 @@ class ElmoSenses:
         for name, component in nlp.pipeline:
             if nlp.get_pipe_meta(name).factory == "elmo":
                 from ..bilm.fingerprint import bilm_fingerprint
+                from ..pipeline.component import Elmo
+
+                component = cast(Elmo, component)
 
                 self.inventory.check_fingerprint(bilm_fingerprint(component.bilm), f"the biLM of the pipeline's {name!r} component")
                 break

@@ -204,7 +204,7 @@ class TokenIndex:
                     sentence_of[sent.start : sent.end] = number
                     sentence_text[sent.start : sent.end] = [sent.text.strip()] * len(sent)
             rows = [t.i for t in doc if not t.is_space]
-            self.add(vectors[rows], [doc_id] * len(rows), sentence_of[rows], rows, [doc[i].text for i in rows],
+            self.add(vectors[rows], [doc_id] * len(rows), sentence_of[rows].tolist(), rows, [doc[i].text for i in rows],
                      [sentence_text[i] for i in rows] if self.store_context else None)
             self._next_doc = max(self._next_doc, doc_id + 1)
 
@@ -240,7 +240,7 @@ class TokenIndex:
 
     # ------------------------------------------------------------------ querying
 
-    def _query_vector(self, item: Union[Token, Span, np.ndarray]) -> np.ndarray:
+    def _query_vector(self, item: Union[Token, Span, Doc, np.ndarray]) -> np.ndarray:
         if isinstance(item, Token):
             vector = token_vector(item, self.layer)
         elif isinstance(item, Span):

@@ -105,7 +105,7 @@ class SenseInventory:
         self._counts[row] += 1 if vector is not None else int(count)
         if vector is not None:
             if self._sums[row].shape[0] == 0:
-                self._sums[row] = np.zeros(self.dim)
+                self._sums[row] = np.zeros(len(vector))
             self._sums[row] += vector
             self._n_vectors[row] += 1
 
@@ -120,7 +120,7 @@ class SenseInventory:
         if vectors.shape[1] != self.dim:
             raise ValueError(f"vectors of dimension {vectors.shape[1]} for an inventory of dimension {self.dim}")
         rows = np.array([self._row(lemma, s) for lemma, s in zip(lemmas, senses)])
-        sums = np.stack([s if s.shape[0] else np.zeros(self.dim) for s in self._sums])
+        sums = np.stack([s if s.shape[0] else np.zeros(vectors.shape[1]) for s in self._sums])
         np.add.at(sums, rows, vectors)
         self._sums = list(sums)
         for row, n in zip(*np.unique(rows, return_counts=True)):
@@ -234,6 +234,8 @@ class SenseInventory:
             if prior_weight and names:
                 ranked = scores + np.float32(prior_weight) * self.log_prior(lemma, names)
             fallback = self.most_frequent(lemma)
+            if fallback is None:  # a lemma without senses: no prediction
+                continue
             for j, i in enumerate(idx):
                 if names and np.any(unit[i]):
                     best = int(np.argmax(ranked[j]))

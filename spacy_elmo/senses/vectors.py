@@ -6,12 +6,12 @@ list of L+1 non-negative weights), applied to the raw layers in ``doc._.elmo_lay
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 from spacy.tokens import Doc, Span, Token
 
-from ..bilm.scalar_mix import check_mix_spec, spec_mix, spec_weights
+from ..bilm.scalar_mix import MixSpec, check_mix_spec, spec_mix, spec_weights
 
 LayerSpec = Optional[Union[str, Sequence[float]]]
 
@@ -58,7 +58,7 @@ def token_vector(token: Token, spec: LayerSpec) -> np.ndarray:
         return doc_vectors(token.doc, None)[token.i]
     layers = token.doc._.elmo_layers if Doc.has_extension("elmo_layers") else None
     if layers is None:
-        doc_vectors(token.doc, spec)  # raises the explanatory error
+        return doc_vectors(token.doc, spec)[token.i]  # no layers: raises the explanatory error
     return spec_mix(layers[:, token.i], spec)
 
 
@@ -78,9 +78,9 @@ def normalise(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.where(norms == 0, 1.0, norms)
 
 
-def candidate_mixes(n_layers: int) -> dict:
+def candidate_mixes(n_layers: int) -> Dict[str, MixSpec]:
     """The layer choices the evaluations compare: each layer, the average of all, the contextual average."""
-    out = {f"layer {i}": f"layer:{i}" for i in range(n_layers)}
+    out: Dict[str, MixSpec] = {f"layer {i}": f"layer:{i}" for i in range(n_layers)}
     out["average (all layers)"] = "average"
     if n_layers > 2:
         out[f"average of layers 1-{n_layers - 1}"] = [0.0] + [1.0] * (n_layers - 1)

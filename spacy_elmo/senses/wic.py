@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..assets import ASSETS_DATA
-from .vectors import candidate_mixes, layer_weights
+from ..bilm.scalar_mix import apply_mix, spec_weights
+from .vectors import candidate_mixes
 
 DEFAULT_WIC_DIR = ASSETS_DATA / "wic"
 SPLITS = ("train", "dev", "test")
@@ -58,7 +59,7 @@ def target_vectors(bilm, pairs: Sequence[Pair], batch_tokens: int = 4096) -> Tup
 
 def cosines(a: np.ndarray, b: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Cosine of the two mixed vectors of every pair."""
-    va, vb = np.einsum("nld,l->nd", a, weights), np.einsum("nld,l->nd", b, weights)
+    va, vb = apply_mix(a, weights, layer_axis=1), apply_mix(b, weights, layer_axis=1)
     return (va * vb).sum(1) / (np.linalg.norm(va, axis=1) * np.linalg.norm(vb, axis=1) + 1e-12)
 
 
@@ -73,7 +74,7 @@ def best_threshold(scores: np.ndarray, gold: np.ndarray) -> Tuple[float, float]:
 
 def evaluate(
     weights: Optional[str] = None, folder: Path = DEFAULT_WIC_DIR, batch_tokens: int = 4096, precision: str = "float32"
-) -> Dict[str, object]:
+) -> Dict[str, Any]:
     """Threshold on train, layer/mix on dev, accuracy on test (see the module docstring);
     ``precision`` is the biLM's inference precision (``BiLM.set_inference_precision``)."""
     from ..bilm import load_bilm
@@ -86,7 +87,7 @@ def evaluate(
     n_layers = vectors["train"][0].shape[1]
     rows = {}
     for name, spec in candidate_mixes(n_layers).items():
-        w = layer_weights(spec, n_layers)
+        w = spec_weights(spec, n_layers)
         scores = {split: cosines(*vectors[split], w) for split in SPLITS}
         threshold, train_acc = best_threshold(scores["train"], data["train"][1])
         rows[name] = {
@@ -107,10 +108,10 @@ def evaluate(
     }
 
 
-def table(report: Dict[str, object]) -> str:
+def table(report: Dict[str, Any]) -> str:
     """The report as a markdown table (accuracy in %)."""
     lines = ["| layer / mix | threshold (train) | train | dev | test |", "| --- | ---: | ---: | ---: | ---: |"]
-    for name, r in report["rows"].items():  # type: ignore[union-attr]
+    for name, r in report["rows"].items():
         mark = " (chosen on dev)" if name == report["chosen_on_dev"] else ""
         lines.append(f"| {name}{mark} | {r['threshold']:.3f} | {100 * r['train']:.1f} | {100 * r['dev']:.1f} | {100 * r['test']:.1f} |")
     return "\n".join(lines)

@@ -16,12 +16,13 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..bilm.scalar_mix import apply_mix, spec_weights
 from .inventory import SenseInventory
-from .vectors import candidate_mixes, layer_weights
+from .vectors import candidate_mixes
 from .wsd_data import DEFAULT_WSD_DIR, DEV_SET, EVAL_SETS, WsdSentence, iter_instances, load_corpus
 
 TEST_SETS = tuple(s for s in EVAL_SETS if s != "ALL")
@@ -115,7 +116,7 @@ def evaluate(
     cache_dir: Optional[Path] = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr, flush=True),
     save_inventory: Optional[Path] = None,
-) -> Dict[str, object]:
+) -> Dict[str, Any]:
     """Nearest-centroid WSD per layer/mix and the most-frequent-sense baseline, F1 on every test set.
 
     ``save_inventory``: also write the SemCor sense inventory of the layer/mix chosen on the dev
@@ -159,10 +160,10 @@ def evaluate(
     inventories: Dict[str, SenseInventory] = {}
     scored: Dict[str, list] = {}
     for name, spec in candidate_mixes(train_x.shape[1]).items():
-        w = layer_weights(spec, train_x.shape[1])
+        w = spec_weights(spec, train_x.shape[1])
         inventory = SenseInventory(layer=spec, key="lemma_pos", fingerprint=fingerprint)
-        inventory.add_vectors(lemmas, senses, np.einsum("nld,l->nd", train_x[rows], w))
-        predictions = inventory.predict(test_keys, np.einsum("nld,l->nd", test_x, w))
+        inventory.add_vectors(lemmas, senses, apply_mix(train_x[rows], w, layer_axis=1))
+        predictions = inventory.predict(test_keys, apply_mix(test_x, w, layer_axis=1))
         rows_out[name] = by_set([p.sense if p is not None else None for p in predictions])
         inventories[name], scored[name] = inventory, predictions
         log(f"{name}: ALL F1 {rows_out[name]['ALL']['F1']:.1f}")
@@ -184,20 +185,20 @@ def evaluate(
     # the component's prior_weight: cosine + lambda * log p(sense | lemma, POS), lambda and the
     # layer/mix chosen together on the dev set
     dev_keys, dev_gold = [test_keys[k] for k in dev], [gold[k] for k in dev]
-    prior_rows: Dict[str, Dict[str, object]] = {}
+    prior_rows: Dict[str, Dict[str, Any]] = {}
     for name, spec in candidate_mixes(train_x.shape[1]).items():
-        w = layer_weights(spec, train_x.shape[1])
-        dev_x = np.einsum("nld,l->nd", test_x[dev], w)
+        w = spec_weights(spec, train_x.shape[1])
+        dev_x = apply_mix(test_x[dev], w, layer_axis=1)
         best_w, best_dev = 0.0, -1.0
         for weight in PRIOR_WEIGHTS:
             predicted = inventories[name].predict(dev_keys, dev_x, prior_weight=weight)
             f1 = score([p.sense if p is not None else None for p in predicted], dev_gold)["F1"]
             if f1 > best_dev + 1e-9:
                 best_w, best_dev = float(weight), f1
-        predicted = inventories[name].predict(test_keys, np.einsum("nld,l->nd", test_x, w), prior_weight=best_w)
+        predicted = inventories[name].predict(test_keys, apply_mix(test_x, w, layer_axis=1), prior_weight=best_w)
         prior_rows[name] = {"prior_weight": best_w, "scores": by_set([p.sense if p is not None else None for p in predicted])}
-        log(f"{name} + {best_w} * log prior (chosen on {DEV_SET}): ALL F1 {prior_rows[name]['scores']['ALL']['F1']:.1f}")  # type: ignore[index]
-    prior_chosen = max(prior_rows, key=lambda k: prior_rows[k]["scores"][DEV_SET]["F1"])  # type: ignore[index]
+        log(f"{name} + {best_w} * log prior (chosen on {DEV_SET}): ALL F1 {prior_rows[name]['scores']['ALL']['F1']:.1f}")
+    prior_chosen = max(prior_rows, key=lambda k: prior_rows[k]["scores"][DEV_SET]["F1"])
     if save_inventory is not None:
         best = inventories[prior_chosen]
         best.to_disk(save_inventory)
@@ -226,25 +227,25 @@ def evaluate(
     }
 
 
-def table(report: Dict[str, object]) -> str:
+def table(report: Dict[str, Any]) -> str:
     """The report as a markdown table of F1 per test set."""
     sets = ("senseval2", "senseval3", "semeval2007", "semeval2013", "semeval2015", "ALL")
     lines = ["| method | " + " | ".join(("SE07 (dev)" if s == DEV_SET else s) for s in sets) + " |", "| --- |" + " ---: |" * len(sets)]
-    rows = dict(report["rows"])  # type: ignore[arg-type]
+    rows = report["rows"]
     for name, r in rows.items():
         mark = " (best on dev)" if name == report["chosen_on_dev"] else ""
         lines.append(f"| nearest centroid, {name}{mark} | " + " | ".join(f"{r[s]['F1']:.1f}" for s in sets) + " |")
-    back = report["min_score_backoff"]  # type: ignore[index]
+    back = report["min_score_backoff"]
     lines.append(f"| nearest centroid, {back['layer']}, most frequent sense below cosine {back['min_score']:.2f} (chosen on dev) | "
                  + " | ".join(f"{back['scores'][s]['F1']:.1f}" for s in sets) + " |")
-    prior = report.get("with_prior")  # type: ignore[attr-defined]
+    prior = report.get("with_prior")
     if prior:
         for name, r in prior["rows"].items():
             mark = " (best on dev)" if name == prior["chosen_on_dev"] else ""
             lines.append(f"| nearest centroid + {r['prior_weight']:g} · log p(sense), {name}{mark} (weight chosen on dev) | "
                          + " | ".join(f"{r['scores'][s]['F1']:.1f}" for s in sets) + " |")
     mfs = report["most_frequent_sense"]
-    lines.append("| most frequent SemCor sense | " + " | ".join(f"{mfs[s]['F1']:.1f}" for s in sets) + " |")  # type: ignore[index]
+    lines.append("| most frequent SemCor sense | " + " | ".join(f"{mfs[s]['F1']:.1f}" for s in sets) + " |")
     return "\n".join(lines)
 
 

@@ -12,7 +12,7 @@ import gzip
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Dict, Iterator, List, Sequence, Tuple, Union
+from typing import BinaryIO, Dict, Iterator, List, Sequence, Tuple, Union
 
 from ..assets import ASSETS_DATA
 
@@ -32,7 +32,7 @@ class WsdSentence:
     instances: List[Tuple[int, str]] = field(default_factory=list)  # (token index, instance id)
 
 
-def _open(path: Path) -> IO[bytes]:
+def _open(path: Path) -> Union[gzip.GzipFile, BinaryIO]:
     return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
 
 

@@ -37,7 +37,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple
 
 import srsly
 from tqdm import tqdm
@@ -193,7 +193,9 @@ class ShardWriter:
 
     def __init__(self, folder: Path, shard_size: int) -> None:
         self.folder, self.shard_size = folder, max(1, shard_size)
-        self.index, self.count, self.handle, self.names = 0, 0, None, []  # type: ignore[var-annotated]
+        self.index, self.count = 0, 0
+        self.handle: Optional[TextIO] = None
+        self.names: List[str] = []
 
     def write(self, tokens: List[str]) -> None:
         if self.handle is None or self.count >= self.shard_size:

@@ -7,15 +7,14 @@ The layout of ``spacy_elmo/models/en_default``::
                                   and perplexity; loaded back into float32)
     train_config.json  learning_curve.png
 
-``python -m spacy_elmo.training.ship RUN_DIR DEST`` (RUN_DIR: a ``pretrain``/``finetune`` output
-folder, whose ``model/`` holds the export, or a model folder such as a ``training.snapshot`` export,
-whose ``snapshot.json`` is kept). Absolute paths in ``train_config.json`` are reduced to their last
+``python -m spacy_elmo ship RUN_DIR DEST`` (RUN_DIR: a ``pretrain``/``finetune`` output folder,
+whose ``model/`` holds the export, or a model folder such as a ``snapshot`` export, whose
+``snapshot.json`` is kept). Absolute paths in ``train_config.json`` are reduced to their last
 component, so that a shipped model names no folder of the machine that trained it.
 """
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, Dict
 
@@ -64,7 +63,3 @@ def ship_model(run_dir: Path, dest: Path) -> Dict[str, int]:
             shutil.copyfile(run_dir / name, dest / name)
     return {p.name: p.stat().st_size for p in sorted(dest.iterdir()) if p.is_file()}
 
-
-if __name__ == "__main__":
-    for name, size in ship_model(Path(sys.argv[1]), Path(sys.argv[2])).items():
-        print(f"{name}\t{size / 1e6:.2f} MB")

@@ -3,7 +3,9 @@
 A run exports ``model/`` only when it ends; to evaluate a long run on the way (perplexity,
 probes, the ship rule) without stopping it::
 
-    python -m spacy_elmo.training.snapshot RUN_DIR DEST
+    python -m spacy_elmo snapshot RUN_DIR DEST
+
+(``python -m spacy_elmo.training.snapshot RUN_DIR DEST`` does the same, for older instructions)
 
 writes ``DEST`` in the layout of ``RUN_DIR/model`` (biLM, softmax, vocabulary) plus
 ``train_config.json``, ``snapshot.json`` (the checkpoint's step, tokens and minutes) and, when the

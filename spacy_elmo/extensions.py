@@ -16,7 +16,7 @@ left out of the Span/Doc means.
 """
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Any, Callable, Dict, Optional, Type, Union
 
 import numpy as np
 from spacy.tokens import Doc, Span, Token
@@ -66,6 +66,11 @@ def _doc_elmo(doc: Doc) -> Optional[Floats]:
     return _mean(doc, 0, len(doc))
 
 
+def _norm(vector: Optional[Floats]) -> float:
+    """The L2 norm of a vector; 0.0 for none (as spaCy's ``vector_norm`` without vectors)."""
+    return 0.0 if vector is None else float(np.linalg.norm(vector))
+
+
 def install_extensions() -> None:
     """Register the ``._.elmo*`` attributes (idempotent)."""
     for name in ("elmo_vectors", "elmo_layers", "elmo_similarity_vectors"):
@@ -73,7 +78,7 @@ def install_extensions() -> None:
             Doc.set_extension(name, default=None)
     if not Doc.has_extension("elmo_hooks"):
         Doc.set_extension("elmo_hooks", default=False)
-    getters = {
+    getters: Dict[Union[Type[Doc], Type[Span], Type[Token]], Dict[str, Callable[..., Any]]] = {
         Doc: {"elmo": _doc_elmo},
         Span: {"elmo": _span_elmo, "elmo_layers": _span_layers},
         Token: {"elmo": _token_elmo, "elmo_layers": _token_layers},
@@ -125,15 +130,15 @@ def set_hooks(doc: Doc) -> Doc:
         raise ValueError("set_hooks: this Doc has no ELMo vectors (doc._.elmo_vectors is None); run the 'elmo' component first")
     doc._.elmo_hooks = True
     doc.user_hooks["vector"] = _doc_elmo
-    doc.user_hooks["vector_norm"] = lambda d: float(np.linalg.norm(_doc_elmo(d)))
+    doc.user_hooks["vector_norm"] = lambda d: _norm(_doc_elmo(d))
     doc.user_hooks["has_vector"] = lambda d: True
     doc.user_hooks["similarity"] = lambda d, other: _cosine(_vector_of(d), _vector_of(other), "Doc")
     doc.user_span_hooks["vector"] = _span_elmo
-    doc.user_span_hooks["vector_norm"] = lambda s: float(np.linalg.norm(_span_elmo(s)))
+    doc.user_span_hooks["vector_norm"] = lambda s: _norm(_span_elmo(s))
     doc.user_span_hooks["has_vector"] = lambda s: True
     doc.user_span_hooks["similarity"] = lambda s, other: _cosine(_vector_of(s), _vector_of(other), "Span")
     doc.user_token_hooks["vector"] = _token_elmo
-    doc.user_token_hooks["vector_norm"] = lambda t: float(np.linalg.norm(_token_elmo(t)))
+    doc.user_token_hooks["vector_norm"] = lambda t: _norm(_token_elmo(t))
     doc.user_token_hooks["has_vector"] = lambda t: True
     doc.user_token_hooks["similarity"] = lambda t, other: _cosine(_vector_of(t), _vector_of(other), "Token")
     return doc
