@@ -39,7 +39,7 @@ def model_folder(run_dir: Path) -> Path:
             return folder
     raise FileNotFoundError(
         f"{run_dir} has neither model/weights.pt nor weights.pt: pass the output folder of pretrain or finetune "
-        "after it finished, or a model folder (e.g. a training.snapshot export)"
+        "after it finished, or a model folder (e.g. one written by the `snapshot` command)"
     )
 
 

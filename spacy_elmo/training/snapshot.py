@@ -5,8 +5,6 @@ probes, the ship rule) without stopping it::
 
     python -m spacy_elmo snapshot RUN_DIR DEST
 
-(``python -m spacy_elmo.training.snapshot RUN_DIR DEST`` does the same, for older instructions)
-
 writes ``DEST`` in the layout of ``RUN_DIR/model`` (biLM, softmax, vocabulary) plus
 ``train_config.json``, ``snapshot.json`` (the checkpoint's step, tokens and minutes) and, when the
 run has a ``metrics.jsonl`` and matplotlib is installed, ``learning_curve.png`` up to that step, so
@@ -14,7 +12,6 @@ that ``evaluate``, the benches and ``ship`` take it like a finished run's model.
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Dict
@@ -44,9 +41,3 @@ def export_checkpoint(run_dir: Path, dest: Path) -> Dict[str, Any]:
     if (run_dir / "metrics.jsonl").is_file():
         plot_learning_curve(run_dir / "metrics.jsonl", dest / "learning_curve.png", max_step=state["step"])
     return info
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: python -m spacy_elmo.training.snapshot RUN_DIR DEST")
-    print(srsly.json_dumps(export_checkpoint(Path(sys.argv[1]), Path(sys.argv[2]))))
