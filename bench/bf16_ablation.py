@@ -28,7 +28,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import torch
@@ -45,27 +45,41 @@ def round_bits(t: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.ldexp(torch.round(mantissa * 2.0**bits) / 2.0**bits, exponent)
 
 
+_ROUNDED: Dict[Tuple[int, str], torch.Tensor] = {}  # weights rounded once per (weight, rounding)
+
+
+def _weight(w: torch.Tensor, how: str) -> torch.Tensor:
+    key = (w.data_ptr(), how)
+    if key not in _ROUNDED:
+        if how == "bf16":
+            _ROUNDED[key] = w.to(BF16).float()
+        elif how == "lo":
+            _ROUNDED[key] = (w - _weight(w, "bf16")).to(BF16).float()
+        else:
+            _ROUNDED[key] = round_bits(w, int(how))
+    return _ROUNDED[key]
+
+
 def product(x: torch.Tensor, w: torch.Tensor, mode: str) -> torch.Tensor:
     """``x @ w`` (both float32, ``w`` ``[in, out]``) with ``mode``'s rounding (see the module doc)."""
     r = lambda t: t.to(BF16).float()  # noqa: E731
     if mode == "f32":
         return x @ w
     if mode == "bf16":
-        return r(r(x) @ r(w))
+        return r(r(x) @ _weight(w, "bf16"))
     if mode == "w":
-        return x @ r(w)
+        return x @ _weight(w, "bf16")
     if mode == "x":
         return r(x) @ w
     if mode == "o":
         return r(x @ w)
     if mode == "wx":
-        return r(x) @ r(w)
+        return r(x) @ _weight(w, "bf16")
     if mode == "split":
-        hi = r(w)
-        return r(x) @ hi + r(x) @ r(w - hi)
+        return r(x) @ _weight(w, "bf16") + r(x) @ _weight(w, "lo")
     if mode.startswith("b") and mode[1:].isdigit():
         bits = int(mode[1:])
-        return round_bits(round_bits(x, bits) @ round_bits(w, bits), bits)
+        return round_bits(round_bits(x, bits) @ _weight(w, mode[1:]), bits)
     raise SystemExit(f"unknown product mode {mode!r}")
 
 
@@ -180,6 +194,8 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=200)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--recurrent-gain", type=float, default=1.0,
+                    help="scale every LSTM layer's recurrent weights by this first (e.g. 0.5: a random model whose recurrence no longer amplifies errors)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -187,14 +203,18 @@ def main() -> None:
 
     bilm = load_bilm(args.weights) if args.weights else load_bilm()
     bilm.set_token_cache(0)  # every variant computes every token
+    if args.recurrent_gain != 1.0:
+        with torch.no_grad():
+            for layer in bilm.lstm.layers:
+                layer.w_state.mul_(args.recurrent_gain)
     sentences = bench_bf16.load_sentences(args.text, args.sentences)
     ref = bilm.embed_sentences(sentences, batch_size=args.batch)
     report: Dict[str, Any] = {
         "weights": Path(args.weights).name if args.weights else "en_default",
         "text": args.text, "sentences": len(sentences), "tokens": sum(map(len, sentences)),
-        "batch": args.batch, "torch": torch.__version__, "variants": {},
+        "batch": args.batch, "recurrent_gain": args.recurrent_gain, "torch": torch.__version__, "variants": {},
     }
-    print(f"{report['weights']}, {args.text}: {report['sentences']} sentences, {report['tokens']} tokens", flush=True)
+    print(f"{report['weights']}, {args.text}: {report['sentences']} sentences, {report['tokens']} tokens, recurrent weights x{args.recurrent_gain}", flush=True)
     for variant in args.variants:
         start = time.perf_counter()
         out = run_variant(bilm, sentences, variant, args.batch)
