@@ -115,6 +115,21 @@ def layer_cosines(ref: List[np.ndarray], fast: List[np.ndarray]) -> List[Dict[st
     return rows
 
 
+LENGTH_BUCKETS = ((1, 10), (10, 20), (20, 40), (40, 1000))
+
+
+def cosine_by_length(sentences: Sequence[Sequence[str]], ref: List[np.ndarray], fast: List[np.ndarray]) -> List[Dict[str, Any]]:
+    """:func:`layer_cosines`' 1st percentile per layer, per bucket of sentence lengths (a model
+    whose recurrence amplifies small errors loses most on its longest sentences)."""
+    rows = []
+    for lo, hi in LENGTH_BUCKETS:
+        keep = [k for k, s in enumerate(sentences) if lo <= len(s) < hi]
+        if keep:
+            cos = layer_cosines([ref[k] for k in keep], [fast[k] for k in keep])
+            rows.append({"lengths": [lo, hi - 1], "tokens": sum(len(sentences[k]) for k in keep), "p1": [c["p1"] for c in cos]})
+    return rows
+
+
 def neighbour_recall(ref: List[np.ndarray], fast: List[np.ndarray], queries: int = 1000, k: int = 10) -> float:
     """Mean overlap of each query token's k nearest tokens (cosine, itself excluded) in bfloat16
     and in float32, layers averaged."""
@@ -224,6 +239,7 @@ def main() -> None:
     report["pair_speedups"] = pairs
     report["median_pair_speedup"] = float(np.median(pairs))
     report["cosine"] = layer_cosines(outputs["float32"], outputs["bfloat16"])
+    report["cosine_by_length"] = cosine_by_length(sentences, outputs["float32"], outputs["bfloat16"])
     if args.perturb:  # the model's own sensitivity: float32 with every weight scaled by 1 + U(-e, e)
         noisy = copy.deepcopy(bilm)
         noisy.set_inference_precision("float32")
@@ -264,6 +280,9 @@ def markdown(r: Dict[str, Any]) -> str:
     ]
     for k, c in enumerate(r["cosine"]):
         lines.append(f"| layer {k}: cosine to float32, mean / 1st percentile / min | | {c['mean']:.5f} / {c['p1']:.5f} / {c['min']:.4f} | p1 >= 0.99 |")
+    for b in r.get("cosine_by_length", []):
+        lines.append(f"| sentences of {b['lengths'][0]}-{b['lengths'][1]} tokens ({b['tokens']} tokens): cosine 1st percentile per layer | | "
+                     f"{' / '.join(f'{x:.5f}' for x in b['p1'])} | p1 >= 0.99 |")
     if "perturbed_float32" in r:
         e = r["perturbed_float32"]
         for k, c in enumerate(e["cosine"]):

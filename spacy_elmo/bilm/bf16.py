@@ -11,11 +11,13 @@
 * the bfloat16 copies of the weights are made once (:class:`Bf16WeightCache`) and remade only when
   a weight changes (an optimizer step, ``load_state_dict``, ``.to()``), never per call.
 
-The error is that of rounding each product's weights and inputs to 8 significant bits: on a
-trained model the outputs stay within 1e-4 cosine of float32. Random weights of the original
-shapes amplify any perturbation through the recurrence (float32 weights perturbed by 0.2% move
-them about as far as bfloat16 does). See the README's "bfloat16 inference" section for the
-measured distance and what it does to downstream results.
+The error is that of rounding each product's weights, inputs and result to 8 significant bits:
+on a trained model the outputs stay within 1e-4 cosine of float32. Random weights of the
+original shapes, scaled so that both clips fire, make a recurrence that amplifies any
+perturbation geometrically with the number of steps: their longest sentences move far from
+float32 whichever single product is rounded, and float32 weights perturbed by 0.2% move them
+about as far (``bench/bf16_ablation.py``, ``bench/results/bf16-ablation.md``). See the README's
+"bfloat16 inference" section for the measured distance and what it does to downstream results.
 """
 from __future__ import annotations
 
