@@ -43,7 +43,7 @@ def _metrics(demo: Path, name: str) -> dict:
 def test_the_pretrained_biLM_clearly_beats_the_unigram_baseline(demo):
     general = _metrics(demo, "general-test")
     assert general["tokens"] > 50_000  # the whole test book (3,000 sentences), not a handful
-    assert general["ppl_avg"] < 0.7 * general["unigram_ppl"], general
+    assert general["ppl_avg"] < 0.5 * general["unigram_ppl"], general  # 0.43 at lr 0.01; 0.56 at the old lr 0.003
     assert max(general["ppl_fwd"], general["ppl_bwd"]) < general["unigram_ppl"], general
     curve = [json.loads(line) for line in (demo / "training" / "tiny-general" / "metrics.jsonl").read_text().splitlines()]
     valid = [r["valid_ppl_avg"] for r in curve if "valid_ppl_avg" in r]
