@@ -1,4 +1,5 @@
 """spacy-elmo: ELMo deep contextualized word representations for spaCy v3."""
+
 from typing import Any
 
 from .bilm import BiLM, BiLMConfig, ScalarMix, WeightsError, load_bilm, save_native, save_original
@@ -6,7 +7,15 @@ from .bilm import BiLM, BiLMConfig, ScalarMix, WeightsError, load_bilm, save_nat
 __version__ = "0.1.0"
 
 __all__ = [
-    "BiLM", "BiLMConfig", "ScalarMix", "WeightsError", "load_bilm", "save_native", "save_original", "restore", "restore_all",
+    "BiLM",
+    "BiLMConfig",
+    "ScalarMix",
+    "WeightsError",
+    "load_bilm",
+    "save_native",
+    "save_original",
+    "restore",
+    "restore_all",
     "__version__",
 ]
 

@@ -1,4 +1,5 @@
 """``python -m spacy_elmo COMMAND``: the same commands as ``spacy elmo COMMAND``."""
+
 import sys
 
 from .cli import main

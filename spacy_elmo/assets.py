@@ -5,6 +5,7 @@ project/`` fetches them and ``spacy project run unpack-assets project/`` unpacks
 packages, into ``project/assets/data/<dataset>/``. Commands take that folder by default, or an
 explicit path (a local copy in the same layout).
 """
+
 from __future__ import annotations
 
 import gzip

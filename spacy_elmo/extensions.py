@@ -14,6 +14,7 @@ Stored on the Doc (so they survive ``Doc.to_bytes``, ``DocBin(store_user_data=Tr
 Everything else is a getter over those two arrays. Whitespace tokens get zero vectors and are
 left out of the Span/Doc means.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Type, Union

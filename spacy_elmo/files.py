@@ -9,6 +9,7 @@ exists: :func:`start_folder` removes an old manifest before anything else is rep
 the files are written, and :func:`finish_folder` writes the manifest last, with each file's
 size. :func:`check_folder` then refuses a partial folder with a message that names it.
 """
+
 from __future__ import annotations
 
 import json

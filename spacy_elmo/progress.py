@@ -8,6 +8,7 @@ terminal and otherwise a :class:`LineProgress`, which takes the same calls (``up
 
     train: 120/400 steps (30%), 1.52 steps/s, elapsed 1:19, left ~3:04, loss=5.123, tok_s=3120
 """
+
 from __future__ import annotations
 
 import os

@@ -17,6 +17,7 @@ Docs from ``nlp.pipe(texts, n_process=N)`` need no call: the ``elmo`` component 
 give every Doc that had hooks in its worker process its hooks back as it arrives
 (:func:`keep_hooks_across_processes`).
 """
+
 from __future__ import annotations
 
 import warnings

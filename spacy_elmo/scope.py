@@ -6,6 +6,7 @@ model raw training Docs that no ``elmo`` component has seen), and a saved pipeli
 name weights that no longer exist (the saved biLM replaces them right after). Both are read off
 the running call stack, so they hold for exactly that call and never outlive it.
 """
+
 from __future__ import annotations
 
 import sys

@@ -3,6 +3,7 @@
 Importing it adds spacy-elmo's commands (:mod:`spacy_elmo.cli`) to spaCy's own command line as
 the ``elmo`` group, the way spaCy's CLI plugins do.
 """
+
 from spacy.cli._util import app as spacy_app
 
 from .cli import HELP, app

@@ -9,6 +9,7 @@ a warning when ``threads x processes`` exceeds the cores this process may run on
 
 This module imports no spaCy: the component, the CLI and plain biLM scripts all use it.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The biLM in pure PyTorch (no spaCy import): characters, token encoder, LSTMs, mix, weights."""
+
 from .characters import TokenBatch, batch_to_char_ids, token_char_ids
 from .model import BiLM, BiLMConfig, OptionsError
 from .scalar_mix import ScalarMix, mix_logits

@@ -1,4 +1,5 @@
 """Packing length-sorted items into batches under a token budget."""
+
 from __future__ import annotations
 
 from typing import List, Optional, Sequence

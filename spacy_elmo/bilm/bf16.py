@@ -19,6 +19,7 @@ float32 whichever single product is rounded, and float32 weights perturbed by 0.
 about as far (``bench/bf16_ablation.py``, ``bench/results/bf16-ablation.md``). See the README's
 "bfloat16 inference" section for the measured distance and what it does to downstream results.
 """
+
 from __future__ import annotations
 
 import threading
@@ -216,4 +217,3 @@ def _input_projections(
         projected = _directional(inputs[:, rows, cols], w_input)
         yield from projected[:, : len(rows)].split(group, dim=1)
         del projected
-

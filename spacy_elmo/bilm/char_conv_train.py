@@ -12,6 +12,7 @@ products on the bf16 matrix engines and almost no elementwise work.
 
 With ``dtype=torch.float32`` (or float64) the result equals the convolutions' to rounding.
 """
+
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple

@@ -12,6 +12,7 @@ process; full, it holds about 120 MB. Size it with ``set_char_cache_size(n)`` (`
 outputs never change, only speed) or, before the package is imported, with the environment
 variable ``SPACY_ELMO_CHAR_CACHE_SIZE``. ``char_cache_info()`` reports its hits and size.
 """
+
 from __future__ import annotations
 
 import os

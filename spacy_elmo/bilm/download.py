@@ -7,6 +7,7 @@ that fail are deleted. ``verified.json`` (written last) records each file's SHA-
 mtime: later loads compare size and mtime, and hash again only when those changed. One download
 per model at a time (a lock file), so concurrent processes are safe.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -167,7 +168,13 @@ def _fetch(url: str, dest: Path, progress: bool) -> Path:
         else:
             raise WeightsError(f"{url}: HTTP {response.status_code} {response.reason}; check the model name or {MIRROR_ENV}")
         bar = progress_bar(
-            total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024, desc=dest.name, disable=not progress,
+            total=total,
+            initial=have,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=dest.name,
+            disable=not progress,
             file=sys.stderr,
         )
         try:
@@ -279,9 +286,16 @@ def describe(names: Optional[Iterable[str]] = None) -> List[Dict[str, Any]]:
     rows = []
     for name in names or PUBLISHED:
         model = published_model(name)
-        rows.append({
-            "name": model.name, "shape": model.shape, "trained_on": model.about, "reported": model.reported,
-            "cached": is_cached(name), "size_on_disk": cached_size(name), "folder": str(model_dir(name)),
-            "parameters": parameter_count(model.shape),
-        })
+        rows.append(
+            {
+                "name": model.name,
+                "shape": model.shape,
+                "trained_on": model.about,
+                "reported": model.reported,
+                "cached": is_cached(name),
+                "size_on_disk": cached_size(name),
+                "folder": str(model_dir(name)),
+                "parameters": parameter_count(model.shape),
+            }
+        )
     return rows

@@ -5,6 +5,7 @@ shape and float32 bytes, in state-dict order). It depends on the content only: t
 read from the original HDF5 layout or from our native format give the same fingerprint, and a
 model retrained at the same path gives another. Recomputed only when a tensor changed in place.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -19,6 +19,7 @@ With ``train_dtype=torch.float32`` the same code computes the float32 maths (tes
 to the autograd recurrence). Clipping follows ``clamp``'s gradient except at exactly the clip
 value, where the value counts as clipped (a measure-zero difference).
 """
+
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple

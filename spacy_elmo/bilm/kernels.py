@@ -15,6 +15,7 @@ dozen rows times a 512 x 16384 weight): measured on a 2-core AVX-512 machine it 
 Both kernels compute in the tensors' own dtype (no implicit down-casting): outputs agree with
 ``torch.matmul`` to float rounding (about 1e-6 in float32).
 """
+
 from __future__ import annotations
 
 import os
@@ -55,9 +56,7 @@ def onednn_available() -> bool:
 
 def _no_grad_cpu(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
-        x.device.type == "cpu"
-        and x.dtype == weight.dtype
-        and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+        x.device.type == "cpu" and x.dtype == weight.dtype and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
     )
 
 
@@ -103,9 +102,7 @@ def directional_matmul(x: torch.Tensor, weight: torch.Tensor, bias: Optional[tor
     return out if bias is None else out.add_(bias.unsqueeze(1))
 
 
-def directional_addmm_(
-    acc: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None
-) -> torch.Tensor:
+def directional_addmm_(acc: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``acc[d] += x[d] @ weight[d] (+ bias[d])`` in place (``acc`` ``[D, N, out]``); returns ``acc``."""
     if not _use_onednn(x[0], weight[0], min_rows=MIN_ROWS_ACCUMULATE):
         if acc.device.type == "cpu":
@@ -124,9 +121,7 @@ def tanh_(x: torch.Tensor) -> torch.Tensor:
     return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
 
 
-def packed_step_groups(
-    counts: List[int], max_rows: int, device: torch.device
-) -> Iterator[Tuple[List[int], torch.Tensor, torch.Tensor]]:
+def packed_step_groups(counts: List[int], max_rows: int, device: torch.device) -> Iterator[Tuple[List[int], torch.Tensor, torch.Tensor]]:
     """Consecutive time steps grouped so that each group holds at most ``max_rows`` valid rows
     (at least one step per group), as ``(rows per step, row indices, step indices)``: the
     positions to gather, time-major, for one input projection per group. ``counts[t]`` is the

@@ -3,6 +3,7 @@
 :mod:`.weights` converts these datasets to our modules; :mod:`.published` uses the same list to
 check a download without reading its values.
 """
+
 from __future__ import annotations
 
 import json

@@ -15,6 +15,7 @@ Per layer, per direction, per step (the TensorFlow ``LSTMCell`` with ``num_proj`
 ``b`` already includes TensorFlow's run-time forget bias of +1. With ``residual``, layers after
 the first output ``h_t + x_t`` (the recurrent state stays ``h_t``).
 """
+
 from __future__ import annotations
 
 from typing import Iterator, List, Optional, Sequence, Tuple, cast
@@ -69,9 +70,7 @@ class BiLstmStack(nn.Module):
         self.dropout = 0.0  # on each layer's input, in training mode only
         #: under autograd, run the recurrence with products in this dtype (see :mod:`.fused_train`)
         self.train_dtype: Optional[torch.dtype] = None
-        self.layers = nn.ModuleList(
-            BiLstmLayer(input_dim if i == 0 else proj_dim, cell_dim, proj_dim) for i in range(n_layers)
-        )
+        self.layers = nn.ModuleList(BiLstmLayer(input_dim if i == 0 else proj_dim, cell_dim, proj_dim) for i in range(n_layers))
 
     def zero_state(self, batch_size: int, like: torch.Tensor) -> LstmState:
         h = like.new_zeros(self.n_layers, 2, batch_size, self.proj_dim)
@@ -137,7 +136,9 @@ class BiLstmStack(nn.Module):
             if self.training and self.dropout > 0:
                 run_input = F.dropout(layer_input, self.dropout, training=True)
             if bf16_weights is not None:
-                out, (h, c) = bf16.run_layer(self, layer, bf16_weights, f"layers.{index}.", run_input, active, n_steps, h0[index], c0[index])
+                out, (h, c) = bf16.run_layer(
+                    self, layer, bf16_weights, f"layers.{index}.", run_input, active, n_steps, h0[index], c0[index]
+                )
             else:
                 out, (h, c) = self._run_layer(layer, run_input, active, n_steps, h0[index], c0[index])
             if self.residual and index > 0:

@@ -16,6 +16,7 @@ by setting ``SPACY_ELMO_KEEP_FREED_MEMORY`` to any non-empty value in the enviro
 ``trimming_enabled()`` says whether it is on. It never acts on other C libraries (musl, macOS,
 Windows), which have no ``malloc_trim``.
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -1,4 +1,5 @@
 """The biLM: shared token encoder + forward/backward LSTM stacks -> L+1 layers per token."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

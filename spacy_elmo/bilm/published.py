@@ -6,6 +6,7 @@ Downloaded models are kept in ``SPACY_ELMO_CACHE`` (default: the user's cache fo
 names, with the published file names. Downloading and checking: :mod:`.download`; what a
 ``weights`` value names: :mod:`.resolve`.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,13 @@ class PublishedModel:
 
 def _allennlp(name: str, shape: str, about: str, reported: str) -> PublishedModel:
     return PublishedModel(
-        name, shape.replace("_5.5B", ""), f"models/elmo/{shape}/", f"elmo_{shape}_options.json", f"elmo_{shape}_weights.hdf5",
-        about, reported,
+        name,
+        shape.replace("_5.5B", ""),
+        f"models/elmo/{shape}/",
+        f"elmo_{shape}_options.json",
+        f"elmo_{shape}_weights.hdf5",
+        about,
+        reported,
     )
 
 
@@ -60,13 +66,19 @@ PUBLISHED: Dict[str, PublishedModel] = {
         _allennlp("elmo-medium", "2x2048_256_2048cnn_1xhighway", "1B Word Benchmark", "SRL F1 84.04, constituency F1 93.60"),
         _allennlp("elmo-original", "2x4096_512_2048cnn_2xhighway", "1B Word Benchmark", "SRL F1 84.63, constituency F1 93.85"),
         _allennlp(
-            "elmo-original-5.5b", "2x4096_512_2048cnn_2xhighway_5.5B", "Wikipedia + WMT news 2008-2012, 5.5B tokens",
+            "elmo-original-5.5b",
+            "2x4096_512_2048cnn_2xhighway_5.5B",
+            "Wikipedia + WMT news 2008-2012, 5.5B tokens",
             "SRL F1 84.93, constituency F1 94.01",
         ),
         PublishedModel(
-            "elmo-pubmed", "2x4096_512_2048cnn_2xhighway", "models/elmo/contributed/pubmed/",
-            "elmo_2x4096_512_2048cnn_2xhighway_options.json", "elmo_2x4096_512_2048cnn_2xhighway_weights_PubMed_only.hdf5",
-            "PubMed abstracts (contributed)", "no task figures published with it",
+            "elmo-pubmed",
+            "2x4096_512_2048cnn_2xhighway",
+            "models/elmo/contributed/pubmed/",
+            "elmo_2x4096_512_2048cnn_2xhighway_options.json",
+            "elmo_2x4096_512_2048cnn_2xhighway_weights_PubMed_only.hdf5",
+            "PubMed abstracts (contributed)",
+            "no task figures published with it",
         ),
     )
 }
@@ -122,8 +134,12 @@ def shape_options(shape: str) -> Dict[str, Any]:
     return {
         "lstm": {"use_skip_connections": True, "projection_dim": proj, "cell_clip": 3, "proj_clip": 3, "dim": cell, "n_layers": layers},
         "char_cnn": {
-            "activation": "relu", "filters": filters, "n_highway": highway, "embedding": {"dim": 16},
-            "n_characters": 262, "max_characters_per_token": 50,
+            "activation": "relu",
+            "filters": filters,
+            "n_highway": highway,
+            "embedding": {"dim": 16},
+            "n_characters": 262,
+            "max_characters_per_token": 50,
         },
     }
 

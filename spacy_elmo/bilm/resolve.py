@@ -5,6 +5,7 @@ command line): a published model's name (cached, else downloaded), ``en_default`
 spacy-elmo format, ``options.json`` + one ``.hdf5``, or the published file names), or a list of
 the options and weights files.
 """
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ implementation behind the component, the ``spacy-elmo.ScalarMix.v1`` layer and t
 * :func:`mix_penalty`: the paper's lambda, an L2 pull of the logits toward equal weights;
 * :class:`ScalarMix`: the torch module holding the logits and gamma.
 """
+
 from __future__ import annotations
 
 import math

@@ -17,6 +17,7 @@ Threads: one cache may serve several threads at once (e.g. ``nlp()`` calls on a 
 pipeline). A lock guards the lookup and the insertion; the encoder runs outside it, and every
 call gets its own output tensor (never a view of the shared table).
 """
+
 from __future__ import annotations
 
 import threading
@@ -71,7 +72,11 @@ class TokenVectorCache:
         return (params[0].device, params[0].dtype) + tuple((id(p), p.data_ptr(), p._version) for p in params)
 
     def encode(
-        self, encoder: nn.Module, strings: Sequence[str], char_ids: torch.Tensor, run: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+        self,
+        encoder: nn.Module,
+        strings: Sequence[str],
+        char_ids: torch.Tensor,
+        run: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
     ) -> torch.Tensor:
         """Vectors ``[U, P]`` for distinct tokens; row 0 (the padding row) is zeros.
 

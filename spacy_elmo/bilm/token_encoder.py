@@ -1,4 +1,5 @@
 """The context-free token encoder: character CNN -> highway layers -> projection (layer 0)."""
+
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple, cast

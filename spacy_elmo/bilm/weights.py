@@ -11,6 +11,7 @@ TensorFlow stores ``y = x W + b`` matrices, TF ``conv2d`` kernels ``[1, width, i
 LSTM bias *without* the forget-gate +1 that ``LSTMCell`` adds at run time; the conversions
 below are the only place that knows.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,7 @@ def _require_h5py() -> Any:
         import h5py
     except ImportError:  # pragma: no cover - exercised only without the extra
         raise ImportError(
-            "Reading or writing the original ELMo weight format (options.json + .hdf5) needs h5py: "
-            "pip install 'spacy-elmo[hdf5]'"
+            "Reading or writing the original ELMo weight format (options.json + .hdf5) needs h5py: pip install 'spacy-elmo[hdf5]'"
         ) from None
     return h5py
 
@@ -81,9 +81,7 @@ def _read_original_state(handle: Any, config: BiLMConfig, weight_file: Path) -> 
         except (OSError, TypeError, ValueError) as err:
             raise WeightsError(f"weights file {weight_file}: dataset '{name}' cannot be read ({err}); is the file truncated?") from None
         if array.shape != shape:
-            raise WeightsError(
-                f"weights file {weight_file}: dataset '{name}' has shape {array.shape}, but the options imply {shape}"
-            )
+            raise WeightsError(f"weights file {weight_file}: dataset '{name}' has shape {array.shape}, but the options imply {shape}")
         if not np.isfinite(array).all():
             raise WeightsError(f"weights file {weight_file}: dataset '{name}' holds NaN or infinite values")
         return array
@@ -179,7 +177,9 @@ def save_native(model: BiLM, out_dir: PathLike) -> Path:
     out = start_folder(out_dir, CONFIG_NAME)
     state = {k: v.detach().cpu().float().contiguous() for k, v in model.state_dict().items()}
     write_atomic(out / WEIGHTS_NAME, lambda handle: torch.save(state, handle))
-    finish_folder(out, CONFIG_NAME, {"format": NATIVE_FORMAT, "version": NATIVE_VERSION, "options": model.config.to_options()}, [WEIGHTS_NAME])
+    finish_folder(
+        out, CONFIG_NAME, {"format": NATIVE_FORMAT, "version": NATIVE_VERSION, "options": model.config.to_options()}, [WEIGHTS_NAME]
+    )
     return out
 
 
@@ -189,7 +189,9 @@ def load_native(path: PathLike, stateful: bool = False) -> BiLM:
     config_path, weights_path = path / CONFIG_NAME, path / WEIGHTS_NAME
     if not config_path.is_file():
         if weights_path.is_file():
-            raise WeightsError(f"{path} is an incomplete spacy-elmo model: {WEIGHTS_NAME} is there but {CONFIG_NAME} (written last) is missing, so its save was interrupted; save it again")
+            raise WeightsError(
+                f"{path} is an incomplete spacy-elmo model: {WEIGHTS_NAME} is there but {CONFIG_NAME} (written last) is missing, so its save was interrupted; save it again"
+            )
         raise WeightsError(f"{path} is not a spacy-elmo model directory: {CONFIG_NAME} is missing")
     try:
         meta = srsly.read_json(config_path)

@@ -6,6 +6,7 @@ package), ``published`` (download, models), ``mixes``, ``embed_corpus`` and ``se
 index, neighbours) register their commands on the app; ``main`` runs one. Nothing else in the
 package imports this one: it sits on top.
 """
+
 from ._util import (
     DEFAULT_THREADS,
     HELP,
@@ -24,6 +25,18 @@ from ._util import (
 from .main import main
 
 __all__ = [
-    "DEFAULT_THREADS", "HELP", "PROG", "Arg", "Opt", "UserError", "app", "apply_threads", "check_mix", "mix_spec",
-    "model_path", "msg", "user_errors", "main",
+    "DEFAULT_THREADS",
+    "HELP",
+    "PROG",
+    "Arg",
+    "Opt",
+    "UserError",
+    "app",
+    "apply_threads",
+    "check_mix",
+    "mix_spec",
+    "model_path",
+    "msg",
+    "user_errors",
+    "main",
 ]

@@ -5,6 +5,7 @@ spaCy's ``spacy_cli`` entry point) and ``spacy-elmo COMMAND``. Every option show
 ``--help``. A user error (a missing file, a bad ``--mix``, a model without a softmax, ...) ends the
 command with one line on stderr that names the problem and the fix, and exit status 2.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,6 +37,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
 
 class _Messages:
     """wasabi's icons and colours, one unwrapped line per message (colour only on a terminal)."""

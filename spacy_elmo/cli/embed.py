@@ -1,4 +1,5 @@
 """Commands ``embed``, ``convert`` and ``export``: a text through the component, and biLM weights between formats."""
+
 from __future__ import annotations
 
 import sys
@@ -13,10 +14,22 @@ from ._util import DEFAULT_THREADS, PROG, Arg, Opt, UserError, app, apply_thread
 def embed_cli(
     # fmt: off
     text: Optional[str] = Arg(None, help="Text to embed. Default: read standard input"),
-    weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder (spacy-elmo format, or options.json + .hdf5); en_default = the embedded English model"),
-    mix: str = Opt("average", "--mix", "-m", help="How to combine the biLM layers: average, top, layer:N (0 = context-free layer) or one weight per layer, e.g. 1,1,2"),
+    weights: Path = Opt(
+        Path("en_default"),
+        "--weights",
+        "-w",
+        help="biLM folder (spacy-elmo format, or options.json + .hdf5); en_default = the embedded English model",
+    ),
+    mix: str = Opt(
+        "average",
+        "--mix",
+        "-m",
+        help="How to combine the biLM layers: average, top, layer:N (0 = context-free layer) or one weight per layer, e.g. 1,1,2",
+    ),
     lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the tokenizer"),
-    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core); more than the free cores slows it down"),
+    threads: int = Opt(
+        DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core); more than the free cores slows it down"
+    ),
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write vectors, layers and tokens to this .npz file. Default: none"),
     # fmt: on
 ) -> None:
@@ -32,7 +45,7 @@ def embed_cli(
         raise UserError(f"--output {output}: folder {output.parent} does not exist; create it or write elsewhere.")
     if text is None:
         if sys.stdin.isatty():
-            raise UserError(f"no text: pass it as an argument ({PROG} embed \"Some text.\") or on standard input.")
+            raise UserError(f'no text: pass it as an argument ({PROG} embed "Some text.") or on standard input.')
         text = sys.stdin.read()
     nlp = spacy.blank(lang)
     config: Dict[str, Any] = {"weights": str(path), "mix": spec}

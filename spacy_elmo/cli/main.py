@@ -1,4 +1,5 @@
 """``main``: runs a command of the app, with usage errors reported in one line like any user error."""
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """Command ``mixes``: the layer weights that a trained pipeline's components learned."""
+
 from __future__ import annotations
 
 from pathlib import Path

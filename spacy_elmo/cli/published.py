@@ -1,4 +1,5 @@
 """Commands ``download`` and ``models``: the published ELMo models and the local cache."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Commands ``wic``, ``wsd``, ``index`` and ``neighbours`` (registered on spacy-elmo's command line)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +12,11 @@ from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, mix
 
 WSD_FILES = [
     f"{sub}/{name}.{kind}"
-    for sub, name in (("Training_Corpora/SemCor", "semcor"), ("Evaluation_Datasets/semeval2007", "semeval2007"), ("Evaluation_Datasets/ALL", "ALL"))
+    for sub, name in (
+        ("Training_Corpora/SemCor", "semcor"),
+        ("Evaluation_Datasets/semeval2007", "semeval2007"),
+        ("Evaluation_Datasets/ALL", "ALL"),
+    )
     for kind in ("data.xml", "gold.key.txt")
 ]
 
@@ -92,7 +97,12 @@ def wsd_cli(
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here. Default: none"),
-    inventory: Optional[Path] = Opt(None, "--inventory", "-i", help="Also write the SemCor sense inventory (layer/mix chosen on semeval2007) to this file, for the elmo_senses component. Default: none"),
+    inventory: Optional[Path] = Opt(
+        None,
+        "--inventory",
+        "-i",
+        help="Also write the SemCor sense inventory (layer/mix chosen on semeval2007) to this file, for the elmo_senses component. Default: none",
+    ),
     cache_dir: Optional[Path] = Opt(None, "--cache-dir", help="Keep the embedded instances here (reused by later runs). Default: none"),
     # fmt: on
 ) -> None:
@@ -120,8 +130,10 @@ def index_cli(
     texts: List[Path] = Arg(..., help="Text files (.txt or .txt.gz; paragraphs separated by blank lines), or folders of them"),
     out: Path = Opt(..., "--out", "-o", help="Folder to write the index to"),
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
-    layer: Optional[str] = Opt(None, "--layer", "-l", help="Vectors to index: average, top, layer:N or weights (default: the component's mix)"),
-    backend: str = Opt("exact", "--backend", "-b", help="exact, or hnswlib (approximate; pip install \"spacy-elmo[ann]\")"),
+    layer: Optional[str] = Opt(
+        None, "--layer", "-l", help="Vectors to index: average, top, layer:N or weights (default: the component's mix)"
+    ),
+    backend: str = Opt("exact", "--backend", "-b", help='exact, or hnswlib (approximate; pip install "spacy-elmo[ann]")'),
     max_tokens: int = Opt(0, "--max-tokens", help="Stop after this many token occurrences (0 = all)"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     # fmt: on
@@ -150,7 +162,9 @@ def neighbours_cli(
     word: str = Opt(..., "--word", help="The query word (its first occurrence in the text)"),
     k: int = Opt(10, "--k", "-k", help="Number of neighbours"),
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder the index was built with"),
-    same_word: bool = Opt(False, "--same-word", help="Only occurrences of the query word (its senses, as in the paper's play table). Default: all occurrences"),
+    same_word: bool = Opt(
+        False, "--same-word", help="Only occurrences of the query word (its senses, as in the paper's play table). Default: all occurrences"
+    ),
     # fmt: on
 ) -> None:
     """The k token occurrences of an index nearest to a word in context."""
@@ -159,7 +173,9 @@ def neighbours_cli(
     index = TokenIndex.load(index_dir)
     nlp, fingerprint = _elmo_pipeline(weights, store_layers=index.layer is not None)
     if index.fingerprint is None:
-        msg.warn(f"{index_dir} records no biLM fingerprint (built by an older release): cannot check that --weights is the model that built it")
+        msg.warn(
+            f"{index_dir} records no biLM fingerprint (built by an older release): cannot check that --weights is the model that built it"
+        )
     index.check_fingerprint(fingerprint, f"--weights {weights}")
     doc = nlp(text)
     token = next((t for t in doc if t.text == word), None) or next((t for t in doc if t.lower_ == word.lower()), None)

@@ -1,4 +1,5 @@
 """Commands ``prepare``, ``pretrain``, ``finetune``, ``evaluate``, ``snapshot``, ``ship`` and ``package``: training a biLM and shipping it."""
+
 from __future__ import annotations
 
 import json
@@ -27,15 +28,25 @@ from ._util import (
 @user_errors
 def prepare_cli(
     # fmt: off
-    inputs: List[Path] = Arg(..., help="UTF-8 text files or folders (.txt, .gz); a folder's manifest.tsv (file, split) assigns train/valid/test"),
+    inputs: List[Path] = Arg(
+        ..., help="UTF-8 text files or folders (.txt, .gz); a folder's manifest.tsv (file, split) assigns train/valid/test"
+    ),
     out_dir: Path = Opt(..., "--out-dir", "-o", help="Folder for the sentence shards, vocab.txt and stats.json"),
     lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the tokenizer"),
     min_count: int = Opt(1, "--min-count", help="Keep words seen at least this often in the vocabulary"),
     max_vocab: Optional[int] = Opt(None, "--max-vocab", help="At most this many vocabulary entries (specials included). Default: no limit"),
     shard_size: int = Opt(100_000, "--shard-size", help="Sentences per shard file"),
     max_files: Optional[int] = Opt(None, "--max-files", help="Use only the first N files of each split (quick runs). Default: all"),
-    layout: str = Opt("auto", "--layout", help="line: one sentence or document per line; paragraph: blank-line separated paragraphs; auto: decide per file from its first lines"),
-    held_out: float = Opt(0.02, "--held-out", help="Fraction of the training text moved to valid + test (half each) when no valid/test files are given; 0 = none"),
+    layout: str = Opt(
+        "auto",
+        "--layout",
+        help="line: one sentence or document per line; paragraph: blank-line separated paragraphs; auto: decide per file from its first lines",
+    ),
+    held_out: float = Opt(
+        0.02,
+        "--held-out",
+        help="Fraction of the training text moved to valid + test (half each) when no valid/test files are given; 0 = none",
+    ),
     # fmt: on
 ) -> None:
     """Tokenize text into sentence shards and a frequency-sorted vocabulary (the input of pretrain/finetune)."""
@@ -50,8 +61,15 @@ def prepare_cli(
     if not 0 <= held_out < 1:
         raise UserError(f"--held-out {held_out}: give a fraction in [0, 1), e.g. 0.02.")
     stats = prepare_corpus(
-        inputs, out_dir, lang=lang, min_count=min_count, max_vocab=max_vocab, shard_size=shard_size, max_files=max_files,
-        layout=layout, held_out=held_out,
+        inputs,
+        out_dir,
+        lang=lang,
+        min_count=min_count,
+        max_vocab=max_vocab,
+        shard_size=shard_size,
+        max_files=max_files,
+        layout=layout,
+        held_out=held_out,
     )
     for split, s in stats.items():
         msg.text(
@@ -63,12 +81,28 @@ def prepare_cli(
     msg.good(f"wrote {out_dir}")
 
 
-TRAIN_OVERRIDES = ("max_steps", "max_minutes", "lr", "warmup_steps", "threads", "max_tokens", "seed", "eval_every", "checkpoint_every", "precision")
+TRAIN_OVERRIDES = (
+    "max_steps",
+    "max_minutes",
+    "lr",
+    "warmup_steps",
+    "threads",
+    "max_tokens",
+    "seed",
+    "eval_every",
+    "checkpoint_every",
+    "precision",
+)
 
 
 def _train(
-    init_model: Optional[Path], data_dir: Path, out_dir: Path, config: Optional[Path], resume: bool,
-    dump_weights: Optional[Path], overrides: Dict[str, Any],
+    init_model: Optional[Path],
+    data_dir: Path,
+    out_dir: Path,
+    config: Optional[Path],
+    resume: bool,
+    dump_weights: Optional[Path],
+    overrides: Dict[str, Any],
 ) -> None:
     import srsly
 
@@ -119,21 +153,31 @@ def _train_default(name: str) -> str:
         return ""
 
 
-
-
 _TRAIN_OPTIONS = {  # one definition each; typer needs the parameters spelled out in each signature
     "config": Opt(None, "--config", "-c", help=_CONFIG_HELP),
     "resume": Opt(False, "--resume", help=_RESUME_HELP),
     "max_steps": Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} {_train_default('max_steps')}"),
-    "max_minutes": Opt(None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} {_train_default('max_minutes')}"),
+    "max_minutes": Opt(
+        None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} {_train_default('max_minutes')}"
+    ),
     "lr": Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} {_train_default('lr')}"),
     "warmup_steps": Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} {_train_default('warmup_steps')}"),
-    "threads": Opt(None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} {_train_default('threads')}"),
-    "max_tokens": Opt(None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} {_train_default('max_tokens')}"),
+    "threads": Opt(
+        None, "--threads", "-t", help=f"CPU threads per process; 0 = torch's default. {_FROM_CONFIG} {_train_default('threads')}"
+    ),
+    "max_tokens": Opt(
+        None, "--max-tokens", help=f"Token budget per batch (rows x padded length). {_FROM_CONFIG} {_train_default('max_tokens')}"
+    ),
     "seed": Opt(None, "--seed", help=f"Random seed. {_FROM_CONFIG} {_train_default('seed')}"),
     "eval_every": Opt(None, "--eval-every", help=f"Validation perplexity every N steps. {_FROM_CONFIG} {_train_default('eval_every')}"),
-    "checkpoint_every": Opt(None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} {_train_default('checkpoint_every')}"),
-    "precision": Opt(None, "--precision", help="Training products: fp32, bf16 (float32 master weights, bf16 matrix products; fast on CPUs with AMX/AVX512-BF16) or auto (bf16 where the CPU has it). Default: from --config, else fp32"),
+    "checkpoint_every": Opt(
+        None, "--checkpoint-every", help=f"Checkpoint every N steps. {_FROM_CONFIG} {_train_default('checkpoint_every')}"
+    ),
+    "precision": Opt(
+        None,
+        "--precision",
+        help="Training products: fp32, bf16 (float32 master weights, bf16 matrix products; fast on CPUs with AMX/AVX512-BF16) or auto (bf16 where the CPU has it). Default: from --config, else fp32",
+    ),
     "dump_weights": Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
 }
 
@@ -259,7 +303,9 @@ def snapshot_cli(
 @user_errors
 def ship_cli(
     # fmt: off
-    run_dir: Path = Arg(..., help="Output folder of `pretrain` or `finetune` (its model/ holds the export), or a model folder such as a snapshot export"),
+    run_dir: Path = Arg(
+        ..., help="Output folder of `pretrain` or `finetune` (its model/ holds the export), or a model folder such as a snapshot export"
+    ),
     dest: Path = Arg(..., help="Folder to write, in the embedded default's layout (softmax stored in float16)"),
     force: bool = Opt(False, "--force", help="Overwrite a non-empty DEST. Default: off"),
     # fmt: on

@@ -7,6 +7,7 @@ where it stopped without duplicating or losing a line. The result is either Alle
 layout (:mod:`.hdf5`, assembled from the finished shards) or the shards themselves. The chunks
 run in this process, in local worker processes, or on a Dask cluster (:mod:`.cluster`).
 """
+
 from .reader import CorpusError
 from .run import EmbedOptions, embed_corpus
 from .shards import iter_shard_dir, read_shard

@@ -11,6 +11,7 @@ two tasks per worker thread are in flight, so the driver's memory stays bounded 
 ``local:N`` starts a local cluster of N single-threaded worker processes; any other value is a
 scheduler address (``tcp://host:8786``, as printed by ``dask scheduler``).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -105,8 +106,17 @@ def dask_executor(cluster: Any, retries: int = 2, threads: int = 1) -> Executor:
             finished = distributed.as_completed()
 
             def submit(chunk: Chunk) -> None:
-                finished.add(client.submit(cluster_chunk, spec, str(folder), chunk, retries=retries, pure=False,
-                                           key=f"embed-chunk-{chunk.index}-{uuid.uuid4().hex}"))
+                finished.add(
+                    client.submit(
+                        cluster_chunk,
+                        spec,
+                        str(folder),
+                        chunk,
+                        retries=retries,
+                        pure=False,
+                        key=f"embed-chunk-{chunk.index}-{uuid.uuid4().hex}",
+                    )
+                )
 
             in_flight = 0
             for chunk in chunks:

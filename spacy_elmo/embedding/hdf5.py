@@ -15,6 +15,7 @@ HDF5 files are not crash-safe (a process killed mid-write can leave the whole fi
 so the file is only ever written from finished shards, to a temporary name that is renamed to
 the output at the end: the output either does not exist or is complete.
 """
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ the checking pass and the embedding pass, so that line numbers always agree. A f
 ``.txt`` and ``.txt.gz`` file under it, in sorted order of relative path; line numbers run on
 across files.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -23,7 +24,9 @@ class CorpusError(ValueError):
 def input_files(path: Path) -> List[Path]:
     """The text files of ``path``: itself if a file, else its ``.txt``/``.txt.gz`` files, sorted."""
     if not path.exists():
-        raise CorpusError(f"input not found: {path}. Pass a text file or a folder of .txt/.txt.gz files, one sentence or document per line.")
+        raise CorpusError(
+            f"input not found: {path}. Pass a text file or a folder of .txt/.txt.gz files, one sentence or document per line."
+        )
     if path.is_file():
         return [path]
     files = sorted((p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES)), key=lambda p: p.relative_to(path).as_posix())
@@ -65,8 +68,7 @@ class Scan:
     empty_examples: List[str] = field(default_factory=list)
 
 
-def scan_input(files: List[Path], max_line_tokens: int, skip_empty: bool,
-               tokenize: Callable[[str], Sequence[str]] = str.split) -> Scan:
+def scan_input(files: List[Path], max_line_tokens: int, skip_empty: bool, tokenize: Callable[[str], Sequence[str]] = str.split) -> Scan:
     """Read every line once: count lines and tokens (with ``tokenize``, the tokenizer the run will
     use), hash the bytes, and reject empty lines (unless ``skip_empty``) and lines over
     ``max_line_tokens`` before any embedding starts and before anything is written."""

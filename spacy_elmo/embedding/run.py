@@ -7,6 +7,7 @@ any difference is refused with the keys that differ. The HDF5 file is assembled 
 chunk is done. Memory is bounded by a chunk (``chunk_lines`` lines and their vectors, times the
 chunks in flight), not by the corpus.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -77,7 +78,9 @@ def model_fingerprint(weights: str) -> str:
 
         path = default_model_path()
     if not path.is_dir():
-        raise CorpusError(f"--weights {weights}: no such model folder; pass a spacy-elmo model folder, options.json + .hdf5 folder, or en_default.")
+        raise CorpusError(
+            f"--weights {weights}: no such model folder; pass a spacy-elmo model folder, options.json + .hdf5 folder, or en_default."
+        )
     if (path / CONFIG_NAME).is_file():
         files = [path / CONFIG_NAME] + sorted(path.glob("weights*.pt"))
     else:
@@ -92,12 +95,21 @@ def model_fingerprint(weights: str) -> str:
 
 
 def check_options(options: EmbedOptions) -> None:
-    for name, value, allowed in (("--layers", options.layers, LAYERS), ("--format", options.format, FORMATS), ("--tokenizer", options.tokenizer, TOKENIZERS)):
+    for name, value, allowed in (
+        ("--layers", options.layers, LAYERS),
+        ("--format", options.format, FORMATS),
+        ("--tokenizer", options.tokenizer, TOKENIZERS),
+    ):
         if value not in allowed:
             raise CorpusError(f"{name} {value!r}: use one of {', '.join(allowed)}.")
-    for name, number, low in (("--chunk-lines", options.chunk_lines, 1), ("--batch-tokens", options.batch_tokens, 3),
-                              ("--max-line-tokens", options.max_line_tokens, 1), ("--n-process", options.n_process, 1),
-                              ("--threads", options.threads, 1), ("--retries", options.retries, 0)):
+    for name, number, low in (
+        ("--chunk-lines", options.chunk_lines, 1),
+        ("--batch-tokens", options.batch_tokens, 3),
+        ("--max-line-tokens", options.max_line_tokens, 1),
+        ("--n-process", options.n_process, 1),
+        ("--threads", options.threads, 1),
+        ("--retries", options.retries, 0),
+    ):
         if number < low:
             raise CorpusError(f"{name} {number}: use a whole number >= {low}.")
     if options.cluster is not None and options.n_process != 1:
@@ -156,17 +168,23 @@ def check_replaceable(path: Path, kind: str) -> None:
         raise CorpusError(f"--overwrite: {path} is a symbolic link; remove it yourself or choose another OUTPUT.")
     if kind == "hdf5":
         if path.is_dir():
-            raise CorpusError(f"--overwrite: {path} is a folder, not an HDF5 file; --overwrite replaces only an earlier output: choose another OUTPUT.")
+            raise CorpusError(
+                f"--overwrite: {path} is a folder, not an HDF5 file; --overwrite replaces only an earlier output: choose another OUTPUT."
+            )
         with open(path, "rb") as handle:
             if handle.read(len(HDF5_SIGNATURE)) != HDF5_SIGNATURE:
-                raise CorpusError(f"--overwrite: {path} is not an HDF5 file, so not an earlier output; it is left alone: choose another OUTPUT.")
+                raise CorpusError(
+                    f"--overwrite: {path} is not an HDF5 file, so not an earlier output; it is left alone: choose another OUTPUT."
+                )
         return
     if not path.is_dir():
         raise CorpusError(f"--overwrite: {path} is a file, not a shard folder of an earlier run; it is left alone: choose another OUTPUT.")
     foreign = foreign_entries(path)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise CorpusError(f"--overwrite: {path} holds files that are not spacy-elmo corpus output ({shown}); nothing was deleted: move them or choose another OUTPUT.")
+        raise CorpusError(
+            f"--overwrite: {path} holds files that are not spacy-elmo corpus output ({shown}); nothing was deleted: move them or choose another OUTPUT."
+        )
 
 
 def remove_run_folder(folder: Path) -> None:
@@ -201,7 +219,9 @@ def prepare_folder(options: EmbedOptions, folder: Path, config: Dict[str, Any]) 
         else:
             manifest = shards.read_manifest(folder)
             if manifest.get("format") != shards.FORMAT or manifest.get("version") != shards.VERSION:
-                raise CorpusError(f"{folder} holds another format ({manifest.get('format')} v{manifest.get('version')}): choose another OUTPUT.")
+                raise CorpusError(
+                    f"{folder} holds another format ({manifest.get('format')} v{manifest.get('version')}): choose another OUTPUT."
+                )
             diff = _differences(manifest.get("config", {}), config)
             if diff:
                 raise CorpusError(
@@ -213,7 +233,6 @@ def prepare_folder(options: EmbedOptions, folder: Path, config: Dict[str, Any]) 
     folder.mkdir(parents=True, exist_ok=True)
     shards.write_json(folder / shards.MANIFEST, {"format": shards.FORMAT, "version": shards.VERSION, "config": config, "complete": False})
     return set()
-
 
 
 def run_here(spec: EmbedSpec, folder: Path, chunks: Iterator[Chunk]) -> Iterator[ChunkResult]:
@@ -255,7 +274,9 @@ def _progress(total: Optional[int], initial: int) -> Any:
     return progress_bar(total=total, initial=initial, unit="token", unit_scale=True, desc="embed", dynamic_ncols=True)
 
 
-def embed_corpus(options: EmbedOptions, executor: Optional[Executor] = None, log: Callable[[str], None] = lambda text: None) -> EmbedSummary:
+def embed_corpus(
+    options: EmbedOptions, executor: Optional[Executor] = None, log: Callable[[str], None] = lambda text: None
+) -> EmbedSummary:
     """Embed every line of ``options.input`` into ``options.output`` (see the module docstring)."""
     check_options(options)
     files = input_files(options.input)
@@ -278,9 +299,22 @@ def embed_corpus(options: EmbedOptions, executor: Optional[Executor] = None, log
     if done:
         log(f"resuming {folder}: {len(done)} of {n_chunks} chunks already done")
     mix: MixValue = options.mix if isinstance(options.mix, str) else tuple(float(w) for w in options.mix)
-    weights = options.weights if options.weights in DEFAULT_NAMES and not Path(options.weights).exists() else str(Path(options.weights).absolute())
-    spec = EmbedSpec(weights, options.layers, mix, options.tokenizer, options.lang, options.batch_tokens,
-                     options.max_line_tokens, options.skip_empty, options.threads)
+    weights = (
+        options.weights
+        if options.weights in DEFAULT_NAMES and not Path(options.weights).exists()
+        else str(Path(options.weights).absolute())
+    )
+    spec = EmbedSpec(
+        weights,
+        options.layers,
+        mix,
+        options.tokenizer,
+        options.lang,
+        options.batch_tokens,
+        options.max_line_tokens,
+        options.skip_empty,
+        options.threads,
+    )
     if executor is None:
         if options.cluster is not None:
             from .cluster import dask_executor
@@ -314,8 +348,15 @@ def embed_corpus(options: EmbedOptions, executor: Optional[Executor] = None, log
         entry["chunk"] = i
         entry["chunk_first_line"] = i * options.chunk_lines
         entry["chunk_lines"] = min(options.chunk_lines, scan.n_lines - i * options.chunk_lines)
-    manifest = {"format": shards.FORMAT, "version": shards.VERSION, "config": config, "complete": True, "shards": entries,
-                "lines": sum(e["lines"] for e in entries), "tokens": sum(e["tokens"] for e in entries)}
+    manifest = {
+        "format": shards.FORMAT,
+        "version": shards.VERSION,
+        "config": config,
+        "complete": True,
+        "shards": entries,
+        "lines": sum(e["lines"] for e in entries),
+        "tokens": sum(e["tokens"] for e in entries),
+    }
     shards.write_json(folder / shards.MANIFEST, manifest)
     if options.format == "hdf5":
         from .hdf5 import assemble
@@ -329,7 +370,23 @@ def embed_corpus(options: EmbedOptions, executor: Optional[Executor] = None, log
     return _summary(options, entries, run_tokens, seconds, len(done), workers, results)
 
 
-def _summary(options: EmbedOptions, entries: List[Dict[str, Any]], run_tokens: int, seconds: float, resumed: int,
-             workers: int, results: List[ChunkResult]) -> EmbedSummary:
-    return EmbedSummary(options.output, sum(e["lines"] for e in entries), sum(e["tokens"] for e in entries), len(entries),
-                        resumed, seconds, run_tokens, workers, results)
+def _summary(
+    options: EmbedOptions,
+    entries: List[Dict[str, Any]],
+    run_tokens: int,
+    seconds: float,
+    resumed: int,
+    workers: int,
+    results: List[ChunkResult],
+) -> EmbedSummary:
+    return EmbedSummary(
+        options.output,
+        sum(e["lines"] for e in entries),
+        sum(e["tokens"] for e in entries),
+        len(entries),
+        resumed,
+        seconds,
+        run_tokens,
+        workers,
+        results,
+    )

@@ -15,6 +15,7 @@ of the same chunk (a retried task, a duplicate) write identical content and the 
 wins, so a line can never appear twice. ``manifest.json`` (also replaced atomically) records the
 configuration and input fingerprint that the shards belong to, and at the end the shard list.
 """
+
 from __future__ import annotations
 
 import json

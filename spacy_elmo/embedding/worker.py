@@ -7,6 +7,7 @@ and a long-lived cluster worker that serves many runs does not keep every biLM i
 The cache and each embedder are locked: a Dask worker running several threads loads a spec's
 biLM once and embeds one chunk at a time with it.
 """
+
 from __future__ import annotations
 
 import os
@@ -102,7 +103,9 @@ class ChunkEmbedder:
             if not words and not self.spec.skip_empty:
                 raise CorpusError(f"corpus line {line} has no tokens: remove it, or pass --skip-empty.")
             if len(words) > self.spec.max_line_tokens:
-                raise CorpusError(f"corpus line {line} has {len(words):,} tokens, more than --max-line-tokens {self.spec.max_line_tokens:,}: split it or raise the limit.")
+                raise CorpusError(
+                    f"corpus line {line} has {len(words):,} tokens, more than --max-line-tokens {self.spec.max_line_tokens:,}: split it or raise the limit."
+                )
             if words:
                 lines.append(line)
                 tokens.append(words)

@@ -7,6 +7,7 @@
 * ``spacy-elmo.ElmoTok2Vec.v1``: the same stack with its own biLM (what
   ``nlp.replace_listeners`` produces).
 """
+
 from __future__ import annotations
 
 from typing import List, Optional, Union
@@ -87,4 +88,3 @@ def ElmoTok2Vec_v1(
         raise ValueError(f"ElmoTok2Vec: 'bilm' must be a spacy-elmo.BiLM.v1 block, got a {bilm.name!r} model")
     configure_bilm_model(bilm, frozen=frozen, grad_factor=grad_factor)
     return build_elmo_tok2vec(bilm, width, mix, embed, encode, output_mix)
-

@@ -13,6 +13,7 @@ components flow into the biLM's torch parameters and the optimizer updates them 
 ``finish_update`` at ``grad_factor`` times its learning rate (a learning-rate factor, so that it
 acts under Adam too, which would undo any scaling of the gradient itself).
 """
+
 from __future__ import annotations
 
 import copy
@@ -186,7 +187,9 @@ class BiLMShim(Shim):
         self.weights = settings["weights"]
         # the precision check needs the frozen setting first; grad_factor came later (default 1.0)
         self.frozen = bool(settings["frozen"])
-        self.configure(precision=settings["precision"], token_cache_size=settings["token_cache_size"], grad_factor=settings.get("grad_factor", 1.0))
+        self.configure(
+            precision=settings["precision"], token_cache_size=settings["token_cache_size"], grad_factor=settings.get("grad_factor", 1.0)
+        )
         self.set_bilm(bilm)
         return self
 
@@ -304,6 +307,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
         output = bilm(TokenBatch.from_sentences([strings[i] for i in chosen]), boundaries=False)
         _scatter(output.detach().cpu().numpy(), [jobs[i] for i in chosen], outputs)
         kept.append((output, [jobs[i] for i in chosen]))
+
     def backprop(d_outputs: List[Floats3d]) -> List:
         d_outputs = [to_numpy(d) for d in d_outputs]  # CuPy arrays when spaCy runs on a GPU
         tensors, grads = [], []

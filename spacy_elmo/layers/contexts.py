@@ -7,6 +7,7 @@ sentence-final punctuation and at blank lines). A context longer than ``max_leng
 cut into windows that overlap by ``overlap`` tokens; each token's vectors come from the window
 in which it is farthest from an edge (the cut falls in the middle of each overlap).
 """
+
 from __future__ import annotations
 
 import re

@@ -1,5 +1,6 @@
 """``ElmoListener``: the layer that receives the biLM layers of an upstream ``elmo`` component
 (one biLM pass per batch serves every listener), ``List[Doc] -> List[Floats3d]``."""
+
 from __future__ import annotations
 
 import weakref

@@ -5,6 +5,7 @@ The arithmetic and its gradients are torch's (:func:`~spacy_elmo.bilm.scalar_mix
 under autograd); the logits ``s`` and ``gamma`` stay thinc parameters, so thinc's optimizer
 updates them and saved pipelines keep their layout.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast

@@ -8,6 +8,7 @@ One combinator node with its own forward rather than ``chain``/``concatenate``: 
 layers feed both mixes, so a chain would run the biLM twice, and the node keeps the layout of
 pipelines saved by earlier versions.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Tuple, cast
@@ -222,4 +223,3 @@ def learned_mixes(nlp: Any) -> Dict[str, List[Dict[str, Any]]]:
                     if node.has_ref(role):
                         found.setdefault(name, []).append({"role": role, **mix_summary(node.get_ref(role))})
     return found
-

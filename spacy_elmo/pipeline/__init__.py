@@ -1,10 +1,20 @@
 """The spaCy side: the ``elmo`` component (and, re-exported, its context getters and Doc/Span/Token extensions)."""
+
 from typing import Any
 
 from ..extensions import install_extensions, set_hooks
 from ..layers.contexts import Context, configure_sentence_contexts
 
-__all__ = ["Context", "Elmo", "ElmoListener", "learned_mixes", "configure_sentence_contexts", "install_extensions", "make_elmo", "set_hooks"]
+__all__ = [
+    "Context",
+    "Elmo",
+    "ElmoListener",
+    "learned_mixes",
+    "configure_sentence_contexts",
+    "install_extensions",
+    "make_elmo",
+    "set_hooks",
+]
 
 
 def __getattr__(name: str) -> Any:

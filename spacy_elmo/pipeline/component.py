@@ -1,4 +1,5 @@
 """The ``elmo`` pipeline component: runs the biLM over each Doc and stores ELMo vectors."""
+
 from __future__ import annotations
 
 import copy

@@ -6,6 +6,7 @@ whose key (see :func:`~spacy_elmo.senses.inventory.token_key`) the inventory kno
 None if it has none) and ``token._.elmo_sense_method`` (``"centroid"``, or ``"most_frequent"``
 for the back-off); other tokens get None. The inventory is saved and loaded with the pipeline.
 """
+
 # no ``from __future__ import annotations``: spaCy validates the initialize settings with pydantic,
 # which needs the annotations of ``initialize`` as real types
 import weakref
@@ -53,8 +54,16 @@ class ElmoSenses:
     error, not a silent wrong sense.
     """
 
-    def __init__(self, nlp: Optional[Language], name: str = "elmo_senses", *, min_score: Optional[float] = None, backoff: bool = True,
-                 inventory: Optional[SenseInventory] = None, prior_weight: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        nlp: Optional[Language],
+        name: str = "elmo_senses",
+        *,
+        min_score: Optional[float] = None,
+        backoff: bool = True,
+        inventory: Optional[SenseInventory] = None,
+        prior_weight: Optional[float] = None,
+    ) -> None:
         install_sense_extensions()
         self.name = name
         if prior_weight is not None and not (isinstance(prior_weight, (int, float)) and 0 <= prior_weight < float("inf")):
@@ -93,8 +102,13 @@ class ElmoSenses:
         state["_nlp_ref"] = None  # weak references do not pickle; a worker's copy was checked here or is checked by its parent
         return state
 
-    def initialize(self, get_examples: Optional[Callable[[], Iterable[Any]]] = None, *, nlp: Optional[Language] = None,
-                   inventory: Optional[Union[str, Path, SenseInventory]] = None) -> None:
+    def initialize(
+        self,
+        get_examples: Optional[Callable[[], Iterable[Any]]] = None,
+        *,
+        nlp: Optional[Language] = None,
+        inventory: Optional[Union[str, Path, SenseInventory]] = None,
+    ) -> None:
         """Load the inventory (a file written by ``SenseInventory.to_disk``, or the object itself);
         from a config: ``[initialize.components.elmo_senses] inventory = "senses.bin"``."""
         if inventory is None:
@@ -144,7 +158,12 @@ class ElmoSenses:
     # ------------------------------------------------------------------ serialisation
 
     def _cfg(self) -> dict:
-        return {"min_score": self.min_score, "backoff": self.backoff, "prior_weight": self.prior_weight, "has_inventory": self.inventory is not None}
+        return {
+            "min_score": self.min_score,
+            "backoff": self.backoff,
+            "prior_weight": self.prior_weight,
+            "has_inventory": self.inventory is not None,
+        }
 
     def _apply_cfg(self, cfg: Any, source: str) -> bool:
         """Take the saved settings; returns whether an inventory was saved with them."""
@@ -184,7 +203,9 @@ class ElmoSenses:
         """Load what :meth:`to_disk` saved; a missing ``cfg`` or inventory file is an error naming it."""
         path = Path(path)
         if not (path / CFG_FILE).is_file():
-            raise FileNotFoundError(f"{path / CFG_FILE} is missing: {path} is not a saved elmo_senses component, or its save was interrupted")
+            raise FileNotFoundError(
+                f"{path / CFG_FILE} is missing: {path} is not a saved elmo_senses component, or its save was interrupted"
+            )
         if self._apply_cfg(srsly.read_json(path / CFG_FILE), str(path / CFG_FILE)):
             if not (path / INVENTORY_FILE).is_file():
                 raise FileNotFoundError(

@@ -9,6 +9,7 @@ Search is exact by default: one matrix product per block of ``block_size`` occur
 kept across blocks. ``backend="hnswlib"`` (the optional ``ann`` extra) builds an HNSW graph for
 approximate search over millions of occurrences; ``ef``/``M`` trade recall for speed.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,7 +74,9 @@ class _Hnsw:
         try:
             import hnswlib
         except ImportError:  # pragma: no cover - depends on the environment
-            raise ImportError("backend 'hnswlib' needs the hnswlib package: pip install \"spacy-elmo[ann]\" (or use backend='exact')") from None
+            raise ImportError(
+                "backend 'hnswlib' needs the hnswlib package: pip install \"spacy-elmo[ann]\" (or use backend='exact')"
+            ) from None
         self.module, self.dim, self.M, self.ef_construction, self.ef, self.threads = hnswlib, dim, M, ef_construction, ef, threads
         self.index = None
         self.lock = threading.Lock()
@@ -125,8 +128,19 @@ class TokenIndex:
     and leave it unchanged); adding is not thread safe.
     """
 
-    def __init__(self, layer: LayerSpec = None, backend: str = "exact", *, block_size: int = 65536, store_context: bool = True,
-                 M: int = 32, ef_construction: int = 200, ef: int = 64, threads: int = 1, fingerprint: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        layer: LayerSpec = None,
+        backend: str = "exact",
+        *,
+        block_size: int = 65536,
+        store_context: bool = True,
+        M: int = 32,
+        ef_construction: int = 200,
+        ef: int = 64,
+        threads: int = 1,
+        fingerprint: Optional[str] = None,
+    ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if block_size < 1:
@@ -160,13 +174,22 @@ class TokenIndex:
             self._string_list.append(text)
         return self._strings[text]
 
-    def add(self, vectors: np.ndarray, docs: Sequence[int], sentences: Sequence[int], tokens: Sequence[int], texts: Sequence[str],
-            contexts: Optional[Sequence[str]] = None) -> None:
+    def add(
+        self,
+        vectors: np.ndarray,
+        docs: Sequence[int],
+        sentences: Sequence[int],
+        tokens: Sequence[int],
+        texts: Sequence[str],
+        contexts: Optional[Sequence[str]] = None,
+    ) -> None:
         """Add occurrences from raw vectors ``[n, dim]`` and their metadata (``contexts``: each one's sentence text)."""
         vectors = np.asarray(vectors, dtype=np.float32)
         n = len(texts)
         if vectors.ndim != 2 or len(vectors) != n or not (len(docs) == len(sentences) == len(tokens) == n):
-            raise ValueError(f"add: vectors of shape {vectors.shape} for {n} texts, {len(docs)} docs, {len(sentences)} sentences, {len(tokens)} tokens")
+            raise ValueError(
+                f"add: vectors of shape {vectors.shape} for {n} texts, {len(docs)} docs, {len(sentences)} sentences, {len(tokens)} tokens"
+            )
         if self.dim is None:
             self.dim = int(vectors.shape[1])
         elif vectors.shape[1] != self.dim:
@@ -176,8 +199,17 @@ class TokenIndex:
         self._flush()
         self._n += n
         self._blocks.append(normalise(vectors))
-        self._meta.append(np.stack([np.asarray(docs, np.int64), np.asarray(sentences, np.int64), np.asarray(tokens, np.int64),
-                                    np.array([self._string(t) for t in texts], np.int64)], 1).reshape(n, 4))
+        self._meta.append(
+            np.stack(
+                [
+                    np.asarray(docs, np.int64),
+                    np.asarray(sentences, np.int64),
+                    np.asarray(tokens, np.int64),
+                    np.array([self._string(t) for t in texts], np.int64),
+                ],
+                1,
+            ).reshape(n, 4)
+        )
         if self.store_context:
             if contexts is None:
                 raise ValueError("add: this index stores contexts (store_context=True): pass contexts")
@@ -204,8 +236,14 @@ class TokenIndex:
                     sentence_of[sent.start : sent.end] = number
                     sentence_text[sent.start : sent.end] = [sent.text.strip()] * len(sent)
             rows = [t.i for t in doc if not t.is_space]
-            self.add(vectors[rows], [doc_id] * len(rows), sentence_of[rows].tolist(), rows, [doc[i].text for i in rows],
-                     [sentence_text[i] for i in rows] if self.store_context else None)
+            self.add(
+                vectors[rows],
+                [doc_id] * len(rows),
+                sentence_of[rows].tolist(),
+                rows,
+                [doc[i].text for i in rows],
+                [sentence_text[i] for i in rows] if self.store_context else None,
+            )
             self._next_doc = max(self._next_doc, doc_id + 1)
 
     def _flush(self) -> None:
@@ -293,8 +331,9 @@ class TokenIndex:
         wanted = [i for i, text in enumerate(self._string_list) if text.lower() == word.lower()]
         return np.nonzero(np.isin(self._meta_all[:, 3], wanted))[0]
 
-    def query(self, item: Union[Token, Span, Doc, np.ndarray], k: int = 10, exact: Optional[bool] = None,
-              word: Optional[str] = None) -> List[Neighbour]:
+    def query(
+        self, item: Union[Token, Span, Doc, np.ndarray], k: int = 10, exact: Optional[bool] = None, word: Optional[str] = None
+    ) -> List[Neighbour]:
         """The ``k`` occurrences most similar to a token in context, a Span (its mean vector) or a vector.
 
         ``word``: only occurrences of this word (case-insensitive; searched exactly), e.g. the
@@ -340,9 +379,18 @@ class TokenIndex:
         for name in set(MEMBERS) - set(written):  # left by an earlier save with other settings
             if (folder / name).exists():
                 (folder / name).unlink()
-        config = {"format": FORMAT, "version": VERSION, "layer": self.layer, "backend": self.backend, "block_size": self.block_size,
-                  "store_context": self.store_context, "dim": self.dim, "n": len(self), "bilm_fingerprint": self.fingerprint,
-                  **self.ann_params}
+        config = {
+            "format": FORMAT,
+            "version": VERSION,
+            "layer": self.layer,
+            "backend": self.backend,
+            "block_size": self.block_size,
+            "store_context": self.store_context,
+            "dim": self.dim,
+            "n": len(self),
+            "bilm_fingerprint": self.fingerprint,
+            **self.ann_params,
+        }
         files.finish_folder(folder, CONFIG, config, written)
 
     @classmethod
@@ -354,15 +402,30 @@ class TokenIndex:
         if config.get("format") != FORMAT:
             raise ValueError(f"{path}/{CONFIG}: not a token index (format {config.get('format')!r})")
         if config.get("version") not in (1, VERSION):
-            raise ValueError(f"{path}/{CONFIG}: token index version {config.get('version')!r} is not supported (this release reads 1 and {VERSION})")
-        needed = ["vectors.npy", "meta.npy", "strings.json"] + (["context_ids.npy"] if config["store_context"] else []) \
+            raise ValueError(
+                f"{path}/{CONFIG}: token index version {config.get('version')!r} is not supported (this release reads 1 and {VERSION})"
+            )
+        needed = (
+            ["vectors.npy", "meta.npy", "strings.json"]
+            + (["context_ids.npy"] if config["store_context"] else [])
             + (["hnsw.bin"] if config["backend"] != "exact" else [])
+        )
         missing = [name for name in needed if not (path / name).is_file()]
         if missing:
-            raise files.IncompleteFolderError(f"{path}: {', '.join(missing)} missing: the token index is incomplete; build and save it again")
-        index = cls(layer=config["layer"], backend=config["backend"], block_size=config["block_size"], store_context=config["store_context"],
-                    M=config["M"], ef_construction=config["ef_construction"], ef=config["ef"], threads=config["threads"],
-                    fingerprint=config.get("bilm_fingerprint"))
+            raise files.IncompleteFolderError(
+                f"{path}: {', '.join(missing)} missing: the token index is incomplete; build and save it again"
+            )
+        index = cls(
+            layer=config["layer"],
+            backend=config["backend"],
+            block_size=config["block_size"],
+            store_context=config["store_context"],
+            M=config["M"],
+            ef_construction=config["ef_construction"],
+            ef=config["ef"],
+            threads=config["threads"],
+            fingerprint=config.get("bilm_fingerprint"),
+        )
         index.dim = config["dim"]
         index._matrix = np.load(path / "vectors.npy", mmap_mode="r" if mmap else None)
         index._meta_all = np.load(path / "meta.npy")

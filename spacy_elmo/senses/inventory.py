@@ -6,6 +6,7 @@ occurrence of the lemma takes the sense whose centroid is nearest by cosine. The
 also give each lemma's most frequent sense, the back-off when the nearest-centroid choice is
 impossible (no usable vector) or, with ``min_score``, too uncertain.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -174,7 +175,11 @@ class SenseInventory:
     def _centroids(self, lemma: str) -> Tuple[List[str], np.ndarray]:
         if lemma not in self._cache:
             names = [s for s, r in self._rows[lemma].items() if self._n_vectors[r] > 0]
-            matrix = np.stack([self._sums[self._rows[lemma][s]] / self._n_vectors[self._rows[lemma][s]] for s in names]) if names else np.zeros((0, self.dim or 0))
+            matrix = (
+                np.stack([self._sums[self._rows[lemma][s]] / self._n_vectors[self._rows[lemma][s]] for s in names])
+                if names
+                else np.zeros((0, self.dim or 0))
+            )
             self._cache[lemma] = (names, normalise(matrix))
         return self._cache[lemma]
 

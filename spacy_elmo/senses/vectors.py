@@ -4,6 +4,7 @@ A *layer spec* is ``None`` (the vector the ``elmo`` component wrote: ``token._.e
 ``doc.tensor``) or any mix spec of the component (``"average"``, ``"top"``, ``"layer:N"`` or a
 list of L+1 non-negative weights), applied to the raw layers in ``doc._.elmo_layers``.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Union
@@ -39,8 +40,7 @@ def doc_vectors(doc: Doc, spec: LayerSpec) -> np.ndarray:
         vectors = doc._.elmo_vectors if Doc.has_extension("elmo_vectors") else None
         if vectors is None:
             raise NoElmoError(
-                f"this Doc ({doc.text[:40]!r}) has no ELMo vectors: run the 'elmo' component on it first "
-                "(nlp.add_pipe('elmo'))"
+                f"this Doc ({doc.text[:40]!r}) has no ELMo vectors: run the 'elmo' component on it first (nlp.add_pipe('elmo'))"
             )
         return np.asarray(vectors, dtype=np.float32)
     layers = doc._.elmo_layers if Doc.has_extension("elmo_layers") else None
@@ -85,4 +85,3 @@ def candidate_mixes(n_layers: int) -> Dict[str, MixSpec]:
     if n_layers > 2:
         out[f"average of layers 1-{n_layers - 1}"] = [0.0] + [1.0] * (n_layers - 1)
     return out
-

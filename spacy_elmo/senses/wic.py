@@ -8,6 +8,7 @@ the cosine of the two vectors is above a threshold. Every choice stays off the t
 - the layer/mix is the one whose train threshold scores best on **dev**;
 - **test** accuracy is reported for that choice (and, for information, for every layer/mix).
 """
+
 from __future__ import annotations
 
 import time
@@ -35,7 +36,9 @@ def read_split(folder: Path, split: str) -> Tuple[List[Pair], np.ndarray]:
         for number, line in enumerate(fh, 1):
             fields = line.rstrip("\n").split("\t")
             if len(fields) != 5:
-                raise ValueError(f"{path}:{number}: expected 5 tab-separated fields (word, POS, i-j, sentence 1, sentence 2), got {len(fields)}")
+                raise ValueError(
+                    f"{path}:{number}: expected 5 tab-separated fields (word, POS, i-j, sentence 1, sentence 2), got {len(fields)}"
+                )
             _word, _pos, indices, s1, s2 = fields
             i1, i2 = (int(x) for x in indices.split("-"))
             pairs.append((s1.split(" "), i1, s2.split(" "), i2))

@@ -9,6 +9,7 @@ and the most-frequent-sense baseline (the SemCor sense seen most often with the 
 has exactly the same coverage. Scores follow the framework's scorer: P = correct / answered,
 R = correct / all, F1 their harmonic mean; an answer is correct when it is one of the gold keys.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,7 +31,9 @@ TEST_SETS = tuple(s for s in EVAL_SETS if s != "ALL")
 PRIOR_WEIGHTS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 
 
-def embed_instances(bilm, sentences: Sequence[WsdSentence], batch_tokens: int = 4096, log: Optional[Callable[[str], None]] = None) -> np.ndarray:
+def embed_instances(
+    bilm, sentences: Sequence[WsdSentence], batch_tokens: int = 4096, log: Optional[Callable[[str], None]] = None
+) -> np.ndarray:
     """float32 ``[n_instances, L+1, dim]``: every instance's biLM layers, in :func:`iter_instances` order."""
     wanted: Dict[int, List[int]] = {}
     order: Dict[Tuple[int, int], int] = {}
@@ -63,8 +66,9 @@ def corpus_digest(sentences: Sequence[WsdSentence]) -> str:
     return digest.hexdigest()
 
 
-def cached_instances(bilm, name: str, sentences: Sequence[WsdSentence], cache_dir: Optional[Path],
-                     log: Optional[Callable[[str], None]] = None) -> np.ndarray:
+def cached_instances(
+    bilm, name: str, sentences: Sequence[WsdSentence], cache_dir: Optional[Path], log: Optional[Callable[[str], None]] = None
+) -> np.ndarray:
     """:func:`embed_instances`, kept in ``cache_dir`` when given.
 
     The cache file is named by the biLM's content fingerprint (config + weights) and the corpus
@@ -176,11 +180,18 @@ def evaluate(
     dev = [k for k, d in enumerate(dataset) if d == DEV_SET]
     best_t, best_f1 = None, -1.0
     for t in np.round(np.arange(0.0, 1.0001, 0.01), 2):
-        chosen_t = [None if p is None else (p.sense if p.score is not None and p.score >= t else frequent[k]) for k, p in enumerate(scored[chosen])]
+        chosen_t = [
+            None if p is None else (p.sense if p.score is not None and p.score >= t else frequent[k]) for k, p in enumerate(scored[chosen])
+        ]
         f1 = score([chosen_t[k] for k in dev], [gold[k] for k in dev])["F1"]
         if f1 > best_f1:
             best_t, best_f1 = float(t), f1
-    backoff = by_set([None if p is None else (p.sense if p.score is not None and p.score >= best_t else frequent[k]) for k, p in enumerate(scored[chosen])])
+    backoff = by_set(
+        [
+            None if p is None else (p.sense if p.score is not None and p.score >= best_t else frequent[k])
+            for k, p in enumerate(scored[chosen])
+        ]
+    )
     log(f"{chosen} with the most frequent sense below cosine {best_t} (chosen on {DEV_SET}): ALL F1 {backoff['ALL']['F1']:.1f}")
     # the component's prior_weight: cosine + lambda * log p(sense | lemma, POS), lambda and the
     # layer/mix chosen together on the dev set
@@ -202,8 +213,10 @@ def evaluate(
     if save_inventory is not None:
         best = inventories[prior_chosen]
         best.to_disk(save_inventory)
-        log(f"wrote the SemCor sense inventory ({prior_chosen}) to {save_inventory}; use it with "
-            f"elmo_senses prior_weight = {prior_rows[prior_chosen]['prior_weight']}")
+        log(
+            f"wrote the SemCor sense inventory ({prior_chosen}) to {save_inventory}; use it with "
+            f"elmo_senses prior_weight = {prior_rows[prior_chosen]['prior_weight']}"
+        )
     return {
         "weights": weights or "en_default",
         "bilm_fingerprint": fingerprint,
@@ -236,14 +249,20 @@ def table(report: Dict[str, Any]) -> str:
         mark = " (best on dev)" if name == report["chosen_on_dev"] else ""
         lines.append(f"| nearest centroid, {name}{mark} | " + " | ".join(f"{r[s]['F1']:.1f}" for s in sets) + " |")
     back = report["min_score_backoff"]
-    lines.append(f"| nearest centroid, {back['layer']}, most frequent sense below cosine {back['min_score']:.2f} (chosen on dev) | "
-                 + " | ".join(f"{back['scores'][s]['F1']:.1f}" for s in sets) + " |")
+    lines.append(
+        f"| nearest centroid, {back['layer']}, most frequent sense below cosine {back['min_score']:.2f} (chosen on dev) | "
+        + " | ".join(f"{back['scores'][s]['F1']:.1f}" for s in sets)
+        + " |"
+    )
     prior = report.get("with_prior")
     if prior:
         for name, r in prior["rows"].items():
             mark = " (best on dev)" if name == prior["chosen_on_dev"] else ""
-            lines.append(f"| nearest centroid + {r['prior_weight']:g} · log p(sense), {name}{mark} (weight chosen on dev) | "
-                         + " | ".join(f"{r['scores'][s]['F1']:.1f}" for s in sets) + " |")
+            lines.append(
+                f"| nearest centroid + {r['prior_weight']:g} · log p(sense), {name}{mark} (weight chosen on dev) | "
+                + " | ".join(f"{r['scores'][s]['F1']:.1f}" for s in sets)
+                + " |"
+            )
     mfs = report["most_frequent_sense"]
     lines.append("| most frequent SemCor sense | " + " | ".join(f"{mfs[s]['F1']:.1f}" for s in sets) + " |")
     return "\n".join(lines)

@@ -6,6 +6,7 @@ disambiguate), plus a ``NAME.gold.key.txt`` with ``instance_id key [key ...]`` l
 sense keys such as ``bank%1:14:00::``). Tokens are kept as given (gold tokenisation; multiword
 expressions stay joined with ``_``).
 """
+
 from __future__ import annotations
 
 import gzip

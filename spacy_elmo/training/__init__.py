@@ -1,4 +1,5 @@
 """biLM pretraining and domain adaptation: corpus preparation, the LM objective, the training loop."""
+
 from .corpus import prepare_corpus
 from .data import Vocabulary
 from .lm import BiLMLanguageModel

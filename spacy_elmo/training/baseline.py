@@ -1,4 +1,5 @@
 """The unigram baseline that a trained biLM's perplexity is compared with."""
+
 from __future__ import annotations
 
 import math

@@ -3,6 +3,7 @@
 A checkpoint (``checkpoints/last.pt``) holds the model, the optimizer, the step, the tokens seen,
 the data position, the configuration, every rank's RNG state and the minutes already trained.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,14 @@ from typing import Any, Dict, List, Optional
 import torch
 
 RESUME_MAY_CHANGE = (
-    "max_steps", "max_minutes", "threads", "log_every", "eval_every", "eval_sentences", "checkpoint_every", "precision",
+    "max_steps",
+    "max_minutes",
+    "threads",
+    "log_every",
+    "eval_every",
+    "eval_sentences",
+    "checkpoint_every",
+    "precision",
 )
 _PATH_FIELDS = ("data_dir", "out_dir", "init_model")
 _REQUIRED = ("model", "optimizer", "step", "tokens", "position", "config", "rng")

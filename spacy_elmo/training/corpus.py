@@ -28,6 +28,7 @@ Output folder::
                                 tokens left out of the vocabulary)
     stats.json                  per split: files, lines, sentences, tokens, skipped and split counts
 """
+
 from __future__ import annotations
 
 import csv

@@ -5,6 +5,7 @@ The order is a pure function of (seed, epoch, shard), so a run resumes at an exa
 takes batches ``r, r + w, ...`` of each shard (each shard's batch list is cut to a multiple of
 ``w`` so that all ranks take the same number of steps).
 """
+
 from __future__ import annotations
 
 import random
@@ -159,7 +160,9 @@ def evaluation_shards(data_dir: Path, split: str, max_length: int, limit: int = 
             return
 
 
-def evaluation_batches(data_dir: Path, split: str, vocab: Vocabulary, max_tokens: int, max_length: int, limit: int = 0) -> Iterator[LMBatch]:
+def evaluation_batches(
+    data_dir: Path, split: str, vocab: Vocabulary, max_tokens: int, max_length: int, limit: int = 0
+) -> Iterator[LMBatch]:
     """Every sentence of a split once (or the first ``limit`` sentences), in a fixed order."""
     for sentences in evaluation_shards(data_dir, split, max_length, limit):
         for chosen in bucket_batches([len(x) for x in sentences], max_tokens, random.Random(0)):

@@ -5,6 +5,7 @@ k-1; the loss is the sum of both mean negative log likelihoods. Training can use
 softmax (log-uniform candidates, as bilm-tf) for large vocabularies; :meth:`nll` always
 normalises over the full vocabulary, so reported perplexities are exact.
 """
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """The learning-curve plot of a training run's metrics.jsonl (needs matplotlib, the ``train`` extra)."""
+
 from __future__ import annotations
 
 import json

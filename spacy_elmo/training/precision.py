@@ -1,4 +1,5 @@
 """The ``precision`` training option: which dtype the training step's matrix products use."""
+
 from __future__ import annotations
 
 from typing import Optional

@@ -14,6 +14,7 @@ changes is the work around it:
 
 The true logit (a ``[rows, P]`` dot product) and the loss stay in float32.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional, Tuple

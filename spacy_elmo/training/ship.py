@@ -12,6 +12,7 @@ whose ``model/`` holds the export, or a model folder such as a ``snapshot`` expo
 ``snapshot.json`` is kept). Absolute paths in ``train_config.json`` are reduced to their last
 component, so that a shipped model names no folder of the machine that trained it.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -62,4 +63,3 @@ def ship_model(run_dir: Path, dest: Path) -> Dict[str, int]:
         if (run_dir / name).is_file():
             shutil.copyfile(run_dir / name, dest / name)
     return {p.name: p.stat().st_size for p in sorted(dest.iterdir()) if p.is_file()}
-

@@ -10,6 +10,7 @@ writes ``DEST`` in the layout of ``RUN_DIR/model`` (biLM, softmax, vocabulary) p
 run has a ``metrics.jsonl`` and matplotlib is installed, ``learning_curve.png`` up to that step, so
 that ``evaluate``, the benches and ``ship`` take it like a finished run's model.
 """
+
 from __future__ import annotations
 
 from dataclasses import fields

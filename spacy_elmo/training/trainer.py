@@ -11,6 +11,7 @@ Output folder::
     checkpoints/last.pt            (replaced atomically)
     model/                         the exported biLM (native format) + softmax.pt + vocab.txt
 """
+
 from __future__ import annotations
 
 import json
@@ -368,7 +369,9 @@ def _optimizer(config: TrainConfig, model: BiLMLanguageModel, device: torch.devi
     return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
 
 
-def _restore(checkpoint: Dict[str, Any], model: nn.Module, optimizer: torch.optim.Optimizer, run: _Run, rank: int, device: torch.device) -> None:
+def _restore(
+    checkpoint: Dict[str, Any], model: nn.Module, optimizer: torch.optim.Optimizer, run: _Run, rank: int, device: torch.device
+) -> None:
     run.minutes_before = float(checkpoint.get("elapsed_minutes", 0.0))
     model.load_state_dict(checkpoint["model"])
     optimizer.load_state_dict(checkpoint["optimizer"])
@@ -397,17 +400,30 @@ def _step(
 def _log_record(run: _Run, window: _Window, lr: float, grad_norm: float, model: BiLMLanguageModel) -> Dict[str, Any]:
     elapsed = time.time() - window.start
     return {
-        "step": run.step, "tokens": run.tokens, "lr": lr, "grad_norm": grad_norm,
-        "loss": window.loss / window.n, "train_ppl_fwd": math.exp(window.nll_fwd / window.n),
-        "train_ppl_bwd": math.exp(window.nll_bwd / window.n), "tokens_per_s": window.tokens / max(elapsed, 1e-9),
-        "epoch": run.position.epoch, "elapsed_s": time.time() - run.start_time + 60 * run.minutes_before,
+        "step": run.step,
+        "tokens": run.tokens,
+        "lr": lr,
+        "grad_norm": grad_norm,
+        "loss": window.loss / window.n,
+        "train_ppl_fwd": math.exp(window.nll_fwd / window.n),
+        "train_ppl_bwd": math.exp(window.nll_bwd / window.n),
+        "tokens_per_s": window.tokens / max(elapsed, 1e-9),
+        "epoch": run.position.epoch,
+        "elapsed_s": time.time() - run.start_time + 60 * run.minutes_before,
         "tokens_per_cpu_s": window.tokens / max(time.process_time() - window.cpu_start, 1e-9),
         "precision": str(model.train_dtype or torch.float32).replace("torch.", ""),
     }
 
 
 def _save(
-    path: Path, config: TrainConfig, model: nn.Module, optimizer: torch.optim.Optimizer, run: _Run, world: int, device: torch.device, main: bool
+    path: Path,
+    config: TrainConfig,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    run: _Run,
+    world: int,
+    device: torch.device,
+    main: bool,
 ) -> None:
     """Gather every rank's RNG state; rank 0 writes the checkpoint."""
     rng = {"torch": gather_states(torch.get_rng_state(), world, device)}
@@ -416,6 +432,14 @@ def _save(
     if main:
         save_checkpoint(
             path,
-            {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": run.step, "tokens": run.tokens,
-             "position": asdict(run.position), "config": asdict(config), "rng": rng, "elapsed_minutes": run.minutes()},
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "step": run.step,
+                "tokens": run.tokens,
+                "position": asdict(run.position),
+                "config": asdict(config),
+                "rng": rng,
+                "elapsed_minutes": run.minutes(),
+            },
         )
