@@ -23,15 +23,14 @@ from ..bilm.resolve import normalise_spec
 from ..bilm.scalar_mix import check_mix_spec, mix_logits, spec_mix
 from ..bilm.weights import WeightsError, load_native, read_config, save_native
 from ..extensions import install_extensions, set_hooks
-from ..layers.bilm_model import BILM_NODE, bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
+from ..layers.bilm_model import bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
 from ..layers.contexts import ContextGetter
-from ..layers.listener import LISTENER_NODE, ElmoListener
-from ..layers.tok2vec import TOK2VEC_NODE
+from ..layers.listener import ElmoListener
 from ..roundtrip import keep_hooks_across_processes, silence_worker_hook_warning
 from ..scope import loading_saved_pipeline
 from ..threads import check_component_threads, resolve_threads, using_threads
-
-ELMO_NODES = (LISTENER_NODE, TOK2VEC_NODE, BILM_NODE)
+from .listeners import ListenerRegistry
+from .policy import find_tensor_conflict, trains_without_elmo
 
 DEFAULT_MODEL: Dict[str, Any] = {
     "@architectures": "spacy-elmo.BiLM.v1",
@@ -111,7 +110,7 @@ def make_elmo(
     )
 
 
-class Elmo(TrainablePipe):
+class Elmo(ListenerRegistry, TrainablePipe):
     """Adds ELMo vectors to Docs and feeds the biLM layers to downstream listeners.
 
     Prediction: ``doc._.elmo_layers`` (all layers), ``doc._.elmo_vectors`` and ``doc.tensor`` (a
@@ -241,48 +240,6 @@ class Elmo(TrainablePipe):
             keep_hooks_across_processes(nlp)
         self._mixer()
         self._warn_if_unused()
-
-    # ---------------------------------------------------------------- listeners
-
-    @property
-    def listeners(self) -> List[ElmoListener]:
-        """The listener layers of downstream components (internals)."""
-        return [m for c in self.listening_components for m in self.listener_map[c]]
-
-    @property
-    def listening_components(self) -> List[str]:
-        return list(self.listener_map.keys())
-
-    def add_listener(self, listener: ElmoListener, component_name: str) -> None:
-        current = listener.upstream()
-        if current is not None and current is not self and listener in current.listeners and _same_pipeline(current, self):
-            raise ValueError(
-                f"{listener.where()} matches two 'elmo' components, '{current.name}' and '{self.name}': set "
-                f"upstream to the name of the one it should read"
-            )
-        listener._upstream = weakref.ref(self)
-        listener._component = component_name
-        self.listener_map.setdefault(component_name, [])
-        if listener not in self.listener_map[component_name]:
-            self.listener_map[component_name].append(listener)
-
-    def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
-        if listener in self.listener_map.get(component_name, []):
-            self.listener_map[component_name].remove(listener)
-            if not self.listener_map[component_name]:
-                del self.listener_map[component_name]
-            if listener.upstream() is self:
-                listener._upstream = None
-            return True
-        return False
-
-    def find_listeners(self, component: Any) -> None:
-        """Link the ElmoListener layers of ``component`` whose upstream is "*" or this name."""
-        model = getattr(component, "model", None)
-        if isinstance(model, Model):
-            for node in model.walk():
-                if isinstance(node, ElmoListener) and node.upstream_name in ("*", self.name):
-                    self.add_listener(node, component.name)
 
     def _replace_listener(self, copied: Model, listener: ElmoListener, upstream: "Elmo") -> Model:
         """``nlp.replace_listeners``: the listener node becomes a copy of this biLM model."""
@@ -425,7 +382,7 @@ class Elmo(TrainablePipe):
         names = nlp.pipe_names
         if self.name not in names:
             return
-        later = [n for n in names[names.index(self.name) + 1 :] if _trains_without_elmo(nlp.get_pipe(n))]
+        later = [n for n in names[names.index(self.name) + 1 :] if trains_without_elmo(nlp.get_pipe(n))]
         if later:
             self._unused_warned = True
             warnings.warn(
@@ -483,44 +440,5 @@ def _unpickle_elmo(state: Dict[str, Any]) -> "Elmo":
     return component
 
 
-def _trains_without_elmo(pipe: Any) -> bool:
-    """A component with a model in which nothing reads ELMo (no listener, no biLM of its own)."""
-    model = getattr(pipe, "model", None)
-    if not isinstance(model, Model):
-        return False
-    return not any(node.name in ELMO_NODES for node in model.walk())
-
-
 def _frozen_backprop(d_layers: Any) -> List:
     return []
-
-
-def _same_pipeline(a: "Elmo", b: "Elmo") -> bool:
-    nlp_a = a._nlp_ref() if a._nlp_ref is not None else None
-    nlp_b = b._nlp_ref() if b._nlp_ref is not None else None
-    if nlp_a is None or nlp_a is not nlp_b:
-        return False
-    return any(proc is a for _, proc in nlp_a.pipeline)
-
-
-def find_tensor_conflict(nlp: Language, name: str) -> Optional[Tuple[str, str]]:
-    """(tok2vec, listener) when a component before ``name`` writes doc.tensor for a listener after it."""
-    names = nlp.pipe_names
-    if name not in names:
-        return None
-    position = names.index(name)
-    for upstream in names[:position]:
-        pipe = nlp.get_pipe(upstream)
-        listeners = getattr(pipe, "listening_components", None)
-        if not listeners or not _writes_doc_tensor(pipe):
-            continue
-        for listener in listeners:
-            if listener in names and names.index(listener) > position:
-                return upstream, listener
-    return None
-
-
-def _writes_doc_tensor(pipe: Any) -> bool:
-    from spacy.pipeline import Tok2Vec
-
-    return isinstance(pipe, Tok2Vec)
