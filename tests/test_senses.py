@@ -15,8 +15,8 @@ RIVER = ["He sat down on the bank of the river .", "The boat drifted toward the 
 MONEY = ["She put all her money in the bank .", "The bank refused to lend him money .", "The bank paid interest on every deposit .", "He borrowed money from the bank ."]
 # held out: "bank" inside the sentence, where both directions of the biLM read context. A
 # sentence-final "bank" ("He deposited the money in the bank .") is a known miss of the small
-# default model: the backward LM sees only "." there, and the shipped default puts such money uses
-# on the river side at every layer (the previous default got them right at layer 1 only).
+# default model: the backward LM sees only "." there, and the shipped default puts most such money
+# uses on the river side (of three such sentences, layer 2 gets one right, layers 0 and 1 none).
 HELD_OUT = [("They fished from the steep bank of the brook .", "river"), ("The bank lent money to the farmer .", "money")]
 MORE_HELD_OUT = [
     ("We walked along the bank of the river .", "river"),
