@@ -20,6 +20,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from . import native
+
 
 def stacked_filters(convs: Sequence[nn.Conv1d]) -> Tuple[torch.Tensor, torch.Tensor]:
     """``([width x char_dim, n_filters] weight, [n_filters] bias)`` of all filters, each
@@ -49,16 +51,21 @@ class CharConvMaxPool(torch.autograd.Function):
         windows = torch.cat([padded[:, s : s + length] for s in range(widest)], dim=2)  # [N, L, W*C]
         low_weight = weight.to(dtype)
         out = torch.mm(windows.view(-1, windows.shape[2]), low_weight).view(tokens, length, -1)  # [N, L, F]
-        pooled, where = [], []
-        start = 0
-        for width, count in zip(widths, counts):
-            values, index = out[:, : length - width + 1, start : start + count].max(dim=1)
-            pooled.append(values)
-            where.append(index)
-            start += count
-        ctx.save_for_backward(windows, low_weight, torch.cat(where, dim=1))
+        compiled = native.library() if dtype == torch.bfloat16 and out.device.type == "cpu" and length >= widest else None
+        if compiled is not None:  # one pass over out instead of a strided bfloat16 max per width
+            values, winners = compiled.max_pool(out, widths, counts)
+        else:
+            pooled, where = [], []
+            start = 0
+            for width, count in zip(widths, counts):
+                best, index = out[:, : length - width + 1, start : start + count].max(dim=1)
+                pooled.append(best)
+                where.append(index)
+                start += count
+            values, winners = torch.cat(pooled, dim=1), torch.cat(where, dim=1)
+        ctx.save_for_backward(windows, low_weight, winners)
         ctx.shape = (tokens, length, channels, widest)
-        return torch.cat(pooled, dim=1).to(chars.dtype)
+        return values.to(chars.dtype)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]

@@ -26,6 +26,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 
+from . import native
+
 
 def packed_index(active: Sequence[int], n_steps: int, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
     """(rows, steps, offsets): packed position ``k`` is (sorted) row ``rows[k]`` at step ``steps[k]``;
@@ -69,6 +71,8 @@ class FusedLstmLayer(torch.autograd.Function):
         cell, proj = w_proj.shape[1], w_proj.shape[2]
         device = inputs.device
         acc = c0.dtype  # the state's dtype (float32)
+        compiled = native.library() if device.type == "cpu" and acc == torch.float32 else None
+        c0 = c0.contiguous()
         ws, wp = w_state.to(dtype), w_proj.to(dtype)  # cast once per call, not per step
         low_inputs, wi = inputs.to(dtype), w_input.to(dtype)
         gate_inputs = torch.baddbmm(bias.to(dtype).unsqueeze(1), low_inputs, wi)  # x_t W_x + b, all steps at once
@@ -87,28 +91,28 @@ class FusedLstmLayer(torch.autograd.Function):
             hidden_prev[:, span] = h_prev
             # z = x_t W_x + b + h_{t-1} W_h, accumulated in float32 inside the product, rounded once
             z = torch.baddbmm(gate_inputs[:, span], h_prev, ws)
-            g = gates[:, span]
-            g.copy_(z)  # the nonlinearities in float32
-            g[..., :cell].sigmoid_()
-            g[..., cell : 2 * cell].tanh_()
-            g[..., 2 * cell :].sigmoid_()
-            i, j, f, o = g.chunk(4, dim=-1)
-            c_new = cells[:, span]
-            torch.mul(f, c_prev, out=c_new)
-            c_new.addcmul_(i, j)
-            if cell_clip:
-                c_new.clamp_(-cell_clip, cell_clip)
-            tc = tanh_cells[:, span]
-            torch.tanh(c_new, out=tc)
-            m = outputs[:, span]
-            torch.mul(tc, o, out=m)
+            g, c_new, tc, m = gates[:, span], cells[:, span], tanh_cells[:, span], outputs[:, span]
+            if compiled is not None:  # the same maths in one compiled pass
+                compiled.forward(z, c_prev, g, c_new, tc, m, cell_clip)
+            else:
+                g.copy_(z)  # the nonlinearities in float32
+                g[..., :cell].sigmoid_()
+                g[..., cell : 2 * cell].tanh_()
+                g[..., 2 * cell :].sigmoid_()
+                i, j, f, o = g.chunk(4, dim=-1)
+                torch.mul(f, c_prev, out=c_new)
+                c_new.addcmul_(i, j)
+                if cell_clip:
+                    c_new.clamp_(-cell_clip, cell_clip)
+                torch.tanh(c_new, out=tc)
+                torch.mul(tc, o, out=m)
             h_new = hidden[:, span]
             torch.bmm(m, wp, out=h_new)
             if proj_clip:
                 h_new.clamp_(-proj_clip, proj_clip)
             h_state, c_state = h_new, c_new
         ctx.save_for_backward(gates, cells, tanh_cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi)
-        ctx.active, ctx.offsets, ctx.clips, ctx.dtype = active, offsets, (cell_clip, proj_clip), dtype
+        ctx.active, ctx.offsets, ctx.clips, ctx.dtype, ctx.compiled = active, offsets, (cell_clip, proj_clip), dtype, compiled
         ran = last >= 0  # each row's state at its last step; rows that never ran keep their initial state
         h_final, c_final = h0.clone(), c0.clone()
         h_final[:, ran] = hidden[:, last[ran]].to(h0.dtype)
@@ -129,6 +133,8 @@ class FusedLstmLayer(torch.autograd.Function):
         dh_next: Optional[torch.Tensor] = None  # [2, n_{t+1}, P]: gradient reaching h_t through step t+1
         dc_next: Optional[torch.Tensor] = None
         grad_out = grad_out.contiguous()
+        if ctx.compiled is not None and grad_out.dtype == torch.float32:
+            return _compiled_backward(ctx, ctx.compiled, grad_out)
         for t in range(n_steps - 1, -1, -1):
             n, start = active[t], offsets[t]
             span = slice(start, start + n)
@@ -164,14 +170,58 @@ class FusedLstmLayer(torch.autograd.Function):
             torch.mul(d_o, slopes[..., cell:], out=dz[..., 3 * cell :])
             dc_next = dc.mul_(f)
             dh_next = torch.bmm(dz, ws_t).to(gates.dtype)
-        # weight and bias gradients: one product over all steps each (float32 accumulation inside)
-        ones = torch.ones(2, 1, offsets[-1], dtype=dtype, device=gates.device)
-        grad_bias = torch.bmm(ones, grad_z).squeeze(1).to(gates.dtype)
-        grad_w_state = torch.bmm(hidden_prev.transpose(1, 2), grad_z).to(gates.dtype)
-        grad_w_proj = torch.bmm(outputs.transpose(1, 2), grad_h_all).to(gates.dtype)
-        grad_w_input = torch.bmm(low_inputs.transpose(1, 2), grad_z).to(gates.dtype)
-        grad_inputs = torch.bmm(grad_z, wi.transpose(1, 2)).to(gates.dtype)
-        return grad_inputs, grad_w_input, grad_bias, grad_w_state, grad_w_proj, None, None, None, None, None, None, None, None
+        return _weight_grads(grad_z, grad_h_all, hidden_prev, outputs, low_inputs, wi, gates.dtype)
+
+
+def _compiled_backward(ctx: Any, compiled: native.NativeKernels, grad_out: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
+    """:meth:`FusedLstmLayer.backward` with each step's elementwise work in the compiled library."""
+    gates, cells, tanh_cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi = ctx.saved_tensors
+    active, offsets, dtype = ctx.active, ctx.offsets, ctx.dtype
+    cell_clip, proj_clip = ctx.clips
+    cell, total = cells.shape[2], offsets[-1]
+    grad_z = torch.empty(2, total, 4 * cell, dtype=dtype, device=gates.device)
+    grad_h_all = torch.empty(2, total, hidden.shape[2], dtype=dtype, device=gates.device)
+    ws_t, wp_t = ws.transpose(1, 2), wp.transpose(1, 2)
+    dc_buffers = torch.empty(2, 2, c0.shape[1], cell, dtype=gates.dtype, device=gates.device)  # ping-pong
+    grad_bias = torch.zeros(2, 4 * cell, dtype=gates.dtype, device=gates.device)  # summed by the kernel
+    dh_next: Optional[torch.Tensor] = None  # [2, n_{t+1}, P]: gradient reaching h_t through step t+1
+    dc_next: Optional[torch.Tensor] = None
+    for t in range(len(offsets) - 2, -1, -1):
+        n, start = active[t], offsets[t]
+        span = slice(start, start + n)
+        dh = grad_h_all[:, span]
+        compiled.hidden_grad(grad_out[:, span], dh_next, hidden[:, span], proj_clip, dh)
+        dm = torch.bmm(dh, wp_t)  # [2, n, H] in the products' dtype
+        c_prev = c0[:, :n] if t == 0 else cells[:, offsets[t - 1] : offsets[t - 1] + n]
+        dc = dc_buffers[t % 2][:, :n]
+        compiled.backward(
+            dm, gates[:, span], cells[:, span], c_prev, tanh_cells[:, span], dc_next, cell_clip, grad_z[:, span], dc, grad_bias
+        )
+        dc_next = dc
+        dh_next = torch.bmm(grad_z[:, span], ws_t)
+    return _weight_grads(grad_z, grad_h_all, hidden_prev, outputs, low_inputs, wi, gates.dtype, grad_bias)
+
+
+def _weight_grads(
+    grad_z: torch.Tensor,
+    grad_h_all: torch.Tensor,
+    hidden_prev: torch.Tensor,
+    outputs: torch.Tensor,
+    low_inputs: torch.Tensor,
+    wi: torch.Tensor,
+    acc: torch.dtype,
+    grad_bias: Optional[torch.Tensor] = None,
+) -> Tuple[Optional[torch.Tensor], ...]:
+    """The inputs', weights' and bias's gradients (the bias's unless given): one product over all
+    steps each (float32 accumulation inside), in :meth:`FusedLstmLayer.backward`'s order."""
+    if grad_bias is None:
+        ones = torch.ones(2, 1, grad_z.shape[1], dtype=grad_z.dtype, device=grad_z.device)
+        grad_bias = torch.bmm(ones, grad_z).squeeze(1).to(acc)
+    grad_w_state = torch.bmm(hidden_prev.transpose(1, 2), grad_z).to(acc)
+    grad_w_proj = torch.bmm(outputs.transpose(1, 2), grad_h_all).to(acc)
+    grad_w_input = torch.bmm(low_inputs.transpose(1, 2), grad_z).to(acc)
+    grad_inputs = torch.bmm(grad_z, wi.transpose(1, 2)).to(acc)
+    return grad_inputs, grad_w_input, grad_bias, grad_w_state, grad_w_proj, None, None, None, None, None, None, None, None
 
 
 def run_layer(

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict
 
+from .cache import CACHE_ENV, cache_root  # noqa: F401  (re-exported: where published models live)
 from .errors import WeightsError
 from .layout import hdf5_datasets
 from .model import BiLMConfig
 
 PUBLISHED_BASE = "https://s3-us-west-2.amazonaws.com/allennlp/"
-MIRROR_ENV, CACHE_ENV = "SPACY_ELMO_MIRROR", "SPACY_ELMO_CACHE"
+MIRROR_ENV = "SPACY_ELMO_MIRROR"
 
 
 @dataclass(frozen=True)
@@ -94,19 +95,6 @@ def published_base() -> str:
     if not mirror:
         return PUBLISHED_BASE
     return mirror if mirror.endswith("/") else mirror + "/"
-
-
-def cache_root() -> Path:
-    """``SPACY_ELMO_CACHE``, else the user's cache folder (platformdirs, XDG_CACHE_HOME or ~/.cache) + spacy-elmo."""
-    configured = os.environ.get(CACHE_ENV, "").strip()
-    if configured:
-        return Path(configured).expanduser()
-    try:
-        from platformdirs import user_cache_dir
-    except ImportError:
-        base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-        return Path(base) / "spacy-elmo"
-    return Path(user_cache_dir("spacy-elmo", appauthor=False))
 
 
 def model_dir(name: str) -> Path:

@@ -1,0 +1,158 @@
+"""The compiled bf16-training kernels (spacy_elmo/bilm/native.py, bilm/csrc/train_kernels.c):
+the eager code's results, a clear error on bad input, and a fallback where they cannot be built."""
+
+import pytest
+import torch
+
+from spacy_elmo.bilm import native
+from spacy_elmo.bilm.lstm import BiLstmStack
+from spacy_elmo.bilm.token_encoder import CharCnnEncoder
+
+needs_compiler = pytest.mark.skipif(native.compiler() is None, reason="needs a C compiler")
+
+
+def _eager(monkeypatch):
+    monkeypatch.setattr(native, "library", lambda: None)
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).detach().norm() / b.detach().norm().clamp_min(1e-30))
+
+
+def _run_stack(stack, x, lengths, weights):
+    stack.zero_grad()
+    x.grad = None
+    torch.manual_seed(3)
+    outs, (h, c) = stack(x, torch.tensor(lengths))
+    if not weights:  # fixed random output weights, made on the first call
+        weights.extend(torch.randn_like(o) for o in outs)
+    sum((o * w).sum() for o, w in zip(outs, weights)).backward()
+    return [o.detach() for o in outs] + [h, c, x.grad.clone()], {n: p.grad.clone() for n, p in stack.named_parameters()}
+
+
+def _clipping_stack(dtype):
+    torch.manual_seed(0)
+    stack = BiLstmStack(16, 40, 8, 2, cell_clip=0.5, proj_clip=0.3, residual=True)  # 40: not a multiple of the vector width
+    with torch.no_grad():
+        for p in stack.parameters():
+            p.mul_(3)  # large pre-activations: both clips are hit
+    stack.train_dtype = dtype
+    return stack
+
+
+@needs_compiler
+@pytest.mark.parametrize("lengths", [[9, 3, 7, 1, 9], [4]])
+def test_compiled_recurrence_gives_the_eager_results_in_bf16(lengths, monkeypatch):
+    assert native.library() is not None
+    stack = _clipping_stack(torch.bfloat16)
+    x = torch.randn(len(lengths), max(lengths), 16, requires_grad=True)
+    weights: list = []
+    got, got_grads = _run_stack(stack, x, lengths, weights)
+    _eager(monkeypatch)
+    ref, ref_grads = _run_stack(stack, x, lengths, weights)
+    for a, b in zip(got, ref):
+        assert _relative(a, b) < 1e-4
+    for name in ref_grads:
+        assert _relative(got_grads[name], ref_grads[name]) < 1e-2, name
+    assert (ref[-2].abs() == 0.5).any()  # the cell clip was exercised
+
+
+@needs_compiler
+def test_compiled_recurrence_in_float32_equals_autograd():
+    lengths = [9, 3, 7, 1, 9]
+    stack = _clipping_stack(None)
+    x = torch.randn(len(lengths), max(lengths), 16, requires_grad=True)
+    weights: list = []
+    ref, ref_grads = _run_stack(stack, x, lengths, weights)  # the autograd recurrence
+    stack.train_dtype = torch.float32  # the fused layer, float32 products, compiled elementwise steps
+    got, got_grads = _run_stack(stack, x, lengths, weights)
+    for a, b in zip(got, ref):
+        assert _relative(a, b) < 1e-5
+    for name in ref_grads:
+        assert _relative(got_grads[name], ref_grads[name]) < 1e-5, name
+
+
+@needs_compiler
+def test_max_pool_equals_torch_max_with_ties_and_the_first_winner():
+    lib = native.library()
+    assert lib is not None
+    torch.manual_seed(0)
+    widths, counts = [1, 2, 3, 5], [3, 17, 8, 5]
+    for conv in (torch.randn(7, 6, 33), torch.randint(0, 3, (7, 5, 33)).float()):  # 5 positions: one valid for width 5
+        conv = conv.bfloat16()
+        values, index = lib.max_pool(conv, widths, counts)
+        start = 0
+        for width, count in zip(widths, counts):
+            best, where = conv[:, : conv.shape[1] - width + 1, start : start + count].max(dim=1)
+            assert torch.equal(values[:, start : start + count], best.float())
+            assert torch.equal(index[:, start : start + count], where)
+            start += count
+
+
+@needs_compiler
+def test_char_encoder_training_step_is_the_same_with_and_without_the_compiled_pool(monkeypatch):
+    torch.manual_seed(0)
+    enc = CharCnnEncoder(262, 6, ((1, 4), (2, 5), (3, 6), (5, 7)), n_highway=1, output_dim=9)
+    enc.train_dtype = torch.bfloat16
+    ids = torch.randint(1, 262, (11, 50))
+    weights = torch.randn(11, 9)
+
+    def run():
+        enc.zero_grad()
+        out = enc(ids)
+        (out * weights).sum().backward()
+        return out.detach(), {n: p.grad.clone() for n, p in enc.named_parameters()}
+
+    got, got_grads = run()
+    _eager(monkeypatch)
+    ref, ref_grads = run()
+    assert torch.equal(got, ref)  # the pool picks the same values and positions: bit for bit
+    for name in ref_grads:
+        assert torch.equal(got_grads[name], ref_grads[name]), name
+
+
+@needs_compiler
+def test_bad_inputs_are_refused_with_the_problem_named():
+    lib = native.library()
+    assert lib is not None
+    z = torch.zeros(2, 3, 16, dtype=torch.bfloat16)
+    state = torch.zeros(2, 3, 4)
+    with pytest.raises(ValueError, match="float32"):
+        lib.forward(z, state.double(), torch.zeros(2, 3, 16), state, state, state.bfloat16(), None)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        lib.forward(z, torch.zeros(2, 4, 3).transpose(1, 2), torch.zeros(2, 3, 16), state, state, state.bfloat16(), None)
+    with pytest.raises(ValueError, match="float16"):
+        lib.forward(z.half(), state, torch.zeros(2, 3, 16), state, state, state.half(), None)
+    with pytest.raises(ValueError, match="do not add up"):
+        lib.max_pool(torch.zeros(2, 5, 8, dtype=torch.bfloat16), [1, 2], [4, 3])
+    with pytest.raises(ValueError, match="bfloat16"):
+        lib.max_pool(torch.zeros(2, 5, 8), [1, 2], [4, 4])
+
+
+def test_without_a_compiler_training_falls_back_with_a_warning(monkeypatch):
+    monkeypatch.setattr(native, "_tried", False)
+    monkeypatch.setattr(native, "_loaded", None)
+    monkeypatch.setattr(native, "compiler", lambda: None)
+    with pytest.warns(UserWarning, match="no C compiler"):
+        assert native.library() is None
+    assert native.library() is None  # tried once per process, warned once
+    stack = BiLstmStack(8, 12, 4, 1, 3.0, 3.0, False)
+    stack.train_dtype = torch.bfloat16
+    x = torch.randn(3, 5, 8, requires_grad=True)
+    outs, _ = stack(x, torch.tensor([5, 2, 3]))
+    outs[0].sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+def test_the_environment_variable_turns_the_kernels_off(monkeypatch):
+    monkeypatch.setenv(native.ENV, "0")
+    assert native.library() is None
+
+
+@needs_compiler
+def test_build_is_cached_per_source_flags_and_cpu(tmp_path):
+    first = native.build(tmp_path)
+    assert first.exists() and first.parent == tmp_path
+    mtime = first.stat().st_mtime_ns
+    assert native.build(tmp_path) == first and first.stat().st_mtime_ns == mtime  # not rebuilt
+    assert not list(tmp_path.glob("*.tmp"))  # no partial file left behind
