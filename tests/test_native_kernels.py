@@ -156,3 +156,32 @@ def test_build_is_cached_per_source_flags_and_cpu(tmp_path):
     mtime = first.stat().st_mtime_ns
     assert native.build(tmp_path) == first and first.stat().st_mtime_ns == mtime  # not rebuilt
     assert not list(tmp_path.glob("*.tmp"))  # no partial file left behind
+
+
+@needs_compiler
+@pytest.mark.parametrize("model", ["default", "fixture"])
+def test_compiled_bf16_inference_step_gives_the_eager_outputs(model, monkeypatch):
+    from spacy_elmo import load_bilm
+    from spacy_elmo.models import default_model_path
+
+    from .conftest import ALLENNLP
+
+    bilm = load_bilm(default_model_path() if model == "default" else ALLENNLP)
+    bilm.set_inference_precision("bfloat16")
+    sentences = [
+        "The quick brown fox jumped over the lazy dog near the river bank .".split(),
+        "Deposits at the bank rose sharply last quarter".split(),
+        ["Hi"],
+        [],
+    ]
+    got = bilm.embed_sentences(sentences)
+    _eager(monkeypatch)
+    ref = bilm.embed_sentences(sentences)
+    bilm.set_inference_precision("float32")
+    exact = bilm.embed_sentences(sentences)
+    for a, b, c in zip(got, ref, exact):
+        assert a.shape == b.shape
+        if b.size:  # as close to float32 as the eager step, and far closer to it than bfloat16 is to float32
+            a_t, b_t, c_t = (torch.from_numpy(x) for x in (a, b, c))
+            assert _relative(a_t, c_t) <= 1.05 * _relative(b_t, c_t) + 1e-6
+            assert _relative(a_t, b_t) <= 0.25 * _relative(b_t, c_t) + 1e-6

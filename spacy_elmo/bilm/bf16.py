@@ -8,6 +8,9 @@
   the kernels accumulate in float32 and round only their output to bfloat16;
 * each product's output goes straight back to float32: biases, gates, the LSTM cell and hidden
   state, clipping, residuals and every layer output stay float32;
+* each LSTM step's elementwise work (gate sums, nonlinearities, cell update, clipping, the
+  rounding of the projection's input) runs in one pass of a compiled kernel (:mod:`.native`),
+  or in eager PyTorch where there is no C compiler;
 * the bfloat16 copies of the weights are made once (:class:`Bf16WeightCache`) and remade only when
   a weight changes (an optimizer step, ``load_state_dict``, ``.to()``), never per call.
 
@@ -29,7 +32,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import kernels
+from . import kernels, native
 
 BF16 = torch.bfloat16
 
@@ -180,8 +183,18 @@ def run_layer(
     out = h.new_zeros(width, 2, batch, stack.proj_dim)
     cell_clip, proj_clip, cell = stack.cell_clip, stack.proj_clip, stack.cell_dim
     bias = layer.bias.unsqueeze(1)
+    compiled = native.library() if h.device.type == "cpu" and h.dtype == torch.float32 and layer.bias.is_contiguous() else None
     for t, step in enumerate(_input_projections(stack, w_input, inputs.to(BF16), active, n_steps)):
         n = active[t]
+        if compiled is not None:  # the elementwise work below in one compiled pass
+            m = torch.empty(2, n, cell, dtype=BF16, device=h.device)
+            compiled.infer_step(layer.bias, step, _directional(h[:, :n].to(BF16), w_state), c[:, :n], m, cell_clip)
+            h_new = _directional(m, w_proj).float()
+            if proj_clip:
+                h_new.clamp_(-proj_clip, proj_clip)
+            h[:, :n] = h_new
+            out[t, :, :n] = h_new
+            continue
         # gates = x_t W_x + h_{t-1} W_h + b, summed in float32
         gates = torch.add(bias, step).add_(_directional(h[:, :n].to(BF16), w_state))
         gates[..., :cell].sigmoid_()  # i

@@ -1,5 +1,5 @@
-"""Compiled C kernels for bf16 training on the CPU: the LSTM step's elementwise work and the
-char CNN's max-pooling.
+"""Compiled C kernels for bfloat16 on the CPU: each LSTM time step's elementwise work (training
+forward and backward, and inference), and the char CNN's max-pooling in training.
 
 :mod:`.fused_train` runs each time step as a few matrix products plus elementwise work: the
 gates' nonlinearities, the cell update, clipping, their gradients and the bfloat16 <-> float32
@@ -8,7 +8,9 @@ step and direction, and it costs more than the products. ``csrc/train_kernels.c`
 same maths in one pass each (forward, the hidden state's gradient, the cell's backward),
 vectorised by the compiler (``-O3 -march=native``, glibc's vector ``expf``/``tanhf``), and the
 max over positions of :mod:`.char_conv_train` in one pass over the bfloat16 convolutions
-(``torch.max`` along a strided dimension of bfloat16 is several times slower).
+(``torch.max`` along a strided dimension of bfloat16 is several times slower). bfloat16
+inference (:mod:`.bf16`) uses the same kind of one-pass step. float32 inference, the exact
+path, never uses them.
 
 It is compiled on first use with the system's C compiler into the cache folder
 (``SPACY_ELMO_CACHE`` or the user's cache, ``native/``), keyed on the source, the flags and the
@@ -29,7 +31,7 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -104,7 +106,9 @@ def library() -> Optional["NativeKernels"]:
             try:
                 _loaded = NativeKernels(ctypes.CDLL(str(build())))
             except (OSError, RuntimeError, subprocess.SubprocessError) as err:
-                warnings.warn(f"bf16 training uses the slower eager code: the compiled kernels are unavailable ({err})", stacklevel=2)
+                warnings.warn(
+                    f"bfloat16 training and inference use the slower eager code: the compiled kernels are unavailable ({err})", stacklevel=2
+                )
         return _loaded
 
 
@@ -143,7 +147,12 @@ class NativeKernels:
             getattr(lib, f"cell_forward_{suffix}").argtypes = [_I64, _I64] + [_P, _I64] * 6 + [_F32]
             getattr(lib, f"hidden_grad_{suffix}").argtypes = [_I64, _I64, _I64] + [_P, _I64] * 3 + [_F32, _P, _I64]
             getattr(lib, f"cell_backward_{suffix}").argtypes = [_I64, _I64, _I64] + [_P, _I64] * 6 + [_F32, _P, _I64, _P, _I64, _P]
-        lib.max_pool_bf16.argtypes = [_I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _P]
+        signatures: Dict[str, List[Any]] = {
+            "max_pool_bf16": [_I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _P],
+            "lstm_step_infer_bf16": [_I64, _I64] + [_P, _I64] * 5 + [_F32],
+        }
+        for name, argtypes in signatures.items():
+            getattr(lib, name).argtypes = argtypes
 
     @staticmethod
     def _suffix(low: torch.Tensor) -> str:
@@ -238,3 +247,18 @@ class NativeKernels:
             tokens, positions, n_filters, _ptr(conv), len(counts), _ptr(starts), _ptr(counts_t), _ptr(widths_t), _ptr(values), _ptr(index)
         )
         return values, index
+
+    def infer_step(
+        self, bias: torch.Tensor, step: torch.Tensor, rec: torch.Tensor, c: torch.Tensor, m: torch.Tensor, cell_clip: Optional[float]
+    ) -> None:
+        """One bfloat16 inference step: gates from ``bias`` ``[2, 4H]`` (float32) + ``step``
+        (``x W_x``) + ``rec`` (``h W_h``), both bfloat16 ``[2, n, 4H]``; ``c`` ``[2, n, H]``
+        (float32) updated in place; ``m = o * tanh(c)`` written to bfloat16 ``[2, n, H]``."""
+        n, hid = step.shape[1], c.shape[2]
+        if bias.shape != (2, 4 * hid) or bias.dtype != F32 or not bias.is_contiguous():
+            raise ValueError(f"expected a contiguous float32 [2, {4 * hid}] bias, got {bias.dtype} {tuple(bias.shape)}")
+        args = [(step, 4 * hid, torch.bfloat16), (rec, 4 * hid, torch.bfloat16), (c, hid, F32), (m, hid, torch.bfloat16)]
+        if any(x.shape[1] != n for x, _, _ in args):
+            raise ValueError(f"step, rec, c and m must have the same rows, got {[tuple(x.shape) for x, _, _ in args]}")
+        pointers = [v for x, w, t in args for v in (_ptr(x), _dstride(x, w, t))]
+        self.lib.lstm_step_infer_bf16(n, hid, _ptr(bias), 4 * hid, *pointers, float(cell_clip or 0.0))

@@ -187,3 +187,33 @@ void max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const u
         for (int64_t k = 0; k < n_filters; k++) index[n * n_filters + k] = where[k];
     }
 }
+
+/* One time step of bfloat16 *inference* (bf16.py's run_layer), for the rows still running:
+ * z = (bias + x W_x) + h W_h summed in float32 from the two bfloat16 products, the gates, the
+ * cell state updated in place (float32, clipped), and m = o * tanh(c) rounded to bfloat16 for
+ * the output projection. No activations are kept (there is no backward). */
+static void infer_row(int64_t hid, const float *restrict bias, const uint16_t *restrict step,
+                      const uint16_t *restrict rec, float *restrict c, uint16_t *restrict m,
+                      float cell_clip, float *restrict g) {
+    for (int64_t k = 0; k < 4 * hid; k++) g[k] = (bias[k] + load_bf16(step[k])) + load_bf16(rec[k]);
+    for (int64_t k = 0; k < hid; k++) g[k] = sigmoid(g[k]);
+    for (int64_t k = hid; k < 2 * hid; k++) g[k] = tanhf(g[k]);
+    for (int64_t k = 2 * hid; k < 4 * hid; k++) g[k] = sigmoid(g[k]);
+    const float *i = g, *j = g + hid, *f = g + 2 * hid, *o = g + 3 * hid;
+    for (int64_t k = 0; k < hid; k++) {
+        float v = c[k] * f[k] + i[k] * j[k];
+        if (cell_clip > 0.0f) v = fminf(fmaxf(v, -cell_clip), cell_clip);
+        c[k] = v;
+    }
+    for (int64_t k = 0; k < hid; k++) m[k] = store_bf16(tanhf(c[k]) * o[k]);
+}
+
+void lstm_step_infer_bf16(int64_t n, int64_t hid, const float *bias, int64_t b_ds,
+                          const uint16_t *step, int64_t s_ds, const uint16_t *rec, int64_t r_ds,
+                          float *c, int64_t c_ds, uint16_t *m, int64_t m_ds, float cell_clip) {
+    float g[4 * hid];
+    for (int64_t d = 0; d < 2; d++)
+        for (int64_t r = 0; r < n; r++)
+            infer_row(hid, bias + d * b_ds, step + d * s_ds + r * 4 * hid, rec + d * r_ds + r * 4 * hid,
+                      c + d * c_ds + r * hid, m + d * m_ds + r * hid, cell_clip, g);
+}
