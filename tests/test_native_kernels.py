@@ -185,3 +185,24 @@ def test_compiled_bf16_inference_step_gives_the_eager_outputs(model, monkeypatch
             a_t, b_t, c_t = (torch.from_numpy(x) for x in (a, b, c))
             assert _relative(a_t, c_t) <= 1.05 * _relative(b_t, c_t) + 1e-6
             assert _relative(a_t, b_t) <= 0.25 * _relative(b_t, c_t) + 1e-6
+
+
+@needs_compiler
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_compiled_bf16_char_pooling_matches_the_convolutions(activation, monkeypatch):
+    from spacy_elmo.bilm import bf16
+
+    torch.manual_seed(0)
+    enc = CharCnnEncoder(262, 6, ((1, 4), (2, 5), (3, 6), (7, 7)), n_highway=1, output_dim=9, activation=activation)
+    copies = bf16.Bf16WeightCache(bf16.derive_layouts).weights(enc)
+    ids = torch.randint(1, 262, (13, 50))
+    with torch.no_grad():
+        exact = enc(ids)
+        got = bf16.encode_tokens(enc, copies, ids)
+        _eager(monkeypatch)
+        ref = bf16.encode_tokens(enc, copies, ids)
+    assert got.shape == ref.shape == exact.shape
+    # one product over all widths rounds like one convolution per width: as close to float32
+    assert _relative(got, exact) < 1e-2  # bfloat16 rounding (3e-3 here), nothing more
+    assert _relative(got, exact) <= 1.5 * _relative(ref, exact) + 1e-6
+    assert _relative(got, ref) < 2e-2

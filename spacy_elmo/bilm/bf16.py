@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import kernels, native
+from . import char_conv_train, kernels, native
 
 BF16 = torch.bfloat16
 
@@ -133,13 +133,9 @@ def encode_tokens(encoder: nn.Module, weights: Dict[str, torch.Tensor], char_ids
 
 
 def _encode(encoder: nn.Module, w: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
-    x = F.embedding(char_ids, w["char_embedding.weight"]).transpose(1, 2)  # [N, char_dim, chars] bf16
-    pooled = []
-    for k, conv in enumerate(encoder.convs):
-        # max over positions commutes with adding the per-filter bias: add it after pooling, in float32
-        out = F.conv1d(x, w[f"convs.{k}.weight"]).amax(dim=-1).float()
-        pooled.append(out.add_(conv.bias) if conv.bias is not None else out)
-    h = torch.cat(pooled, dim=-1)
+    fits = "convs.stacked" in w and max(conv.kernel_size[0] for conv in encoder.convs) <= char_ids.shape[1]
+    compiled = native.library() if fits and char_ids.device.type == "cpu" else None
+    h = _pool_compiled(encoder, w, char_ids, compiled) if compiled is not None else _pool(encoder, w, char_ids)
     h = torch.relu_(h) if encoder.activation == "relu" else torch.tanh_(h)
     for k, highway in enumerate(encoder.highways):
         both = _matmul(h, w[f"highways.{k}.transform_carry"])  # [N, 2 * dim]: one product for both
@@ -151,11 +147,40 @@ def _encode(encoder: nn.Module, w: Dict[str, torch.Tensor], char_ids: torch.Tens
     return h
 
 
+def _pool(encoder: nn.Module, w: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
+    """Each filter's maximum over positions, one bfloat16 convolution per width -> ``[N, filters]`` float32."""
+    x = F.embedding(char_ids, w["char_embedding.weight"]).transpose(1, 2)  # [N, char_dim, chars] bf16
+    pooled = []
+    for k, conv in enumerate(encoder.convs):
+        # max over positions commutes with adding the per-filter bias: add it after pooling, in float32
+        out = F.conv1d(x, w[f"convs.{k}.weight"]).amax(dim=-1).float()
+        pooled.append(out.add_(conv.bias) if conv.bias is not None else out)
+    return torch.cat(pooled, dim=-1)
+
+
+def _pool_compiled(encoder: nn.Module, w: Dict[str, torch.Tensor], char_ids: torch.Tensor, compiled: native.NativeKernels) -> torch.Tensor:
+    """:func:`_pool` as one bfloat16 product over windows of the widest filter (all widths at once)
+    and one compiled pass for the maxima (``amax`` of bfloat16 is slow on CPUs)."""
+    widths = [conv.kernel_size[0] for conv in encoder.convs]
+    counts = [conv.out_channels for conv in encoder.convs]
+    tokens, length = char_ids.shape
+    windows = char_conv_train.char_windows(F.embedding(char_ids, w["char_embedding.weight"]), max(widths))
+    out = torch.mm(windows.view(tokens * length, -1), w["convs.stacked"]).view(tokens, length, -1)
+    values, _ = compiled.max_pool(out, widths, counts)
+    biases = [conv.bias for conv in encoder.convs]
+    return values.add_(torch.cat(biases)) if all(b is not None for b in biases) else values
+
+
 def derive_layouts(copies: Dict[str, torch.Tensor], prefix: str = "") -> None:
     """Add the layouts :func:`encode_tokens` multiplies by: each highway's transform and carry
     weights side by side (``[in, 2 * dim]``, one product for both) and the projection ``[in, out]``."""
     if prefix + "projection.weight" in copies:
         copies[prefix + "projection.weight_t"] = copies[prefix + "projection.weight"].t().contiguous()
+    convs = []
+    while f"{prefix}convs.{len(convs)}.weight" in copies:
+        convs.append(copies[f"{prefix}convs.{len(convs)}.weight"])
+    if convs:  # every width in one product (see _pool_compiled)
+        copies[prefix + "convs.stacked"] = char_conv_train.stack_filter_weights(convs).contiguous()
     k = 0
     while f"{prefix}highways.{k}.transform.weight" in copies:
         pair = [copies[f"{prefix}highways.{k}.{part}.weight"] for part in ("transform", "carry")]

@@ -1,4 +1,4 @@
-"""Training-only character convolutions + max-pooling as one product (used by bf16 training).
+"""Character convolutions + max-pooling as one product: bf16 training uses it whole, bf16 inference its layouts.
 
 All filter widths run as a single matrix product: the character vectors are unfolded into
 windows of the widest filter (``[tokens, positions, width x char_dim]``, zero-padded on the
@@ -23,19 +23,33 @@ from torch import nn
 from . import native
 
 
-def stacked_filters(convs: Sequence[nn.Conv1d]) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``([width x char_dim, n_filters] weight, [n_filters] bias)`` of all filters, each
-    zero-padded to the widest one; row ``s * char_dim + c`` is character ``c`` at offset ``s``."""
-    widest = max(conv.kernel_size[0] for conv in convs)
+def stack_filter_weights(weights: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``[width x char_dim, n_filters]``: the convolutions' weights (``[n, char_dim, width]``
+    each) side by side, each zero-padded to the widest; row ``s * char_dim + c`` is character
+    ``c`` at offset ``s``."""
+    widest = max(w.shape[2] for w in weights)
     blocks = []
-    for conv in convs:
-        w = conv.weight  # [n, char_dim, width]
+    for w in weights:
         w = nn.functional.pad(w, (0, widest - w.shape[2]))  # [n, char_dim, widest]
         blocks.append(w.permute(2, 1, 0).reshape(-1, w.shape[0]))  # [widest * char_dim, n]
+    return torch.cat(blocks, dim=1)
+
+
+def stacked_filters(convs: Sequence[nn.Conv1d]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``([width x char_dim, n_filters] weight, [n_filters] bias)`` of all filters (see
+    :func:`stack_filter_weights`)."""
     biases = [conv.bias for conv in convs]
     if any(b is None for b in biases):
         raise ValueError("the char convolutions need a bias (nn.Conv1d(..., bias=True))")
-    return torch.cat(blocks, dim=1), torch.cat([b for b in biases if b is not None])
+    return stack_filter_weights([conv.weight for conv in convs]), torch.cat([b for b in biases if b is not None])
+
+
+def char_windows(chars: torch.Tensor, widest: int) -> torch.Tensor:
+    """``[N, L, C]`` -> ``[N, L, widest x C]``: at each position the next ``widest`` characters
+    (zeros past the end), the rows the stacked filters multiply."""
+    length = chars.shape[1]
+    padded = nn.functional.pad(chars, (0, 0, 0, widest - 1))  # [N, L + W - 1, C]
+    return torch.cat([padded[:, s : s + length] for s in range(widest)], dim=2)
 
 
 class CharConvMaxPool(torch.autograd.Function):
@@ -47,8 +61,7 @@ class CharConvMaxPool(torch.autograd.Function):
     ) -> torch.Tensor:
         tokens, length, channels = chars.shape
         widest = max(widths)
-        padded = nn.functional.pad(chars.to(dtype), (0, 0, 0, widest - 1))  # [N, L + W - 1, C]
-        windows = torch.cat([padded[:, s : s + length] for s in range(widest)], dim=2)  # [N, L, W*C]
+        windows = char_windows(chars.to(dtype), widest)  # [N, L, W*C]
         low_weight = weight.to(dtype)
         out = torch.mm(windows.view(-1, windows.shape[2]), low_weight).view(tokens, length, -1)  # [N, L, F]
         compiled = native.library() if dtype == torch.bfloat16 and out.device.type == "cpu" and length >= widest else None
