@@ -206,3 +206,13 @@ def test_compiled_bf16_char_pooling_matches_the_convolutions(activation, monkeyp
     assert _relative(got, exact) < 1e-2  # bfloat16 rounding (3e-3 here), nothing more
     assert _relative(got, exact) <= 1.5 * _relative(ref, exact) + 1e-6
     assert _relative(got, ref) < 2e-2
+
+
+@needs_compiler
+def test_loading_the_kernels_leaves_the_floating_point_state_alone():
+    import numpy as np
+
+    assert native.library() is not None
+    # a library linked with -ffast-math turns on flush-to-zero for the whole process: subnormals vanish
+    assert np.float64(5e-324) * np.float64(1.0) > 0
+    assert float(torch.tensor([1e-40]) * 1.0) > 0

@@ -38,7 +38,11 @@ import torch
 from .cache import cache_root
 
 SOURCE = Path(__file__).with_name("csrc") / "train_kernels.c"
-FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-ffast-math", "-shared", "-fPIC")
+#: compile flags. -ffast-math lets the compiler vectorise expf/tanhf (glibc's vector versions);
+#: it is given to the compile step only: linked with it, gcc adds a start-up object that turns on
+#: flush-to-zero for the whole process, which would change every float computation after loading
+COMPILE_FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-ffast-math", "-fPIC")
+LINK_FLAGS = ("-shared",)
 ENV = "SPACY_ELMO_NATIVE_KERNELS"  # "0" turns the compiled kernels off
 
 _lock = threading.Lock()
@@ -76,7 +80,8 @@ def build(target_dir: Optional[Path] = None) -> Path:
     if cc is None:
         raise RuntimeError("no C compiler found (set CC, or install gcc or clang)")
     source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source + " ".join(FLAGS).encode() + _cpu_key().encode()).hexdigest()[:16]
+    flags = " ".join(COMPILE_FLAGS + LINK_FLAGS)
+    digest = hashlib.sha256(source + flags.encode() + _cpu_key().encode()).hexdigest()[:16]
     folder = target_dir or cache_root() / "native"
     path = folder / f"train_kernels-{digest}.so"
     if path.exists():
@@ -84,14 +89,17 @@ def build(target_dir: Optional[Path] = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so.tmp")
     os.close(fd)
+    obj = tmp[: -len(".so.tmp")] + ".o"
     try:
-        done = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            raise RuntimeError(f"{cc} failed on {SOURCE.name}: {done.stderr.strip()[-2000:]}")
+        for step in ([cc, *COMPILE_FLAGS, "-c", "-o", obj, str(SOURCE)], [cc, *LINK_FLAGS, "-o", tmp, obj, "-lm"]):
+            done = subprocess.run(step, capture_output=True, text=True, timeout=120)
+            if done.returncode != 0:
+                raise RuntimeError(f"{' '.join(step[:2])} ... failed on {SOURCE.name}: {done.stderr.strip()[-2000:]}")
         os.replace(tmp, path)  # atomic: concurrent builders (DDP ranks) each publish a complete file
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for leftover in (tmp, obj):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
     return path
 
 
