@@ -16,7 +16,7 @@ MONEY = ["She put all her money in the bank .", "The bank refused to lend him mo
 # held out: "bank" inside the sentence, where both directions of the biLM read context. A
 # sentence-final "bank" ("He deposited the money in the bank .") is a known miss of the small
 # default model: the backward LM sees only "." there, and the shipped default puts most such money
-# uses on the river side (of three such sentences, layer 2 gets one right, layers 0 and 1 none).
+# uses on the river side (of three such sentences, layer 2 gets two right, layer 1 one, layer 0 none).
 HELD_OUT = [("They fished from the steep bank of the brook .", "river"), ("The bank lent money to the farmer .", "money")]
 MORE_HELD_OUT = [
     ("We walked along the bank of the river .", "river"),
