@@ -123,6 +123,10 @@ def test_bad_inputs_are_refused_with_the_problem_named():
         lib.forward(z, torch.zeros(2, 4, 3).transpose(1, 2), torch.zeros(2, 3, 16), state, state, state.bfloat16(), None)
     with pytest.raises(ValueError, match="float16"):
         lib.forward(z.half(), state, torch.zeros(2, 3, 16), state, state, state.half(), None)
+    with pytest.raises(ValueError, match="expected 3 rows"):  # the C code would write past the end
+        lib.forward(z, state, torch.zeros(2, 3, 16), torch.zeros(2, 2, 4), state, state.bfloat16(), None)
+    with pytest.raises(ValueError, match="at most 3 rows"):
+        lib.hidden_grad(state, torch.zeros(2, 4, 4, dtype=torch.bfloat16), state.bfloat16(), None, state.bfloat16())
     with pytest.raises(ValueError, match="do not add up"):
         lib.max_pool(torch.zeros(2, 5, 8, dtype=torch.bfloat16), [1, 2], [4, 3])
     with pytest.raises(ValueError, match="bfloat16"):

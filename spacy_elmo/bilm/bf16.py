@@ -211,31 +211,29 @@ def run_layer(
     compiled = native.library() if h.device.type == "cpu" and h.dtype == torch.float32 and layer.bias.is_contiguous() else None
     for t, step in enumerate(_input_projections(stack, w_input, inputs.to(BF16), active, n_steps)):
         n = active[t]
+        recurrent = _directional(h[:, :n].to(BF16), w_state)
         if compiled is not None:  # the elementwise work below in one compiled pass
             m = torch.empty(2, n, cell, dtype=BF16, device=h.device)
-            compiled.infer_step(layer.bias, step, _directional(h[:, :n].to(BF16), w_state), c[:, :n], m, cell_clip)
-            h_new = _directional(m, w_proj).float()
-            if proj_clip:
-                h_new.clamp_(-proj_clip, proj_clip)
-            h[:, :n] = h_new
-            out[t, :, :n] = h_new
-            continue
-        # gates = x_t W_x + h_{t-1} W_h + b, summed in float32
-        gates = torch.add(bias, step).add_(_directional(h[:, :n].to(BF16), w_state))
-        gates[..., :cell].sigmoid_()  # i
-        kernels.tanh_(gates[..., cell : 2 * cell])  # j
-        gates[..., 2 * cell :].sigmoid_()  # f, o
-        i, j, f, o = gates.chunk(4, dim=-1)
-        c_n = c[:, :n]
-        c_n.mul_(f).addcmul_(i, j)
-        if cell_clip:
-            c_n.clamp_(-cell_clip, cell_clip)
-        h_new = _directional(kernels.tanh_(c_n.clone()).mul_(o).to(BF16), w_proj).float()
+            compiled.infer_step(layer.bias, step, recurrent, c[:, :n], m, cell_clip)
+        else:
+            # gates = x_t W_x + h_{t-1} W_h + b, summed in float32
+            gates = torch.add(bias, step).add_(recurrent)
+            gates[..., :cell].sigmoid_()  # i
+            kernels.tanh_(gates[..., cell : 2 * cell])  # j
+            gates[..., 2 * cell :].sigmoid_()  # f, o
+            i, j, f, o = gates.chunk(4, dim=-1)
+            c_n = c[:, :n]
+            c_n.mul_(f).addcmul_(i, j)
+            if cell_clip:
+                c_n.clamp_(-cell_clip, cell_clip)
+            m = kernels.tanh_(c_n.clone()).mul_(o).to(BF16)
+            del gates, i, j, f, o
+        h_new = _directional(m, w_proj).float()
         if proj_clip:
             h_new.clamp_(-proj_clip, proj_clip)
         h[:, :n] = h_new
         out[t, :, :n] = h_new
-        del step, gates, i, j, f, o
+        del step, recurrent, m
     return out.permute(1, 2, 0, 3), (h, c)
 
 

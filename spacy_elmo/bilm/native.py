@@ -15,8 +15,8 @@ path, never uses them.
 It is compiled on first use with the system's C compiler into the cache folder
 (``SPACY_ELMO_CACHE`` or the user's cache, ``native/``), keyed on the source, the flags and the
 CPU, and loaded with :mod:`ctypes` (no build step at install, no dependency). Where there is no
-compiler, or it fails, or ``SPACY_ELMO_NATIVE_CELL=0``, :func:`library` returns ``None`` and
-training uses the eager code (same maths, slower; a warning says why, once).
+compiler, or it fails, or ``SPACY_ELMO_NATIVE_KERNELS=0``, :func:`library` returns ``None`` and
+the callers run the eager code (same maths, slower; a warning says why, once).
 """
 
 from __future__ import annotations
@@ -108,6 +108,8 @@ def library() -> Optional["NativeKernels"]:
     global _loaded, _tried
     if not enabled():
         return None
+    if _tried:  # the hot path: no lock once decided
+        return _loaded
     with _lock:
         if not _tried:
             _tried = True
@@ -124,26 +126,33 @@ _I64, _F32, _P = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
 F32 = torch.float32
 
 
-def _ptr(x: torch.Tensor) -> int:
-    return x.data_ptr()
-
-
-def _dstride(x: torch.Tensor, width: int, dtype: Optional[torch.dtype] = torch.float32) -> int:
-    """Elements between a ``[2, n, width]`` tensor's two directions; checks its dtype (``None``:
-    the products' dtype, checked by the caller) and that its rows are contiguous."""
-    if dtype is not None and x.dtype != dtype:
+def _arg(x: torch.Tensor, width: int, dtype: torch.dtype, rows: int, fewer: bool = False) -> Tuple[int, int]:
+    """``(pointer, elements between the two directions)`` of a ``[2, rows, width]`` tensor (at most
+    ``rows`` rows when ``fewer``), after checking its dtype, device, shape and contiguous rows: the
+    C code trusts them, so a mismatch here would read or write out of bounds."""
+    if x.dtype != dtype:
         raise ValueError(f"expected a {dtype} tensor, got {x.dtype}")
-    if x.dim() != 3 or x.shape[0] != 2 or x.shape[2] != width or x.stride(2) != 1 or (x.shape[1] > 1 and x.stride(1) != width):
-        raise ValueError(f"expected [2, n, {width}] with contiguous rows, got shape {tuple(x.shape)} strides {x.stride()}")
     if x.device.type != "cpu":
         raise ValueError("the compiled kernels run on CPU tensors only")
-    return x.stride(0)
+    if x.dim() != 3 or x.shape[0] != 2 or x.shape[2] != width or x.stride(2) != 1 or (x.shape[1] > 1 and x.stride(1) != width):
+        raise ValueError(f"expected [2, n, {width}] with contiguous rows, got shape {tuple(x.shape)} strides {x.stride()}")
+    if x.shape[1] > rows or (not fewer and x.shape[1] != rows):
+        raise ValueError(f"expected {'at most ' if fewer else ''}{rows} rows, got shape {tuple(x.shape)}")
+    return x.data_ptr(), x.stride(0)
 
 
-def _bias_buffer(x: torch.Tensor, hid: int) -> torch.Tensor:
-    if x.shape != (2, 4 * hid) or x.dtype != F32 or not x.is_contiguous():
-        raise ValueError(f"expected a contiguous float32 [2, {4 * hid}] bias gradient, got {x.dtype} {tuple(x.shape)}")
-    return x
+def _optional_arg(x: Optional[torch.Tensor], width: int, dtype: torch.dtype, rows: int) -> Tuple[int, int, int]:
+    """``(rows, pointer, direction stride)`` of an optional tensor of at most ``rows`` rows; zeros for ``None``."""
+    if x is None:
+        return 0, 0, 0
+    return (x.shape[1], *_arg(x, width, dtype, rows, fewer=True))
+
+
+def _vector(x: torch.Tensor, width: int, what: str) -> int:
+    """Pointer of a contiguous float32 ``[2, width]`` tensor (a bias or its gradient)."""
+    if x.shape != (2, width) or x.dtype != F32 or not x.is_contiguous() or x.device.type != "cpu":
+        raise ValueError(f"expected a contiguous float32 CPU [2, {width}] {what}, got {x.dtype} {tuple(x.shape)}")
+    return x.data_ptr()
 
 
 class NativeKernels:
@@ -185,7 +194,7 @@ class NativeKernels:
         n, hid, low = z.shape[1], c_prev.shape[2], z.dtype
         fn = getattr(self.lib, f"cell_forward_{self._suffix(z)}")
         args = [(z, 4 * hid, low), (c_prev, hid, F32), (gates, 4 * hid, F32), (c_new, hid, F32), (tanh_c, hid, F32), (m, hid, low)]
-        fn(n, hid, *[v for x, w, t in args for v in (_ptr(x), _dstride(x, w, t))], float(cell_clip or 0.0))
+        fn(n, hid, *[v for x, w, t in args for v in _arg(x, w, t, n)], float(cell_clip or 0.0))
 
     def hidden_grad(
         self, grad_out: torch.Tensor, dh_next: Optional[torch.Tensor], hidden: torch.Tensor, proj_clip: Optional[float], out: torch.Tensor
@@ -193,22 +202,9 @@ class NativeKernels:
         """``out = grad_out + dh_next`` (its rows only), zero where ``hidden`` was clipped."""
         n, proj, low = grad_out.shape[1], grad_out.shape[2], out.dtype
         fn = getattr(self.lib, f"hidden_grad_{self._suffix(out)}")
-        n_next = 0 if dh_next is None else dh_next.shape[1]
-        nxt = (0, 0) if dh_next is None else (_ptr(dh_next), _dstride(dh_next, proj, low))
+        n_next, *nxt = _optional_arg(dh_next, proj, low, n)
         clip = float(proj_clip or 0.0)
-        fn(
-            n,
-            n_next,
-            proj,
-            _ptr(grad_out),
-            _dstride(grad_out, proj),
-            *nxt,
-            _ptr(hidden),
-            _dstride(hidden, proj, low),
-            clip,
-            _ptr(out),
-            _dstride(out, proj, low),
-        )
+        fn(n, n_next, proj, *_arg(grad_out, proj, F32, n), *nxt, *_arg(hidden, proj, low, n), clip, *_arg(out, proj, low, n))
 
     def backward(
         self,
@@ -228,12 +224,11 @@ class NativeKernels:
         (float32 ``[2, 4H]``, contiguous) accumulates ``dz`` summed over rows."""
         n, hid, low = dm.shape[1], dm.shape[2], dm.dtype
         fn = getattr(self.lib, f"cell_backward_{self._suffix(dm)}")
-        n_next = 0 if dc_next is None else dc_next.shape[1]
-        nxt = (0, 0) if dc_next is None else (_ptr(dc_next), _dstride(dc_next, hid))
+        n_next, *nxt = _optional_arg(dc_next, hid, F32, n)
         head = [(dm, hid, low), (gates, 4 * hid, F32), (c_new, hid, F32), (c_prev, hid, F32), (tanh_c, hid, F32)]
         fn(
-            n, n_next, hid, *[v for x, w, t in head for v in (_ptr(x), _dstride(x, w, t))], *nxt, float(cell_clip or 0.0),
-            _ptr(dz), _dstride(dz, 4 * hid, low), _ptr(dc_out), _dstride(dc_out, hid), _ptr(_bias_buffer(grad_bias, hid)),
+            n, n_next, hid, *[v for x, w, t in head for v in _arg(x, w, t, n)], *nxt, float(cell_clip or 0.0),
+            *_arg(dz, 4 * hid, low, n), *_arg(dc_out, hid, F32, n), _vector(grad_bias, 4 * hid, "bias gradient"),
         )  # fmt: skip
 
     def max_pool(self, conv: torch.Tensor, widths: List[int], counts: List[int]) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -252,7 +247,16 @@ class NativeKernels:
         values = torch.empty(tokens, n_filters, dtype=torch.float32)
         index = torch.empty(tokens, n_filters, dtype=torch.int64)
         self.lib.max_pool_bf16(
-            tokens, positions, n_filters, _ptr(conv), len(counts), _ptr(starts), _ptr(counts_t), _ptr(widths_t), _ptr(values), _ptr(index)
+            tokens,
+            positions,
+            n_filters,
+            conv.data_ptr(),
+            len(counts),
+            starts.data_ptr(),
+            counts_t.data_ptr(),
+            widths_t.data_ptr(),
+            values.data_ptr(),
+            index.data_ptr(),
         )
         return values, index
 
@@ -263,10 +267,6 @@ class NativeKernels:
         (``x W_x``) + ``rec`` (``h W_h``), both bfloat16 ``[2, n, 4H]``; ``c`` ``[2, n, H]``
         (float32) updated in place; ``m = o * tanh(c)`` written to bfloat16 ``[2, n, H]``."""
         n, hid = step.shape[1], c.shape[2]
-        if bias.shape != (2, 4 * hid) or bias.dtype != F32 or not bias.is_contiguous():
-            raise ValueError(f"expected a contiguous float32 [2, {4 * hid}] bias, got {bias.dtype} {tuple(bias.shape)}")
         args = [(step, 4 * hid, torch.bfloat16), (rec, 4 * hid, torch.bfloat16), (c, hid, F32), (m, hid, torch.bfloat16)]
-        if any(x.shape[1] != n for x, _, _ in args):
-            raise ValueError(f"step, rec, c and m must have the same rows, got {[tuple(x.shape) for x, _, _ in args]}")
-        pointers = [v for x, w, t in args for v in (_ptr(x), _dstride(x, w, t))]
-        self.lib.lstm_step_infer_bf16(n, hid, _ptr(bias), 4 * hid, *pointers, float(cell_clip or 0.0))
+        pointers = [v for x, w, t in args for v in _arg(x, w, t, n)]
+        self.lib.lstm_step_infer_bf16(n, hid, _vector(bias, 4 * hid, "bias"), 4 * hid, *pointers, float(cell_clip or 0.0))
