@@ -84,7 +84,7 @@ def product(x: torch.Tensor, w: torch.Tensor, mode: str) -> torch.Tensor:
 
 
 class Emulated:
-    """Replacements for :func:`spacy_elmo.bilm.bf16.run_layer` and ``encode_tokens`` that round
+    """Replacements for :func:`spacy_elmo.kernels.bf16.run_layer` and ``encode_tokens`` that round
     as the variant says (float32 arithmetic otherwise, the same maths as the float32 path)."""
 
     def __init__(self, spec: Dict[str, str], shipped_encode) -> None:
@@ -165,7 +165,7 @@ def error_by_position(sentences, ref: List[np.ndarray], fast: List[np.ndarray]) 
 
 
 def run_variant(bilm, sentences, variant: str, batch: int) -> List[np.ndarray]:
-    from spacy_elmo.bilm import bf16
+    from spacy_elmo.kernels import bf16
 
     if variant == "float64":
         wide = copy.deepcopy(bilm).double()

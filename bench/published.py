@@ -38,7 +38,7 @@ SHAPES = {"elmo-small": "small", "elmo-medium": "medium", "elmo-original": "orig
 
 def make_weights(name: str, root: Path, tool: Any) -> Path:
     """Random weights of ``name``'s shape under its published path below ``root``."""
-    from spacy_elmo.bilm import published
+    from spacy_elmo.hub import published
 
     model = published.PUBLISHED[name]
     folder = root / "allennlp" / model.folder
@@ -84,7 +84,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from spacy_elmo import load_bilm
-    from spacy_elmo.bilm import download, published
+    from spacy_elmo.hub import download, published
     from spacy_elmo.bilm.layout import check_hdf5
     from tests.loopback_http import LoopbackServer
 

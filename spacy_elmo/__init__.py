@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from .bilm import BiLM, BiLMConfig, ScalarMix, WeightsError, load_bilm, save_native, save_original
+from .bilm import BiLM, BiLMConfig, ScalarMix, WeightsError, save_native, save_original
+from .hub.load import load_bilm
 
 __version__ = "0.1.0"
 

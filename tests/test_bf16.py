@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from spacy_elmo import load_bilm
-from spacy_elmo.bilm import bf16
+from spacy_elmo.kernels import bf16
 from spacy_elmo.models import default_model_path
 
 from .conftest import ALLENNLP

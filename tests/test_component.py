@@ -240,7 +240,7 @@ def test_mix_presets_in_the_component(nlp):
 
 
 def test_default_model_missing_is_a_clear_error(monkeypatch, tmp_path):
-    import spacy_elmo.bilm.resolve as resolve
+    import spacy_elmo.hub.resolve as resolve
 
     monkeypatch.setattr(resolve, "MODELS_DIR", tmp_path)  # the package's data folder, without en_default
     nlp = spacy.blank("en")

@@ -4,7 +4,7 @@ import sys
 import pytest
 import torch
 
-from spacy_elmo.bilm import kernels
+from spacy_elmo.kernels import matmul as kernels
 from spacy_elmo.bilm.characters import TokenBatch
 
 from .test_invariants import SENTENCES

@@ -47,8 +47,8 @@ def test_no_gradient_graph_at_prediction():
 
 
 @pytest.mark.parametrize("module", ["spacy_elmo.layers", "spacy_elmo.layers.listener", "spacy_elmo.layers.tok2vec",
-                                    "spacy_elmo.layers.architectures", "spacy_elmo.layers.bilm_model", "spacy_elmo.pipeline.architectures",
-                                    "spacy_elmo.pipeline.bilm_model", "spacy_elmo.pipeline.component", "spacy_elmo.roundtrip"])
+                                    "spacy_elmo.layers.architectures", "spacy_elmo.layers.bilm_model", "spacy_elmo.pipeline.component",
+                                    "spacy_elmo.roundtrip", "spacy_elmo.hub", "spacy_elmo.kernels.bf16"])
 def test_each_module_imports_first(module):
     # a fresh interpreter: whichever module comes first, the layers/pipeline imports resolve
     run = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -62,21 +62,16 @@ def test_registered_names_resolve_to_the_layers_package():
         assert func.__module__ == "spacy_elmo.layers.architectures"
     entry_points = (REPO / "setup.cfg").read_text()
     assert "spacy_elmo.layers.architectures:ScalarMix_v1" in entry_points
-    from spacy_elmo.pipeline import architectures as old_path
-
-    assert old_path.learned_mixes is layers.learned_mixes and old_path.ScalarMix_v1 is layers.ScalarMix_v1
+    assert "spacy_elmo.pipeline.architectures" not in entry_points  # the re-export shims are gone
 
 
 def test_the_biLM_model_and_contexts_live_in_the_layers_package():
     from spacy_elmo.layers import bilm_model, contexts
-    from spacy_elmo.pipeline import bilm_model as old_model
-    from spacy_elmo.pipeline import contexts as old_contexts
 
     assert registry.architectures.get("spacy-elmo.BiLM.v1") is bilm_model.build_bilm_model
     assert registry.misc.get("spacy-elmo.sentence_contexts.v1") is contexts.configure_sentence_contexts
     entry_points = (REPO / "setup.cfg").read_text()
     assert "spacy_elmo.layers.bilm_model:build_bilm_model" in entry_points
     assert "spacy_elmo.layers.contexts:configure_sentence_contexts" in entry_points
-    # the old module paths (the entry points of an existing installation) name the same objects
-    assert old_model.build_bilm_model is bilm_model.build_bilm_model and old_model.BiLMShim is bilm_model.BiLMShim
-    assert old_contexts.configure_sentence_contexts is contexts.configure_sentence_contexts
+    for shim in ("architectures", "bilm_model", "contexts"):  # no re-export shims left in the pipeline package
+        assert not (REPO / "spacy_elmo" / "pipeline" / f"{shim}.py").exists()

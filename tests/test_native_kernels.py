@@ -1,10 +1,10 @@
-"""The compiled bf16-training kernels (spacy_elmo/bilm/native.py, bilm/csrc/train_kernels.c):
+"""The compiled bf16-training kernels (spacy_elmo/kernels/native.py, kernels/csrc/train_kernels.c):
 the eager code's results, a clear error on bad input, and a fallback where they cannot be built."""
 
 import pytest
 import torch
 
-from spacy_elmo.bilm import native
+from spacy_elmo.kernels import native
 from spacy_elmo.bilm.lstm import BiLstmStack
 from spacy_elmo.bilm.token_encoder import CharCnnEncoder
 
@@ -194,7 +194,7 @@ def test_compiled_bf16_inference_step_gives_the_eager_outputs(model, monkeypatch
 @needs_compiler
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_compiled_bf16_char_pooling_matches_the_convolutions(activation, monkeypatch):
-    from spacy_elmo.bilm import bf16
+    from spacy_elmo.kernels import bf16
 
     torch.manual_seed(0)
     enc = CharCnnEncoder(262, 6, ((1, 4), (2, 5), (3, 6), (7, 7)), n_highway=1, output_dim=9, activation=activation)

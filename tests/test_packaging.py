@@ -77,7 +77,7 @@ def test_sdist_and_wheel_install_and_run_in_a_fresh_virtualenv(dist, tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         entry_points = archive.read(f"spacy_elmo-{version}.dist-info/entry_points.txt").decode()
-    assert {"spacy_elmo/models/en_default/weights.pt", "spacy_elmo/models/en_default/config.json", "spacy_elmo/bilm/published.py", "spacy_elmo/bilm/download.py", "spacy_elmo/bilm/csrc/train_kernels.c"} <= names
+    assert {"spacy_elmo/models/en_default/weights.pt", "spacy_elmo/models/en_default/config.json", "spacy_elmo/hub/published.py", "spacy_elmo/hub/download.py", "spacy_elmo/kernels/csrc/train_kernels.c"} <= names
     assert not any(n.startswith("tests/") for n in names)
     assert "elmo = spacy_elmo.pipeline.component:make_elmo" in entry_points and "elmo = spacy_elmo.spacy_command:app" in entry_points
     assert "spacy_elmo/layers/architectures.py" in names and "spacy-elmo.ElmoListener.v1 = spacy_elmo.layers.architectures:ElmoListener_v1" in entry_points
@@ -91,7 +91,7 @@ def test_sdist_and_wheel_install_and_run_in_a_fresh_virtualenv(dist, tmp_path):
     )
     assert run([python, "-c", smoke], cwd=tmp_path).split() == [version, "(5,", "256)"]
     assert "download" in run([python, "-m", "spacy_elmo", "--help"], cwd=tmp_path)
-    kernels = "from spacy_elmo.bilm import native; assert native.SOURCE.is_file(), native.SOURCE; print('ok')"  # bf16 training compiles it
+    kernels = "from spacy_elmo.kernels import native; assert native.SOURCE.is_file(), native.SOURCE; print('ok')"  # bf16 training compiles it
     assert run([python, "-c", kernels], cwd=tmp_path).split() == ["ok"]
     assert "elmo-original" in run([python, "-m", "spacy", "elmo", "models"], cwd=tmp_path)
 

@@ -15,7 +15,7 @@ import spacy
 import torch
 
 from spacy_elmo import WeightsError, load_bilm
-from spacy_elmo.bilm import download, published, resolve
+from spacy_elmo.hub import download, published, resolve
 from spacy_elmo.bilm.layout import hdf5_datasets
 from spacy_elmo.bilm.weights import save_original
 from spacy_elmo.cli import main
@@ -213,7 +213,7 @@ def test_a_cached_file_changed_later_is_refused(mirror):
 @pytest.mark.slow
 def test_two_processes_download_the_same_model_once(mirror):
     mirror.delay = 0.05  # ~7 blocks of 64 KiB: both processes start while the first still downloads
-    code = "from spacy_elmo.bilm.download import download; print(download('elmo-small', progress=False))"
+    code = "from spacy_elmo.hub.download import download; print(download('elmo-small', progress=False))"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [p.communicate(timeout=300) for p in procs]

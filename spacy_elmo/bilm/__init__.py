@@ -3,7 +3,7 @@
 from .characters import TokenBatch, batch_to_char_ids, token_char_ids
 from .model import BiLM, BiLMConfig, OptionsError
 from .scalar_mix import ScalarMix, mix_logits
-from .weights import WeightsError, load_bilm, load_native, load_original, save_native, save_original
+from .weights import WeightsError, load_native, load_original, save_native, save_original
 
 __all__ = [
     "BiLM",

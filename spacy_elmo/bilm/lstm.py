@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import bf16, fused_train, kernels
+from ..kernels import bf16, fused_train, matmul
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # h [L, 2, B, P], c [L, 2, B, H]
 
@@ -97,7 +97,7 @@ class BiLstmStack(nn.Module):
             incomplete (zero in that direction's half) and the final state is not meaningful.
         bf16_products: at inference (no autograd), run the products in bfloat16 with the
             copies this cache holds of the stack's weights; state and outputs stay float32
-            (see :mod:`spacy_elmo.bilm.bf16`).
+            (see :mod:`spacy_elmo.kernels.bf16`).
         Returns the ``L`` layer outputs ``[B, T, 2P]`` (forward half first, zeros at padding)
         and the final state, each row's state at its last valid step.
         """
@@ -173,8 +173,8 @@ class BiLstmStack(nn.Module):
         max_rows = max(1, self.projection_chunk_values // (2 * layer.w_input.shape[2]))
         if torch.is_grad_enabled():
             max_rows = sum(counts)
-        for group, rows, cols in kernels.packed_step_groups(counts, max_rows, inputs.device):
-            projected = kernels.directional_matmul(inputs[:, rows, cols], layer.w_input, layer.bias if with_bias else None)
+        for group, rows, cols in matmul.packed_step_groups(counts, max_rows, inputs.device):
+            projected = matmul.directional_matmul(inputs[:, rows, cols], layer.w_input, layer.bias if with_bias else None)
             yield from projected.split(group, dim=1)
             del projected
 
@@ -237,16 +237,16 @@ class BiLstmStack(nn.Module):
         cell_clip, proj_clip, cell = self.cell_clip, self.proj_clip, self.cell_dim
         for t, step in enumerate(projected):
             n = active[t]
-            gates = kernels.directional_addmm_(step, h[:, :n], layer.w_state, layer.bias)
+            gates = matmul.directional_addmm_(step, h[:, :n], layer.w_state, layer.bias)
             gates[..., :cell].sigmoid_()  # i
-            kernels.tanh_(gates[..., cell : 2 * cell])  # j
+            matmul.tanh_(gates[..., cell : 2 * cell])  # j
             gates[..., 2 * cell :].sigmoid_()  # f, o
             i, j, f, o = gates.chunk(4, dim=-1)
             c_n = c[:, :n]
             c_n.mul_(f).addcmul_(i, j)
             if cell_clip:
                 c_n.clamp_(-cell_clip, cell_clip)
-            h_new = kernels.directional_matmul(kernels.tanh_(c_n.clone()).mul_(o), layer.w_proj)
+            h_new = matmul.directional_matmul(matmul.tanh_(c_n.clone()).mul_(o), layer.w_proj)
             if proj_clip:
                 h_new.clamp_(-proj_clip, proj_clip)
             h[:, :n] = h_new

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import bf16
+from ..kernels import bf16
 from .batching import plan_batches
 from .characters import MAX_CHARS, N_CHARACTERS, TokenBatch, batch_to_char_ids
 from .lstm import BiLstmStack, LstmState
@@ -222,7 +222,7 @@ class BiLM(nn.Module):
         with float32 accumulation, state and outputs, from bfloat16 copies of the weights made
         once (remade when a weight changes); about 2x faster on CPUs with bf16 matrix
         instructions. ``"float32"`` (the default): everything in float32. Training is never
-        affected, and the weights stay float32 either way (see :mod:`spacy_elmo.bilm.bf16`)."""
+        affected, and the weights stay float32 either way (see :mod:`spacy_elmo.kernels.bf16`)."""
         if precision not in self.INFERENCE_PRECISIONS:
             raise ValueError(f"inference precision must be one of {list(self.INFERENCE_PRECISIONS)}, got {precision!r}")
         if precision != self.inference_precision:

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import char_conv_train, kernels
+from ..kernels import char_conv_train, matmul
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 
@@ -27,8 +27,8 @@ class Highway(nn.Module):
         self.carry = nn.Linear(dim, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        transformed = torch.relu(kernels.linear_t(x, self.transform.weight, self.transform.bias))
-        gate = torch.sigmoid(kernels.linear_t(x, self.carry.weight, self.carry.bias))
+        transformed = torch.relu(matmul.linear_t(x, self.transform.weight, self.transform.bias))
+        gate = torch.sigmoid(matmul.linear_t(x, self.carry.weight, self.carry.bias))
         return gate * transformed + (1.0 - gate) * x
 
 
@@ -85,7 +85,7 @@ class CharCnnEncoder(nn.Module):
         for highway in self.highways:
             h = highway(h)
         if isinstance(self.projection, nn.Linear):
-            return kernels.linear_t(h, self.projection.weight, self.projection.bias)
+            return matmul.linear_t(h, self.projection.weight, self.projection.bias)
         return h
 
     def _encode_mixed(self, char_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -17,8 +17,8 @@ from typing import Any, Callable, TextIO, TypeVar
 import typer
 from wasabi.util import ICONS, color, locale_escape, supports_ansi
 
-from ..bilm.resolve import resolve_weights
 from ..bilm.weights import WeightsError
+from ..hub.resolve import resolve_weights
 from ..threads import DEFAULT_THREADS, first_oversubscription_message
 
 __all__ = ["DEFAULT_THREADS", "PROG", "HELP", "app", "msg", "Arg", "Opt", "UserError", "fail", "user_errors"]
@@ -153,7 +153,8 @@ def model_layers(path: Path) -> int:
     import srsly
 
     from ..bilm.layout import read_options
-    from ..bilm.weights import CONFIG_NAME, find_original_files
+    from ..bilm.weights import CONFIG_NAME
+    from ..hub.load import find_original_files
 
     if (path / CONFIG_NAME).is_file():
         options = srsly.read_json(path / CONFIG_NAME)["options"]

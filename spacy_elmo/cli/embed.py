@@ -103,7 +103,8 @@ def export_cli(
     # fmt: on
 ) -> None:
     """Write a biLM in the original options.json + weights.hdf5 format (readable by AllenNLP and bilm-tf)."""
-    from ..bilm import load_bilm, save_original
+    from ..bilm import save_original
+    from ..hub.load import load_bilm
 
     options, weights = save_original(load_bilm(model_path(model)), out_dir)
     msg.good(f"wrote {options} and {weights}")

@@ -16,8 +16,8 @@ def download_cli(
     # fmt: on
 ) -> None:
     """Download a published ELMo model into the cache (SPACY_ELMO_CACHE), resuming an interrupted transfer, and verify it."""
-    from ..bilm.download import download
-    from ..bilm.published import PUBLISHED
+    from ..hub.download import download
+    from ..hub.published import PUBLISHED
 
     if name not in PUBLISHED:
         raise UserError(f"unknown model {name!r}: choose one of {', '.join(PUBLISHED)} (see `{PROG} models`).")
@@ -33,8 +33,8 @@ def models_cli(
     # fmt: on
 ) -> None:
     """List the published ELMo models: shape, parameters, size on disk and whether each is cached."""
-    from ..bilm.download import describe
-    from ..bilm.published import cache_root
+    from ..hub.download import describe
+    from ..hub.published import cache_root
 
     rows = describe()
     if as_json:

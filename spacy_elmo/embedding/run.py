@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Union
 
-from ..bilm.weights import DEFAULT_NAMES
+from ..hub.resolve import DEFAULT_NAMES
 from . import shards
 from .reader import Chunk, CorpusError, Scan, input_files, iter_chunks, scan_input
 from .worker import LAYERS, TOKENIZERS, ChunkResult, EmbedSpec, Executor, MixValue, embed_chunk, make_tokenizer
@@ -70,7 +70,8 @@ class EmbedSummary:
 
 def model_fingerprint(weights: str) -> str:
     """SHA-256 of the biLM's files (native config + weights, or options.json + .hdf5)."""
-    from ..bilm.weights import CONFIG_NAME, find_original_files
+    from ..bilm.weights import CONFIG_NAME
+    from ..hub.load import find_original_files
 
     path = Path(weights)
     if weights in DEFAULT_NAMES and not path.exists():

@@ -64,7 +64,8 @@ class ChunkEmbedder:
     def __init__(self, spec: EmbedSpec) -> None:
         import torch
 
-        from ..bilm import ScalarMix, load_bilm
+        from ..bilm import ScalarMix
+        from ..hub.load import load_bilm
 
         self.spec = spec
         self.lock = threading.Lock()

@@ -31,13 +31,14 @@ from thinc.shims import Shim
 from thinc.types import Floats3d, FloatsXd
 from thinc.util import to_numpy, torch2xp, xp2torch
 
-from ..bilm import BiLM, load_bilm
+from ..bilm import BiLM
 from ..bilm.batching import pack_by_token_budget
 from ..bilm.characters import TokenBatch
 from ..bilm.memory import release_free_memory
 from ..bilm.model import BiLMConfig
-from ..bilm.resolve import normalise_spec
 from ..bilm.weights import model_from_state
+from ..hub.load import load_bilm
+from ..hub.resolve import normalise_spec
 from .contexts import Context, ContextGetter, SentenceContexts
 
 PRECISIONS = BiLM.INFERENCE_PRECISIONS

@@ -19,10 +19,11 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, ScalarMix
-from ..bilm.resolve import normalise_spec
 from ..bilm.scalar_mix import check_mix_spec, mix_logits, spec_mix
-from ..bilm.weights import WeightsError, load_native, read_config, save_native
+from ..bilm.weights import WeightsError, load_native, save_native
 from ..extensions import install_extensions, set_hooks
+from ..hub.load import read_config
+from ..hub.resolve import normalise_spec
 from ..layers.bilm_model import bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
 from ..layers.contexts import ContextGetter
 from ..layers.listener import ElmoListener

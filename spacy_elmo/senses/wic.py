@@ -80,7 +80,7 @@ def evaluate(
 ) -> Dict[str, Any]:
     """Threshold on train, layer/mix on dev, accuracy on test (see the module docstring);
     ``precision`` is the biLM's inference precision (``BiLM.set_inference_precision``)."""
-    from ..bilm import load_bilm
+    from ..hub.load import load_bilm
 
     start = time.time()
     bilm = load_bilm(weights) if weights else load_bilm()

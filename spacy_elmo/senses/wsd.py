@@ -126,7 +126,7 @@ def evaluate(
     ``save_inventory``: also write the SemCor sense inventory of the layer/mix chosen on the dev
     set (semeval2007) there, keyed ``lemma|POS``, for the ``elmo_senses`` component.
     ``cache_dir``: keep the embedded instances there, keyed by the biLM's fingerprint (default: none)."""
-    from ..bilm import load_bilm
+    from ..hub.load import load_bilm
 
     start = time.time()
     from ..bilm.fingerprint import bilm_fingerprint

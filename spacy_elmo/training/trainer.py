@@ -29,7 +29,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ..bilm import BiLM, BiLMConfig, load_bilm, save_native
+from ..bilm import BiLM, BiLMConfig, save_native
+from ..hub.load import load_bilm
 from .checkpoint import (  # noqa: F401  (re-exported: the trainer's public names before the split)
     RESUME_MAY_CHANGE,
     checkpoint_path,

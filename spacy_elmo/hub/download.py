@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
+from ..bilm.errors import WeightsError
+from ..bilm.layout import check_hdf5, read_options
+from ..bilm.model import BiLMConfig, OptionsError
 from ..files import fsync_dir, write_json
-from .errors import WeightsError
-from .layout import check_hdf5, read_options
-from .model import BiLMConfig, OptionsError
 from .published import MIRROR_ENV, PUBLISHED, model_dir, parameter_count, published_base, published_model
 
 RECORD_NAME = "verified.json"

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any, List, Sequence, Union
 
+from ..bilm.errors import WeightsError
 from .download import Location, cached_location, ensure_downloaded
-from .errors import WeightsError
 from .published import PUBLISHED
 
 DEFAULT_MODEL = "en_default"

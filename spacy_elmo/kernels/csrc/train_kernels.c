@@ -1,7 +1,7 @@
 /* Kernels for bf16 training on the CPU: the elementwise part of one LSTM time step, forward and
  * backward, each in one pass; and the char CNN's max-pooling (at the end of the file).
  *
- * Used by spacy_elmo/bilm/native.py (compiled on first use, called through ctypes). For the LSTM
+ * Used by spacy_elmo/kernels/native.py (compiled on first use, called through ctypes). For the LSTM
  * step: the eager version runs each step as ~10 separate passes over the
  * gate tensors plus dtype conversions, which cost more than the step's matrix products.
  * Every tensor is [2 directions, n rows, width] with contiguous rows; each pointer comes with

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import char_conv_train, kernels, native
+from . import char_conv_train, matmul, native
 
 BF16 = torch.bfloat16
 
@@ -98,7 +98,7 @@ class Bf16WeightCache:
 
 def _matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``x @ weight`` (``weight`` ``[in, out]`` bfloat16) with a float32 result."""
-    return kernels.linear(x.to(BF16), weight).float()
+    return matmul.linear(x.to(BF16), weight).float()
 
 
 #: products of more rows than this get their rows padded to a multiple of it: the bfloat16
@@ -219,14 +219,14 @@ def run_layer(
             # gates = x_t W_x + h_{t-1} W_h + b, summed in float32
             gates = torch.add(bias, step).add_(recurrent)
             gates[..., :cell].sigmoid_()  # i
-            kernels.tanh_(gates[..., cell : 2 * cell])  # j
+            matmul.tanh_(gates[..., cell : 2 * cell])  # j
             gates[..., 2 * cell :].sigmoid_()  # f, o
             i, j, f, o = gates.chunk(4, dim=-1)
             c_n = c[:, :n]
             c_n.mul_(f).addcmul_(i, j)
             if cell_clip:
                 c_n.clamp_(-cell_clip, cell_clip)
-            m = kernels.tanh_(c_n.clone()).mul_(o).to(BF16)
+            m = matmul.tanh_(c_n.clone()).mul_(o).to(BF16)
             del gates, i, j, f, o
         h_new = _directional(m, w_proj).float()
         if proj_clip:
@@ -240,7 +240,7 @@ def run_layer(
 def _directional(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``x[d] @ weight[d]`` per direction, bfloat16 in and out (rows padded, see :func:`padded_rows`)."""
     n = x.shape[1]
-    return kernels.directional_matmul(_pad_rows(x, 1), weight)[:, :n]
+    return matmul.directional_matmul(_pad_rows(x, 1), weight)[:, :n]
 
 
 def _input_projections(
@@ -249,7 +249,7 @@ def _input_projections(
     """``x_t W_x`` (bfloat16) of every valid position, in groups of steps like the float32 path."""
     counts = active[:n_steps]
     max_rows = max(1, stack.projection_chunk_values // (2 * w_input.shape[2]))
-    for group, rows, cols in kernels.packed_step_groups(counts, max_rows, inputs.device):
+    for group, rows, cols in matmul.packed_step_groups(counts, max_rows, inputs.device):
         projected = _directional(inputs[:, rows, cols], w_input)
         yield from projected[:, : len(rows)].split(group, dim=1)
         del projected

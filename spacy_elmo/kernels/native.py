@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from .cache import cache_root
+from ..cache import cache_root
 
 SOURCE = Path(__file__).with_name("csrc") / "train_kernels.c"
 #: compile flags. -ffast-math lets the compiler vectorise expf/tanhf (glibc's vector versions);

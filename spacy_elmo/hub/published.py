@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict
 
-from .cache import CACHE_ENV, cache_root  # noqa: F401  (re-exported: where published models live)
-from .errors import WeightsError
-from .layout import hdf5_datasets
-from .model import BiLMConfig
+from ..bilm.errors import WeightsError
+from ..bilm.layout import hdf5_datasets
+from ..bilm.model import BiLMConfig
+from ..cache import CACHE_ENV, cache_root  # noqa: F401  (re-exported: where published models live)
 
 PUBLISHED_BASE = "https://s3-us-west-2.amazonaws.com/allennlp/"
 MIRROR_ENV = "SPACY_ELMO_MIRROR"
