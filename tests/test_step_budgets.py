@@ -75,3 +75,17 @@ def test_a_time_cap_stops_the_run_and_says_so_but_keeps_the_schedule(tmp_path):
     logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     for record in (r for r in logged if "lr" in r):
         assert record["lr"] == pytest.approx(lr_at(record["step"] - 1, plain))
+
+
+def test_the_command_line_says_when_the_time_cap_fired(tmp_path, capsys):
+    from spacy_elmo.cli import main
+
+    prepare_corpus([write_corpus(tmp_path / "general", GENERAL, n_train=100)], tmp_path / "prep")
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps({"lstm_dim": 32, "projection_dim": 16, "char_dim": 8, "filters": [[1, 16], [2, 16]], "max_steps": 40,
+                                  "warmup_steps": 2, "max_tokens": 512, "threads": 1, "eval_sentences": 20}))
+    code = main(["pretrain", str(tmp_path / "prep"), str(tmp_path / "run"), "--config", str(config), "--time-cap-minutes", "1e-9"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "stopped by the time cap" in err + out and "of 40: not the planned run; --resume continues it" in err + out
+    assert json.loads(out.strip().splitlines()[-1])["stopped_by"] == "time_cap_minutes"
