@@ -50,6 +50,13 @@ def _built(root):
     return key, path
 
 
+def _build_without_loading(root):
+    """Build into ``root`` as a previous process did: this process has not loaded it (dlopen would
+    otherwise hand back its loaded copy for the same path, whatever the file now holds)."""
+    flags, key = build.current_build(build.compiler())
+    return key, build.compile_library(build.compiler(), flags, build.private_folder(root), key)
+
+
 def test_the_kernels_folder_and_the_folders_made_for_it_are_private(tmp_path):
     root = tmp_path / "made" / "cache"
     assert native.KernelLoader(root).get() is not None
@@ -87,13 +94,12 @@ def test_a_kernels_folder_of_another_user_is_refused(tmp_path, monkeypatch):
 
 def test_a_planted_library_in_place_of_the_built_one_never_runs(tmp_path):
     root = tmp_path / "cache"
-    build.load(root, native.NativeKernels)
-    _, path = _built(root)
+    _, path = _build_without_loading(root)
     planted, marker = _plant(tmp_path)
-    os.replace(planted, path)  # same name, other content: its record does not match (replaced, not
-    # rewritten in place: this process has the built library mapped)
-    assert native.KernelLoader(root).get() is not None  # rebuilt and loaded
+    os.replace(planted, path)  # same name, other content: its record does not match
+    kernels = native.KernelLoader(root).get()
     assert not marker.exists()  # the planted constructor never ran
+    assert kernels is not None  # rebuilt and loaded
     rejected = path.with_name(path.name + ".rejected")
     assert b"not_a_kernel" in rejected.read_bytes()  # the planted file, set aside
     assert build.sha256(_built(root)[1]) != build.sha256(rejected)
@@ -101,13 +107,13 @@ def test_a_planted_library_in_place_of_the_built_one_never_runs(tmp_path):
 
 def test_a_library_without_its_record_is_never_loaded(tmp_path):
     root = tmp_path / "cache"
-    build.load(root, native.NativeKernels)
-    key, path = _built(root)
+    key, path = _build_without_loading(root)
     build.record_path(root / "native", key).unlink()
     planted, marker = _plant(tmp_path)
     os.replace(planted, path)
-    assert native.KernelLoader(root).get() is not None
+    kernels = native.KernelLoader(root).get()
     assert not marker.exists()
+    assert kernels is not None
 
 
 @pytest.mark.parametrize("content", ["missing symbols", "not a library"])
