@@ -185,13 +185,16 @@ DEFINE_CELL(f32, float, load_f32, store_f32)
 static inline int is_nan_bf16(uint16_t b) { return (b & 0x7fffu) > 0x7f80u; }
 
 /* one group of filters: for each, its maximum and the first position reaching it (as torch.max).
- * First without a NaN test (a vectorised max), noting whether any value is a NaN: |bits| + 0x7f
- * reaches bit 15 exactly for a NaN's. Only a group that holds one runs again, with the test on
- * each value (the first NaN wins). */
+ * First without a NaN test (a vectorised max), noting per filter whether a value was a NaN
+ * (|bits| + 0x7f reaches bit 15 exactly for a NaN's bfloat16 bits). Only a group that holds one
+ * runs again, with the test on each value (the first NaN wins). */
 static void max_pool_group(int64_t n_filters, const uint16_t *restrict conv, int64_t count,
-                           int64_t valid, float *restrict best, int32_t *restrict where) {
-    uint16_t nan_bit = 0;
-    for (int64_t k = 0; k < count; k++) best[k] = load_bf16(conv[k]), where[k] = 0;
+                           int64_t valid, float *restrict best, int32_t *restrict where,
+                           uint16_t *restrict seen) {
+    for (int64_t k = 0; k < count; k++) {
+        best[k] = load_bf16(conv[k]), where[k] = 0;
+        seen[k] = (uint16_t)((conv[k] & 0x7fffu) + 0x7fu);
+    }
     for (int64_t p = 1; p < valid; p++) {
         const uint16_t *row = conv + p * n_filters;
         for (int64_t k = 0; k < count; k++) {
@@ -199,10 +202,12 @@ static void max_pool_group(int64_t n_filters, const uint16_t *restrict conv, int
             int take = v > best[k];
             best[k] = take ? v : best[k];
             where[k] = take ? (int32_t)p : where[k];
-            nan_bit |= (uint16_t)((row[k] & 0x7fffu) + 0x7fu);
+            seen[k] |= (uint16_t)((row[k] & 0x7fffu) + 0x7fu);
         }
     }
-    if (!(nan_bit & 0x8000u)) return; /* (a NaN at position 0 is kept by the loop above) */
+    uint16_t any = 0;
+    for (int64_t k = 0; k < count; k++) any |= seen[k];
+    if (!(any & 0x8000u)) return;
     for (int64_t k = 0; k < count; k++) best[k] = load_bf16(conv[k]), where[k] = 0;
     for (int64_t p = 1; p < valid; p++) {
         const uint16_t *row = conv + p * n_filters;
@@ -218,12 +223,13 @@ void max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const u
                    int64_t n_groups, const int64_t *starts, const int64_t *counts,
                    const int64_t *widths, float *values, int64_t *index) {
     int32_t where[n_filters];
+    uint16_t seen[n_filters];
     for (int64_t n = 0; n < tokens; n++) {
         const uint16_t *token = conv + n * positions * n_filters;
         float *value_row = values + n * n_filters;
         for (int64_t g = 0; g < n_groups; g++)
             max_pool_group(n_filters, token + starts[g], counts[g], positions - widths[g] + 1,
-                           value_row + starts[g], where + starts[g]);
+                           value_row + starts[g], where + starts[g], seen + starts[g]);
         for (int64_t k = 0; k < n_filters; k++) index[n * n_filters + k] = where[k];
     }
 }
