@@ -66,6 +66,14 @@ def test_the_kernels_folder_and_the_folders_made_for_it_are_private(tmp_path):
     assert _mode(library) in (0o600, 0o644)  # readable by its owner; not 0711 or executable
 
 
+def test_a_wider_kernels_folder_of_ours_is_narrowed_to_private(tmp_path):
+    folder = tmp_path / "native"
+    folder.mkdir()
+    os.chmod(folder, 0o755)  # as an older version made it
+    assert native.KernelLoader(tmp_path).get() is not None
+    assert _mode(folder) == 0o700
+
+
 @pytest.mark.parametrize("mode", [0o770, 0o757])
 def test_a_kernels_folder_others_can_write_is_refused_with_one_warning_naming_it(tmp_path, mode):
     folder = tmp_path / "native"
