@@ -3,12 +3,17 @@ native.py): a private folder, only the library this package built (SHA-256 check
 when it does not load, one build for concurrent threads and processes, flags for the target.
 Every test builds into its own temporary cache with its own loader (never the user's cache)."""
 
+import contextlib
 import fcntl
+import hashlib
 import os
 import stat
 import subprocess
+import sys
 import threading
 import time
+import warnings
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +29,14 @@ __attribute__((constructor)) static void planted(void) {
 }
 int not_a_kernel(void) { return 1; }
 """
+
+
+@contextlib.contextmanager
+def warnings_as_errors():
+    """Fail the test on any warning inside."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
 
 
 def _mode(path) -> int:
@@ -88,6 +101,20 @@ def test_a_kernels_folder_others_can_write_is_refused_with_one_warning_naming_it
     assert not list(folder.iterdir())  # nothing built, nothing loaded
 
 
+@pytest.mark.parametrize("mode, refused", [(0o777, True), (0o770, True), (0o1777, False), (0o755, False)])
+def test_a_cache_folder_others_could_swap_the_kernels_folder_in_is_refused(tmp_path, mode, refused):
+    root = tmp_path / "shared"
+    root.mkdir()
+    os.chmod(root, mode)  # 0o1777: sticky, as /tmp: others cannot rename what is ours
+    loader = native.KernelLoader(root)
+    if refused:
+        with pytest.warns(UserWarning, match=f"{root} is writable by group or others without the sticky bit"):
+            assert loader.get() is None
+    else:
+        with warnings_as_errors():
+            assert loader.get() is not None
+
+
 def test_a_kernels_folder_of_another_user_is_refused(tmp_path, monkeypatch):
     folder = tmp_path / "native"
     folder.mkdir(mode=0o700)
@@ -131,7 +158,7 @@ def test_a_library_that_does_not_load_is_set_aside_and_rebuilt(tmp_path, content
     folder = build.private_folder(root)
     _, key = build.current_build(build.compiler())
     bad = _plant(tmp_path)[0].read_bytes() if content == "missing symbols" else b"\x7fELF not really"
-    digest = __import__("hashlib").sha256(bad).hexdigest()
+    digest = hashlib.sha256(bad).hexdigest()
     (folder / build.library_name(key, digest)).write_bytes(bad)
     build.record_path(folder, key).write_text(digest)
     with warnings_as_errors():  # recovered: no warning
@@ -195,8 +222,9 @@ def test_build_and_publication_hold_a_file_lock(tmp_path, monkeypatch):
 
 def test_two_processes_building_at_once_both_load_one_library(tmp_path):
     code = "import sys; from pathlib import Path; from spacy_elmo.kernels import build, native; build.load(Path(sys.argv[1]), native.NativeKernels)"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_repo()), os.environ.get("PYTHONPATH", "")]))}
-    procs = [subprocess.Popen(["python", "-c", code, str(tmp_path)], env=env) for _ in range(2)]
+    repo = str(Path(__file__).resolve().parent.parent)  # this checkout's spacy_elmo in the children too
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH", "")]))}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env) for _ in range(2)]
     assert [p.wait(300) for p in procs] == [0, 0]
     assert len(list((tmp_path / "native").glob("*.so"))) == 1
     assert not list((tmp_path / "native").glob("*.rejected"))
@@ -243,23 +271,3 @@ def test_the_build_key_names_the_compiler_the_c_library_and_the_source(tmp_path,
     monkeypatch.setattr(build, "SOURCE", edited)
     assert build.build_key(cc, "x86_64-linux-gnu", flags) != key
     assert build.compiler_version(cc)  # a real first line from this machine's compiler
-
-
-def _repo():
-    from pathlib import Path
-
-    return Path(__file__).resolve().parent.parent
-
-
-class warnings_as_errors:
-    """``with warnings_as_errors():`` fails the test on any warning inside."""
-
-    def __enter__(self):
-        import warnings
-
-        self._catch = warnings.catch_warnings()
-        self._catch.__enter__()
-        warnings.simplefilter("error")
-
-    def __exit__(self, *exc):
-        return self._catch.__exit__(*exc)

@@ -7,7 +7,8 @@ On top of it, what is loaded is exactly what this package built:
 
 * the folder (``<cache>/native``) is created private (0700) and refused, with the cause named,
   when it, or a folder the package created above it, is another user's or writable by group or
-  others: nobody else can put a library where it is looked for;
+  others, or when the cache folder holding it is writable by others without the sticky bit:
+  nobody else can put a library where it is looked for;
 * each build records the SHA-256 of the library it wrote (``train_kernels-<key>.sha256``), and
   the library's name holds that hash; a file without a record, or whose content does not match
   it, is never loaded (it is renamed aside, ``.rejected``, and rebuilt);
@@ -136,9 +137,22 @@ def _check_private(folder: Path) -> None:
         )
 
 
+def _check_parent(root: Path) -> None:
+    """Raise :class:`UnsafeFolder` when others could rename the kernels folder away and put theirs
+    in its place: ``root`` writable by group or others without the sticky bit (which /tmp has)."""
+    if os.name != "posix":
+        return
+    mode = os.stat(root).st_mode
+    if mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
+        raise UnsafeFolder(
+            f"{root} is writable by group or others without the sticky bit (mode {stat.S_IMODE(mode):o}): others could replace the kernels folder in it"
+        )
+
+
 def private_folder(root: Path) -> Path:
     """``root/native``, creating what is missing with mode 0700, after checking it and each folder
-    created here (:func:`_check_private`); an existing kernels folder of ours is narrowed to 0700."""
+    created here (:func:`_check_private`) and ``root`` (:func:`_check_parent`); an existing kernels
+    folder of ours is narrowed to 0700."""
     folder = root / FOLDER
     missing = []
     for part in [folder, *folder.parents]:
@@ -152,6 +166,7 @@ def private_folder(root: Path) -> Path:
             pass  # made meanwhile (another process): checked below like ours
     for part in [*reversed(missing), folder]:
         _check_private(part)
+    _check_parent(root)
     if os.name == "posix" and stat.S_IMODE(os.stat(folder).st_mode) != 0o700:
         os.chmod(folder, 0o700)
     return folder
