@@ -134,3 +134,12 @@ def test_the_download_command_takes_the_head_and_the_folder_still_loads(served, 
         load_lm_head(cached)
     assert main(["download", "elmo-medium", "--lm-head"]) != 0
     assert "elmo-medium has no published LM head" in capsys.readouterr().err
+
+
+def test_offline_with_no_head_cached_names_the_command(served, monkeypatch):
+    monkeypatch.setenv(published.MIRROR_ENV, "http://127.0.0.1:9/allennlp/")
+    with pytest.raises(WeightsError, match=r"download elmo-original --lm-head.*vocab-2016-09-10.txt") as info:
+        load_lm_head("elmo-original")
+    assert "\n" not in str(info.value)
+    with pytest.raises(WeightsError, match=r"LM head is not in the cache .*download elmo-original --lm-head"):
+        load_lm_head("elmo-original", download=False)

@@ -184,11 +184,13 @@ def fetch_files(
     force: bool = False,
     progress: bool = True,
     sha256: Optional[Mapping[str, str]] = None,
+    command: str = "",
 ) -> Path:
     """Download ``files`` of the published model ``name`` into its cache folder (or check the
     cached copies): each is transferred into its ``.part``, then ``check`` runs on all of them
     (in ``files`` order), their SHA-256 is taken and compared with any pin, and only then are they
-    renamed into place and recorded. One download per model at a time (a lock file)."""
+    renamed into place and recorded. One download per model at a time (a lock file). ``command``:
+    the ``download`` command that fetches them, for messages (default: ``download NAME``)."""
     from filelock import FileLock
 
     model = published_model(name)
@@ -199,7 +201,7 @@ def fetch_files(
         created = not folder.is_dir()  # made here, under the lock: removed again if a failure leaves it empty
         folder.mkdir(exist_ok=True)
         try:
-            return _fetch_files_locked(model, folder, files, check, force, progress, pins)
+            return _fetch_files_locked(model, folder, files, check, force, progress, pins, command or f"download {name}")
         except BaseException:
             for file_name in files:  # a part with no byte, or no sidecar to resume it with, is of no use
                 part = part_path(folder / file_name)
@@ -220,6 +222,7 @@ def _fetch_files_locked(
     force: bool,
     progress: bool,
     pins: Mapping[str, str],
+    command: str,
 ) -> Path:
     name = model.name
     record = _read_record(folder)
@@ -244,7 +247,7 @@ def _fetch_files_locked(
         except Unreachable as err:
             raise WeightsError(
                 f"{name} is not cached in {folder} and {err.url} cannot be reached ({err}): download it where there is "
-                f"network (`python -m spacy_elmo download {name}`) and copy the folder, set {MIRROR_ENV} to a mirror, "
+                f"network (`python -m spacy_elmo {command}`) and copy the folder, set {MIRROR_ENV} to a mirror, "
                 f"or place {' and '.join(files)} in {folder} by hand"
             ) from None
         paths.append(fetched[file_name].part)

@@ -103,7 +103,13 @@ def download_lm_head(
     files = _head_files(name)
     dim = head_dim(name)
     folder = fetch_files(
-        name, files, lambda paths: check_head_files(paths[0], paths[1], dim), force=force, progress=progress, sha256=sha256
+        name,
+        files,
+        lambda paths: check_head_files(paths[0], paths[1], dim),
+        force=force,
+        progress=progress,
+        sha256=sha256,
+        command=f"download {name} --lm-head",
     )
     return folder / files[0], folder / files[1]
 
