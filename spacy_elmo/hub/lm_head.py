@@ -34,7 +34,11 @@ BLOCK_ROWS = 1 << 15  # rows converted at a time
 
 
 class LMHead(NamedTuple):
-    """The softmax of a biLM: ``logits = hidden @ weight.T + bias`` over ``vocab``."""
+    """The softmax of a biLM: ``logits = hidden @ weight.T + bias`` over ``vocab``, where
+    ``hidden`` is one direction's half of the top layer (``projection_dim`` wide; the forward half
+    predicts the next word, the backward half the previous one). Unpacks as
+    ``vocab, weight, bias``. Where the special tokens (``<S>``, ``</S>``, ``<UNK>``) sit depends on
+    the vocabulary: look words up, never assume ids."""
 
     vocab: List[str]
     weight: torch.Tensor  # [V, dim]
