@@ -18,12 +18,11 @@ float32 matrix instead of reading it (pages load on use).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, List, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 
 from ..bilm.errors import WeightsError
-from ..bilm.weights import _require_h5py
 from .download import cached_files, fetch_files
 from .published import PUBLISHED, published_model, shape_options
 from .resolve import DEFAULT_NAMES, WeightsSpec, default_model_path, is_name, normalise_spec
@@ -47,6 +46,14 @@ class LMHead(NamedTuple):
 
 # ---------------------------------------------------------------------------------------------
 # the published head
+
+
+def _h5py() -> Any:
+    try:
+        import h5py
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise WeightsError("the published LM head is an HDF5 file: reading it needs h5py (pip install 'spacy-elmo[hdf5]')") from None
+    return h5py
 
 
 def head_dim(name: str) -> int:
@@ -73,7 +80,7 @@ def check_head_files(softmax: Path, vocab: Path, dim: int) -> int:
 
 
 def _hdf5_shape(softmax: Path, dim: Optional[int]) -> int:
-    h5py = _require_h5py()
+    h5py = _h5py()
     try:
         handle = h5py.File(softmax, "r")
     except OSError as err:
@@ -168,7 +175,7 @@ def read_hdf5_head(
     """A head in the published layout (``softmax/W``, ``softmax/b`` and one token a line)."""
     import numpy as np
 
-    h5py = _require_h5py()
+    h5py = _h5py()
     total = _hdf5_shape(softmax, dim)
     words = read_vocab(vocab)
     if len(words) != total:
