@@ -142,5 +142,5 @@ def test_offline_with_no_head_cached_names_the_command(served, monkeypatch):
     with pytest.raises(WeightsError, match=r"download elmo-original --lm-head.*vocab-2016-09-10.txt") as info:
         load_lm_head("elmo-original")
     assert "\n" not in str(info.value)
-    with pytest.raises(WeightsError, match=r"LM head is not in the cache .*download elmo-original --lm-head"):
+    with pytest.raises(WeightsError, match=r"vocab-2016-09-10.txt of elmo-original are not in the cache .*download elmo-original --lm-head"):
         load_lm_head("elmo-original", download=False)

@@ -81,18 +81,19 @@ def check_files(options: Path, weights: Path) -> BiLMConfig:
     return config
 
 
-def cached_files(name: str, file_names: Sequence[str], check: Callable[[List[Path]], object], what: str = "") -> List[Path]:
+def cached_files(name: str, file_names: Sequence[str], check: Callable[[List[Path]], object], command: str = "") -> List[Path]:
     """The cached ``file_names`` of a published model, checked against ``verified.json`` (and the
     registry's pins); files placed by hand (no record yet) pass ``check`` and are hashed once.
-    Raises a one-line error when one is absent or changed since it was recorded."""
+    Raises a one-line error when one is absent or changed since it was recorded. ``command``: the
+    ``download`` command that fetches them, for messages (default: ``download NAME``)."""
     model = published_model(name)
     folder = model_dir(name)
     paths = [folder / f for f in file_names]
+    command = command or f"download {name}"
     if not all(p.is_file() for p in paths):
-        flag = " --lm-head" if what else ""
         raise WeightsError(
-            f"{name}{what} is not in the cache ({folder}): run `python -m spacy_elmo download {name}{flag}`, or place "
-            f"{' and '.join(file_names)} from {model.folder} of the published location there by hand"
+            f"{' and '.join(file_names)} of {name} are not in the cache ({folder}): run `python -m spacy_elmo {command}`, "
+            f"or place them there by hand from {model.folder} of the published location"
         )
     record = _read_record(folder)
     files = record.get("files", {})
@@ -109,7 +110,7 @@ def cached_files(name: str, file_names: Sequence[str], check: Callable[[List[Pat
         else:
             raise WeightsError(
                 f"{path} changed since it was recorded (its SHA-256 differs from {RECORD_NAME}): refused, not "
-                f"downloaded again; delete {folder} or run `python -m spacy_elmo download {name} --force`"
+                f"downloaded again; delete {folder} or run `python -m spacy_elmo {command} --force`"
             )
         changed = True
     _check_pins(folder, files, _pins(model, file_names, None), name)

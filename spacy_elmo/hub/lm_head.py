@@ -133,7 +133,9 @@ def cached_lm_head(name: str, *, download: bool = True) -> Tuple[Path, Path]:
     if download and not is_cached(name, files):
         return download_lm_head(name)
     dim = head_dim(name)
-    softmax, vocab = cached_files(name, files, lambda paths: check_head_files(paths[0], paths[1], dim), what="'s LM head")
+    softmax, vocab = cached_files(
+        name, files, lambda paths: check_head_files(paths[0], paths[1], dim), command=f"download {name} --lm-head"
+    )
     return softmax, vocab
 
 
