@@ -2,8 +2,8 @@
 
 A file is written to a unique temporary name in its own folder, flushed to disk (``fsync``) and
 renamed over the target, so a reader sees the old file or the new one, never a mix; a crash
-leaves at most a ``.NAME.HOST-PID-TOKEN.tmp`` file behind. :func:`remove_temporary` clears those
-of writers that are gone (this host, a dead PID) or older than a day, never a live writer's.
+leaves at most a ``.NAME.HOST-PID-TOKEN.tmp`` file behind. :func:`remove_stale_temporary` clears
+those of writers that are gone (this host, a dead PID) or older than a day, never a live writer's.
 
 A folder of several files (a token index, a biLM) counts as complete only when its manifest
 exists: :func:`start_folder` removes an old manifest before anything else is replaced,
@@ -21,7 +21,7 @@ import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -118,14 +118,28 @@ def save_npy(path: PathLike, array: Any) -> Path:
     return write_atomic(path, lambda handle: np.save(handle, array, allow_pickle=False))
 
 
-def remove_temporary(folder: Path) -> int:
+def _temporaries(folder: Path) -> List[Path]:
+    return [p for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()]
+
+
+def remove_stale_temporary(folder: Path) -> int:
     """Delete temporary files left in ``folder`` by writers killed mid-write (a dead PID on this
     host, or older than a day); a live writer's are kept. Returns how many were removed."""
     now = time.time()
-    stale = [p for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file() and _stale(p, now)]
+    stale = [p for p in _temporaries(folder) if _stale(p, now)]
     for path in stale:
         path.unlink(missing_ok=True)
     return len(stale)
+
+
+def remove_temporary(folder: Path) -> int:
+    """Delete every temporary file in ``folder``, whoever wrote it: only for a folder that no one
+    else writes to (e.g. a finished corpus run's output); otherwise :func:`remove_stale_temporary`.
+    Returns how many were removed."""
+    found = _temporaries(folder)
+    for path in found:
+        path.unlink(missing_ok=True)
+    return len(found)
 
 
 def start_folder(folder: PathLike, manifest: str) -> Path:
@@ -139,7 +153,7 @@ def start_folder(folder: PathLike, manifest: str) -> Path:
     if old.exists():
         old.unlink()
         fsync_dir(folder)
-    remove_temporary(folder)
+    remove_stale_temporary(folder)  # another process may be saving into the same folder: keep its files
     return folder
 
 
