@@ -144,3 +144,23 @@ def test_offline_with_no_head_cached_names_the_command(served, monkeypatch):
     assert "\n" not in str(info.value)
     with pytest.raises(WeightsError, match=r"vocab-2016-09-10.txt of elmo-original are not in the cache .*download elmo-original --lm-head"):
         load_lm_head("elmo-original", download=False)
+
+
+def test_a_native_folder_and_a_head_that_does_not_fit_it(tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(default_model_path(), folder)
+    head = load_lm_head(folder, top_n=5)
+    assert head.vocab == ["<S>", "</S>", "<UNK>", ",", "the"] and head.weight.shape == (5, 128)
+    torch.save({"weight": torch.zeros(30000, 64), "bias": torch.zeros(30000)}, folder / "softmax.pt")
+    with pytest.raises(WeightsError, match=r"takes 64-dimensional states, but the biLM's output \(projection_dim\) is 128"):
+        load_lm_head(folder)
+    (folder / "vocab.txt").write_text("<S>\n</S>\n", encoding="utf-8")
+    torch.save({"weight": torch.zeros(3, 128), "bias": torch.zeros(3)}, folder / "softmax.pt")
+    with pytest.raises(WeightsError, match="lists 2 words, but .* has 3 rows"):
+        load_lm_head(folder)
+    (folder / "softmax.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(WeightsError, match="softmax.pt cannot be read"):
+        load_lm_head(folder)
+    (folder / "softmax.pt").unlink()
+    with pytest.raises(WeightsError, match="no LM head found"):
+        load_lm_head(folder)
