@@ -54,7 +54,7 @@ def test_a_custom_options_file_gives_a_loadable_seeded_model(tmp_path):
 
 def test_a_published_name_gives_its_shape(tmp_path):
     options, weights = write_random_weights("elmo-small", tmp_path, seed=0)
-    config = download.verify_files(options, weights)  # the checks a download must pass
+    config = download.check_files(options, weights)  # the checks a download must pass
     assert config == BiLMConfig.from_options(published.shape_options(published.PUBLISHED["elmo-small"].shape))
     import h5py
 
