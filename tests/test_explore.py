@@ -263,3 +263,44 @@ def test_real_vectors_of_bank():
     same = np.mean([labels[row] == labels[i] for i, row in enumerate(data["neighbours"])])
     assert same > 0.6, f"only {same:.0%} of the nearest occurrences share the sense"
     assert all(o[0][o[1] : o[2]] == "bank" for o in data["occurrences"])
+
+
+# the command
+
+
+def run_cli(capsys, *argv):
+    from spacy_elmo.cli import main
+
+    code = main(["explore", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_explore_command_writes_the_page(capsys, tmp_path):
+    ws = synthetic()
+    save_word_senses(ws, tmp_path / "bank")
+    code, out, err = run_cli(capsys, tmp_path / "bank.json", "--neighbours", "3", "--title", "Bank <test>")
+    assert code == 0, err
+    page = (tmp_path / "bank.html").read_text(encoding="utf-8")
+    assert "wrote" in out and "30 occurrences of 'bank', 3 senses" in out
+    assert "<title>Bank &lt;test&gt;</title>" in page
+    assert page_json(page)["neighbours"] == nearest_occurrences(ws.vectors, 3)[0].tolist()
+    code, _, err = run_cli(capsys, tmp_path / "bank", tmp_path / "sub" / "page.html")
+    assert code == 0 and (tmp_path / "sub" / "page.html").is_file(), err
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["no/such/senses.json"], "saved word senses not found: no/such/senses.json"),
+        (["{saved}", "--neighbours", "0"], "--neighbours 0: must be 1 or more"),
+        (["{saved}", "{tmp}/page.png"], "the page is HTML"),
+        (["{tmp}/other.json"], "not a saved WordSenses"),
+    ],
+)
+def test_explore_command_errors_are_one_line(capsys, tmp_path, argv, expected):
+    save_word_senses(synthetic(), tmp_path / "bank")
+    (tmp_path / "other.json").write_text("{}")
+    argv = [a.format(saved=tmp_path / "bank.json", tmp=tmp_path) for a in argv]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and expected in err, err

@@ -63,10 +63,8 @@ def hover_label(occurrence: Occurrence, sense: str, weight: float) -> str:
 def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[float], colours: Sequence[str]) -> Any:
     """The Plotly figure: one scatter trace per sense (so that the legend lists the senses), each
     point's ``customdata`` its occurrence index."""
-    try:
-        import plotly.graph_objects as go
-    except ImportError:
-        raise ImportError(PLOTLY_MISSING) from None
+    import plotly.graph_objects as go
+
     labels = senses.labels
     weights = np.asarray(senses.weights)
     fig = go.Figure()
@@ -125,6 +123,10 @@ def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[st
     if not senses.occurrences:
         raise ValueError(f"no occurrences of {senses.word!r} to explore")
     check_word_senses(senses)
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        raise ImportError(PLOTLY_MISSING) from None
     if neighbours < 1:
         raise ValueError(f"neighbours must be 1 or more, got {neighbours}")
     colours = sense_colours(len(senses.senses))
