@@ -129,6 +129,17 @@ def test_projection_is_pca_of_unit_vectors_and_deterministic():
     np.testing.assert_allclose(project_2d(vectors * 3)[0], coords, atol=1e-5)  # scale does not matter: cosine geometry
 
 
+def test_subspace_iteration_finds_the_leading_eigenvectors(monkeypatch):
+    rng = np.random.default_rng(3)
+    centres = rng.normal(size=(4, 300)) * 3
+    vectors = (centres[rng.integers(0, 4, 400)] + rng.normal(size=(400, 300))).astype(np.float32)
+    exact, explained = project_2d(vectors)  # 300 dims > EXACT_UP_TO: subspace iteration
+    monkeypatch.setattr(projection, "EXACT_UP_TO", 10_000)  # a full eigendecomposition
+    reference, reference_explained = project_2d(vectors)
+    np.testing.assert_allclose(exact, reference, atol=1e-5)
+    np.testing.assert_allclose(explained, reference_explained, rtol=1e-6)
+
+
 def test_projection_of_degenerate_inputs():
     assert project_2d(np.ones((1, 4)))[0].tolist() == [[0.0, 0.0]]
     coords, explained = project_2d(np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]]))  # two distinct directions: one axis
@@ -209,6 +220,14 @@ def _figure_json(page: str) -> dict:
     rest = script[start:].lstrip()[end:].lstrip().lstrip(",").lstrip()
     layout, _ = decoder.raw_decode(rest)
     return {"data": data, "layout": layout}
+
+
+def test_large_maps_are_drawn_with_webgl(monkeypatch):
+    from spacy_elmo.senses import explore
+
+    assert '"type":"scatter"' in explore_page(synthetic((3, 2)))
+    monkeypatch.setattr(explore, "WEBGL_FROM", 5)
+    assert '"type":"scattergl"' in explore_page(synthetic((3, 2)))
 
 
 def test_corpus_text_is_escaped():
