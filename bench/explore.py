@@ -10,7 +10,7 @@
         Occurrences of WORD in the text files, embedded with the default model (top layer); senses:
         spherical k-means clusters of the vectors, named by their most distinctive context words
         (a stand-in for sense induction, which the explore command will run); writes the page
-        (explore-bench/) and a screenshot of it with one point clicked and another hovered.
+        and a screenshot of it with one point clicked and another hovered.
 
 Text files: plain text or .gz, paragraphs separated by blank lines. Needs plotly, selenium and
 Chromium (apt-get install chromium chromium-driver).
@@ -26,6 +26,7 @@ import re
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -166,8 +167,8 @@ def real_senses(pairs: List[Tuple[str, str]], word: str, k: int, layer: str) -> 
     occurrences, vectors = [], []
     for (source, text), doc in zip(pairs, nlp.pipe(text for _, text in pairs)):
         o = occurrence(source, text, word)
-        token = doc.char_span(o.start, o.end, alignment_mode="expand")[0]
-        occurrences.append(Occurrence(text, token.idx, token.idx + len(token), source))
+        token = doc.char_span(o.start, o.end, alignment_mode="expand")[0]  # the token the word is in
+        occurrences.append(o)
         vectors.append(token_vector(token, None if layer == "mix" else layer))
     matrix = np.array(vectors, dtype=np.float32)
     centres = kmeans(matrix, k)
@@ -230,7 +231,8 @@ def machine() -> str:
 def cmd_size(args) -> None:
     pairs = sentences_with(args.text, args.word, args.n)
     ws = synthetic_senses(pairs, args.word, args.n, args.dim, args.senses)
-    out = args.out_dir / f"explore-{args.n}.html"
+    out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="explore-bench-"))
+    out = out_dir / f"explore-{args.n}.html"
     start = time.perf_counter()
     write_explore_page(ws, out, neighbours=args.neighbours)
     write_s = time.perf_counter() - start
@@ -271,7 +273,7 @@ def cmd_screenshot(args) -> None:
     pairs = sentences_with(args.text, args.word, args.n, max_chars=220)
     ws = real_senses(pairs, args.word, args.k, args.layer)
     print(f"{len(ws.occurrences)} occurrences; senses: " + "; ".join(f"{s.name} ({s.count})" for s in ws.senses))
-    page = args.page or Path("explore-bench") / f"explore-{args.word}.html"
+    page = args.page or Path(tempfile.mkdtemp(prefix="explore-bench-")) / f"explore-{args.word}.html"
     write_explore_page(ws, page, neighbours=10)
     if args.save:
         save_word_senses(ws, args.save)
@@ -315,7 +317,7 @@ def main() -> None:
     size.add_argument("--senses", type=int, default=6)
     size.add_argument("--neighbours", type=int, default=10)
     size.add_argument("--loads", type=int, default=7)
-    size.add_argument("--out-dir", type=Path, default=Path("explore-bench"))
+    size.add_argument("--out-dir", type=Path, default=None, help="where the page goes (default: a temporary folder)")
     size.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "explore-size.json")
     shot = sub.add_parser("screenshot", help="the page on real data, and a screenshot of it")
     shot.add_argument("--text", type=Path, nargs="+", required=True)
@@ -324,7 +326,7 @@ def main() -> None:
     shot.add_argument("--k", type=int, default=3)
     shot.add_argument("--layer", default="layer:2", help="mix (token._.elmo) or a layer spec such as layer:2")
     shot.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "explore.png")
-    shot.add_argument("--page", type=Path, default=None, help="where the page goes (default: explore-bench/explore-WORD.html)")
+    shot.add_argument("--page", type=Path, default=None, help="where the page goes (default: a temporary folder)")
     shot.add_argument("--save", type=Path, default=None, help="also save the WordSenses here (NAME.json + NAME.npz)")
     shot.add_argument("--width", type=int, default=1400)
     shot.add_argument("--height", type=int, default=900)

@@ -90,9 +90,9 @@ def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[f
         hovermode="closest",
         hoverlabel={"align": "left", "bgcolor": "white", "font": {"size": 13}},
         font={"color": "#222"},
+        # above the map, one sense a line (a horizontal legend cuts long names off)
         legend={
-            "title": {"text": "Senses (occurrences)"},
-            "orientation": "h",
+            "title": {"text": "Senses (occurrences)", "side": "top"},
             "yanchor": "bottom",
             "y": 1.02,
             "x": 0,
@@ -139,7 +139,7 @@ def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[st
         full_html=False,
         include_plotlyjs=True,
         div_id="explore-map",
-        default_height="560px",
+        default_height="600px",
         config={"displaylogo": False, "responsive": True, "displayModeBar": "hover"},
         post_script="spacyElmoExplore(document.getElementById('{plot_id}'));",
     )
