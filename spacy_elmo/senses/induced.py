@@ -102,30 +102,33 @@ def check_word_senses(ws: WordSenses) -> None:
 
 
 def save_word_senses(ws: WordSenses, path: Union[str, "os.PathLike[str]"]) -> Path:
-    """Save ``ws`` as a JSON file (word, occurrences, senses, note) and an ``.npz`` of its arrays
-    next to it; returns the JSON's path. The JSON is written last and records the ``.npz``'s
+    """Save ``ws`` as a JSON file (word, occurrences, senses, note, ``extra``'s JSON values) and an
+    ``.npz`` of its arrays (weights, vectors, ``extra``'s numpy arrays) next to it; returns the JSON's path. The JSON is written last and records the ``.npz``'s
     SHA-256, so a reader never pairs it with another save's arrays."""
     from ..files import write_atomic, write_json
 
     check_word_senses(ws)
+    extra_arrays = {f"extra.{key}": np.asarray(value) for key, value in ws.extra.items() if isinstance(value, np.ndarray)}
+    extra = {key: value for key, value in ws.extra.items() if not isinstance(value, np.ndarray)}
     try:
-        json.dumps(ws.extra)
+        json.dumps(extra)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"extra of {ws.word!r} cannot be saved as JSON: {err}") from None
+        raise ValueError(f"extra of {ws.word!r} cannot be saved (JSON values and numpy arrays only): {err}") from None
+    if any(value.dtype == object for value in extra_arrays.values()):
+        raise ValueError(f"extra of {ws.word!r} holds an array of Python objects, which cannot be saved without pickles")
     json_path, npz_path = word_senses_files(path)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     if json_path.exists():  # the pair reads as incomplete until the new JSON is in place
         json_path.unlink()
-    weights = np.asarray(ws.weights, dtype=np.float32)
-    vectors = np.asarray(ws.vectors, dtype=np.float32)
-    write_atomic(npz_path, lambda handle: np.savez(handle, weights=weights, vectors=vectors))
+    arrays = {"weights": np.asarray(ws.weights, dtype=np.float32), "vectors": np.asarray(ws.vectors, dtype=np.float32), **extra_arrays}
+    write_atomic(npz_path, lambda handle: np.savez(handle, **arrays))  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
     data = {
         "format": FORMAT,
         "word": ws.word,
         "forms": list(ws.forms),
         "representation": ws.representation,
         "note": ws.note,
-        "extra": ws.extra,
+        "extra": extra,
         "occurrences": [[o.text, o.start, o.end, o.source] for o in ws.occurrences],
         "senses": [asdict(sense) for sense in ws.senses],
         "arrays": {"file": npz_path.name, "sha256": _sha256(npz_path)},
@@ -148,8 +151,10 @@ def load_word_senses(path: Union[str, "os.PathLike[str]"]) -> WordSenses:
         raise FileNotFoundError(f"{json_path} has no arrays: {npz_path} is missing")
     if _sha256(npz_path) != data["arrays"]["sha256"]:
         raise ValueError(f"{npz_path} does not belong to {json_path} (SHA-256 differs): save the word senses again")
+    extra = dict(data["extra"])
     with np.load(npz_path, allow_pickle=False) as arrays:
         weights, vectors = arrays["weights"], arrays["vectors"]
+        extra.update({name[len("extra.") :]: arrays[name] for name in arrays.files if name.startswith("extra.")})
     ws = WordSenses(
         word=data["word"],
         forms=list(data["forms"]),
@@ -159,7 +164,7 @@ def load_word_senses(path: Union[str, "os.PathLike[str]"]) -> WordSenses:
         vectors=vectors,
         representation=data["representation"],
         note=data["note"],
-        extra=data["extra"],
+        extra=extra,
     )
     check_word_senses(ws)
     return ws
