@@ -260,6 +260,8 @@ def test_hover_label_and_marks():
     assert label.count("<b>") == label.count("</b>") >= 1
     assert re.sub("<[^>]+>", "", label.replace("<br>", " ")).count("New York Stock Exchange") == 1
     assert marked_html(Occurrence("a <bank> b", 2, 8)) == "a <mark>&lt;bank&gt;</mark> b"
+    quoted = hover_label(Occurrence('He said "the bank" & <left>', 13, 17), "s", 1.0)
+    assert quoted.endswith('He said "the <b>bank</b>" &amp; &lt;left&gt;')  # Plotly shows &quot; as written
 
 
 def test_bad_input_is_one_line_error():

@@ -194,6 +194,8 @@ def test_markup_in_the_corpus_stays_text(browser, page):
     for target in (0, 1):
         mouse(browser, target)
         assert wait_for(browser, "return document.getElementById('hovered').dataset.occurrence === arguments[0]", str(target))
+        label = browser.execute_script("return document.querySelector('.hoverlayer .hovertext').textContent")
+        assert "".join(ws.occurrences[target].text.split())[:40] in "".join(label.split())  # the markup shows as text
         mouse(browser, target, click=True)
         assert wait_for(browser, "return document.getElementById('selected').dataset.occurrence === arguments[0]", str(target))
         assert ws.occurrences[target].text in browser.execute_script("return document.getElementById('selected').textContent")

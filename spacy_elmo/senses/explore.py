@@ -55,10 +55,12 @@ def hover_label(occurrence: Occurrence, sense: str, weight: float) -> str:
     for line in _wrap(before + "\x00" + word + "\x01" + after, HOVER_LINE):
         opened = "<b>" if bold else ""
         bold = (bold or "\x00" in line) and "\x01" not in line
-        text = html.escape(line).replace("\x00", "<b>").replace("\x01", "</b>")
+        # quotes stay as they are: Plotly decodes &lt; &gt; &amp; but would show &quot; as written,
+        # and with every < escaped no tag (and so no attribute) can open
+        text = html.escape(line, quote=False).replace("\x00", "<b>").replace("\x01", "</b>")
         lines.append(opened + text + ("</b>" if bold else ""))
     body = "<br>".join(lines)
-    return f"<i>{html.escape(sense)}</i> ({weight:.2f})<br>{body}"
+    return f"<i>{html.escape(sense, quote=False)}</i> ({weight:.2f})<br>{body}"
 
 
 def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[float], colours: Sequence[str]) -> Any:
