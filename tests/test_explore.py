@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from spacy_elmo.senses import projection
-from spacy_elmo.senses.explore import explore_page, hover_label, marked_html, write_explore_page
+from spacy_elmo.senses.explore import explore_page, marked_html, write_explore_page
 from spacy_elmo.senses.induced import Occurrence, load_word_senses, save_word_senses, word_senses_files
 from spacy_elmo.senses.projection import nearest_occurrences, project_2d
 
@@ -194,16 +194,18 @@ def test_page_is_self_contained_and_complete(tmp_path):
     assert "4 nearest occurrences" in page
 
 
-def test_every_point_has_its_hover_label():
+def test_every_point_is_its_occurrence():
     ws = synthetic((3, 2))
-    traces = _figure_json(explore_page(ws))["data"]
+    page = explore_page(ws)
+    traces = _figure_json(page)["data"]
     assert [trace["name"] for trace in traces] == ["bank: sense0 (3)", "bank: sense1 (2)"]
-    customdata = [int(i) for trace in traces for i in _array(trace["customdata"])]
-    assert sorted(customdata) == list(range(5))
-    for trace in traces:
-        assert len(_array(trace["x"])) == len(_array(trace["y"])) == len(trace["hovertext"])
-        for i, label in zip(_array(trace["customdata"]), trace["hovertext"]):
-            assert ws.occurrences[int(i)].text.replace("bank", "<b>bank</b>") in label
+    data = page_json(page)
+    for k, trace in enumerate(traces):  # the page's script labels trace k's points from its data in this order
+        members = _array(trace["customdata"]).tolist()
+        assert members == [i for i, sense in enumerate(data["sense"]) if sense == k]
+        assert len(_array(trace["x"])) == len(_array(trace["y"])) == len(members)
+        assert "hovertext" not in trace  # each sentence is in the page once, in its data
+    assert data["hover"] == {"context": 70, "line": 60}
 
 
 def _array(value) -> np.ndarray:
@@ -249,19 +251,9 @@ def test_corpus_text_is_escaped():
     assert "The &lt;script&gt;window.__pwned = 1&lt;/script&gt; <mark>bank</mark> was robbed." in page
 
 
-def test_hover_label_and_marks():
-    long = Occurrence("word " * 40 + "bank" + " word" * 40, 200, 204)
-    label = hover_label(long, "bank: money", 0.8123)
-    assert label.startswith("<i>bank: money</i> (0.81)<br>")
-    assert "<b>bank</b>" in label and label.count("…") == 2
-    assert all(len(line) <= 70 for line in re.sub("<[^>]+>", "", label.replace("<br>", "\n")).split("\n"))
-    split = Occurrence("x " * 30 + "New York Stock Exchange" + " y" * 30, 60, 83)
-    label = hover_label(split, "s", 1.0)
-    assert label.count("<b>") == label.count("</b>") >= 1
-    assert re.sub("<[^>]+>", "", label.replace("<br>", " ")).count("New York Stock Exchange") == 1
+def test_marked_sentences():
     assert marked_html(Occurrence("a <bank> b", 2, 8)) == "a <mark>&lt;bank&gt;</mark> b"
-    quoted = hover_label(Occurrence('He said "the bank" & <left>', 13, 17), "s", 1.0)
-    assert quoted.endswith('He said "the <b>bank</b>" &amp; &lt;left&gt;')  # Plotly shows &quot; as written
+    assert marked_html(Occurrence("x" * 300 + " bank " + "y" * 300, 301, 305), 10) == "…xxxxxxxxx <mark>bank</mark> yyyyyyyyy…"
 
 
 def test_bad_input_is_one_line_error():

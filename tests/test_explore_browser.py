@@ -15,6 +15,7 @@ import pytest
 
 from spacy_elmo.senses import explore
 from spacy_elmo.senses.explore import write_explore_page
+from spacy_elmo.senses.induced import Occurrence
 from spacy_elmo.senses.projection import nearest_occurrences
 
 from .explore_data import HOSTILE, synthetic
@@ -166,6 +167,37 @@ def test_hover_shows_the_sentence(browser, page):
         assert browser.execute_script("return document.querySelector('#hovered mark').textContent") == "bank"
         label = browser.execute_script("return document.querySelector('.hoverlayer .hovertext').textContent")
         assert "bank" in label and ws.senses[ws.labels[target]].name in label
+
+
+def test_hover_labels(browser, tmp_path):
+    """Plotly's label: the sense and weight, the sentence cut to 70 characters either side of the
+    word and wrapped at about 60, the word in bold (across a line break too), quotes as quotes."""
+    texts = [
+        "word " * 40 + "bank" + " word" * 40,
+        "x " * 28 + "New bank of York" + " y" * 30,  # the line breaks inside the word
+        'He said "the bank" & <left> &lt;right&gt;',  # and entities in the corpus stay as written
+    ]
+    ws = synthetic((3, 2), texts=texts)
+    ws.occurrences[1] = Occurrence(texts[1], 56, 72)  # a word with spaces: "New bank of York"
+    path = write_explore_page(ws, tmp_path / "labels.html", neighbours=2)
+    open_page(browser, path)
+    lines = []
+    for target in range(3):
+        mouse(browser, target)
+        assert wait_for(browser, "return document.getElementById('hovered').dataset.occurrence === arguments[0]", str(target))
+        lines.append(
+            browser.execute_script(
+                "const label = document.querySelector('.hoverlayer .hovertext text');"
+                "return Array.from(label.querySelectorAll('tspan.line')).map(line => [line.textContent,"
+                " Array.from(line.querySelectorAll('tspan')).filter(t => t.style.fontWeight === 'bold').map(t => t.textContent).join('')])"
+            )
+        )
+    long, spaced, quoted = lines
+    assert long[0][0] == "bank: sense0 (0.90)" and long[1][0].startswith("…")
+    assert long[-1][0].endswith("…") and all(len(text) <= 70 for text, _ in long)
+    assert "".join(bold for _, bold in long) == "bank"
+    assert [bold for _, bold in spaced if bold] == ["New", "bank of York"]  # bold on both lines of the break
+    assert quoted[1][0] == 'He said "the bank" & <left> &lt;right&gt;' and quoted[1][1] == "bank"
 
 
 def test_click_lists_the_nearest_occurrences(browser, page):

@@ -46,30 +46,14 @@ def marked_html(occurrence: Occurrence, context: Optional[int] = None) -> str:
     return f"{html.escape(before)}<mark>{html.escape(word)}</mark>{html.escape(after)}"
 
 
-def hover_label(occurrence: Occurrence, sense: str, weight: float) -> str:
-    """The hover label of a point in Plotly's markup: the sense, then the sentence around the word
-    (escaped, wrapped, the word in bold)."""
-    before, word, after = _window(occurrence, HOVER_CONTEXT)
-    lines = []
-    bold = False  # the word may wrap onto a second line: close and reopen <b> around the break
-    for line in _wrap(before + "\x00" + word + "\x01" + after, HOVER_LINE):
-        opened = "<b>" if bold else ""
-        bold = (bold or "\x00" in line) and "\x01" not in line
-        # quotes stay as they are: Plotly decodes &lt; &gt; &amp; but would show &quot; as written,
-        # and with every < escaped no tag (and so no attribute) can open
-        text = html.escape(line, quote=False).replace("\x00", "<b>").replace("\x01", "</b>")
-        lines.append(opened + text + ("</b>" if bold else ""))
-    body = "<br>".join(lines)
-    return f"<i>{html.escape(sense, quote=False)}</i> ({weight:.2f})<br>{body}"
-
-
 def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[float], colours: Sequence[str]) -> Any:
     """The Plotly figure: one scatter trace per sense (so that the legend lists the senses), each
-    point's ``customdata`` its occurrence index; SVG up to WEBGL_FROM occurrences, WebGL from there."""
+    point's ``customdata`` its occurrence index; SVG up to WEBGL_FROM occurrences, WebGL from there.
+    The hover labels are not in it: the page's script builds them from its data, so that the page
+    holds each sentence once."""
     import plotly.graph_objects as go
 
     labels = senses.labels
-    weights = np.asarray(senses.weights)
     scatter = go.Scattergl if len(senses.occurrences) >= WEBGL_FROM else go.Scatter
     fig = go.Figure()
     for sense, colour in zip(senses.senses, colours):
@@ -81,8 +65,7 @@ def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[f
                 mode="markers",
                 name=f"{sense.name} ({len(members)})",
                 customdata=members.astype(np.int32),
-                hovertext=[hover_label(senses.occurrences[i], sense.name, float(weights[i, sense.id])) for i in members],
-                hovertemplate="%{hovertext}<extra></extra>",
+                hovertemplate="%{hovertext}<extra></extra>",  # the page's script writes the labels from its data
                 marker={"color": colour, "size": 8, "opacity": 0.85, "line": {"width": 0.5, "color": "white"}},
             )
         )
@@ -119,6 +102,7 @@ def page_data(senses: WordSenses, indices: np.ndarray, cosines: np.ndarray, colo
         "weight": [round(float(weights[i, label]), 3) for i, label in enumerate(labels)] if len(labels) else [],
         "neighbours": indices.astype(int).tolist(),
         "cosines": np.round(cosines.astype(np.float64), 3).tolist(),
+        "hover": {"context": HOVER_CONTEXT, "line": HOVER_LINE},
     }
 
 
@@ -263,7 +247,7 @@ td:first-child { font-variant-numeric: tabular-nums; width: 4em; }
 
 # The glue between the chart and the panel: hover shows a sentence, click lists its neighbours.
 # Corpus text only ever goes into text nodes (textContent / append of strings).
-_GLUE = """
+_GLUE = r"""
 function spacyElmoExplore(gd) {
   const data = JSON.parse(document.getElementById('explore-data').textContent);
   function sentence(i) {
@@ -282,6 +266,34 @@ function spacyElmoExplore(gd) {
     swatch.style.background = sense.colour;
     label.append(swatch, sense.name + ' (' + data.weight[i].toFixed(2) + ')');
     return label;
+  }
+  // Plotly's hover label: the sense, then the sentence around the word (escaped, wrapped, the word
+  // in bold). Plotly reads a little HTML in labels and decodes &lt; &gt; &amp;: with every < escaped
+  // no tag of the corpus's can open.
+  function escapeText(text) {
+    return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  }
+  function hoverLabel(i) {
+    const [text, start, end] = data.occurrences[i];
+    const {context, line: width} = data.hover;
+    let before = text.slice(0, start), after = text.slice(end);
+    if (before.length > context) before = '\u2026' + before.slice(before.length - context).trimStart();
+    if (after.length > context) after = after.slice(0, context).trimEnd() + '\u2026';
+    const words = (before + '\u0000' + text.slice(start, end) + '\u0001' + after).split(/\s+/).filter(Boolean);
+    const lines = [];
+    let line = '';
+    for (const word of words) {
+      if (line && line.length + 1 + word.length > width) { lines.push(line); line = word; }
+      else line = line ? line + ' ' + word : word;
+    }
+    if (line) lines.push(line);
+    let bold = false;  // the word may wrap onto a second line: close and reopen <b> around the break
+    const body = lines.map((part) => {
+      const opened = bold ? '<b>' : '';
+      bold = (bold || part.includes('\u0000')) && !part.includes('\u0001');
+      return opened + escapeText(part).replace('\u0000', '<b>').replace('\u0001', '</b>') + (bold ? '</b>' : '');
+    }).join('<br>');
+    return '<i>' + escapeText(data.senses[data.sense[i]].name) + '</i> (' + data.weight[i].toFixed(2) + ')<br>' + body;
   }
   function describe(target, i) {
     target.replaceChildren(senseLabel(i), document.createElement('br'), sentence(i));
@@ -312,6 +324,9 @@ function spacyElmoExplore(gd) {
       return item;
     }));
   }
+  const members = data.senses.map(() => []);
+  data.sense.forEach((sense, i) => members[sense].push(i));
+  Plotly.restyle(gd, {hovertext: members.map((ids) => ids.map(hoverLabel))});
   gd.on('plotly_hover', (event) => describe(document.getElementById('hovered'), event.points[0].customdata));
   gd.on('plotly_click', (event) => select(event.points[0].customdata));
   window.spacyElmoExplorer = {data: data, select: select, ready: performance.now()};
