@@ -7,8 +7,8 @@ original vector space, precomputed, :func:`.projection.nearest_occurrences`). Be
 table per sense of its most representative examples.
 
 The chart is Plotly's, with plotly.js inlined: the page opens from disk with no network. All
-corpus text is escaped: it reaches the page as escaped HTML or as JSON that the page's script
-puts into text nodes, never as markup.
+corpus text is escaped: it reaches the page as escaped HTML, or as JSON that the page's script
+puts into text nodes (or escapes, for Plotly's hover labels), never as markup.
 """
 
 from __future__ import annotations
