@@ -311,6 +311,7 @@ def test_explore_command_writes_the_page(capsys, tmp_path):
         (["{saved}", "--neighbours", "0"], "--neighbours 0: must be 1 or more"),
         (["{saved}", "{tmp}/page.png"], "the page is HTML"),
         (["{tmp}/other.json"], "not a saved WordSenses"),
+        (["{tmp}"], "is a folder: pass the NAME.json"),
     ],
 )
 def test_explore_command_errors_are_one_line(capsys, tmp_path, argv, expected):

@@ -23,6 +23,10 @@ def explore_cli(
     from ..senses.explore import write_explore_page
     from ..senses.induced import load_word_senses, word_senses_files
 
+    if senses.is_dir():
+        raise UserError(
+            f"{senses} is a folder: pass the NAME.json of one word's saved senses (save_word_senses writes NAME.json + NAME.npz)"
+        )
     if neighbours < 1:
         raise UserError(f"--neighbours {neighbours}: must be 1 or more")
     json_path, _ = word_senses_files(senses)
