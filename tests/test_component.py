@@ -8,9 +8,11 @@ import warnings
 import numpy as np
 import pytest
 import spacy
+from spacy.lang.en import English
 from spacy.tokens import Doc, DocBin
 
 from spacy_elmo import WeightsError, load_bilm
+from spacy_elmo.layers.bilm_model import BiLMNotLoaded
 from spacy_elmo.layers.contexts import split_windows
 
 from .conftest import ALLENNLP, BILMTF
@@ -31,7 +33,7 @@ def test_factory_found_without_importing_the_package():
     code = (
         "import sys, spacy; nlp = spacy.blank('en');"
         f"nlp.add_pipe('elmo', config={{'weights': {str(ALLENNLP)!r}}});"
-        "doc = nlp('It works.'); print(doc.tensor.shape)"
+        "nlp.initialize(); doc = nlp('It works.'); print(doc.tensor.shape)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -63,6 +65,7 @@ def test_given_sentence_boundaries_are_used(allennlp_bilm):
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    nlp.initialize()
     doc = nlp("One two three. Four five")
     raw = allennlp_bilm.embed_sentences([["One", "two", "three", "."], ["Four", "five"]])
     assert np.allclose(doc._.elmo_layers, np.concatenate(raw, axis=1), atol=1e-6)
@@ -92,6 +95,7 @@ def test_similarity_hooks(nlp):
 def test_hooks_can_be_turned_off():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "set_hooks": False, "store_layers": False})
+    nlp.initialize()
     doc = nlp("No hooks here.")
     assert "vector" not in doc.user_token_hooks
     assert doc._.elmo_layers is None and doc[0]._.elmo_layers is None
@@ -103,6 +107,7 @@ def test_hooks_can_be_turned_off():
 def test_batching_does_not_change_vectors(allennlp_bilm, batch_size, max_batch_tokens):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "max_batch_tokens": max_batch_tokens, "contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 40, "overlap": 10}})
+    nlp.initialize()
     alone = [vectors(nlp(text)) for text in TEXTS]
     together = [vectors(doc) for doc in nlp.pipe(TEXTS, batch_size=batch_size)]
     for a, b in zip(alone, together):
@@ -144,6 +149,7 @@ def test_long_doc_without_boundaries_stays_within_the_token_budget():
     nlp = spacy.blank("en")
     budget = 1024
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "max_batch_tokens": budget})
+    nlp.initialize()
     shapes = []
     component = nlp.get_pipe("elmo")
     component.bilm.register_forward_pre_hook(lambda module, args: shapes.append(tuple(args[0].token_index.shape)))
@@ -162,6 +168,7 @@ def test_windows_cover_each_token_once_from_its_most_central_window(allennlp_bil
     assert kept == indices
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 8, "overlap": 4}})
+    nlp.initialize()
     words = [f"w{i}" for i in indices]
     doc = nlp(" ".join(words))
     for context in contexts:
@@ -208,6 +215,7 @@ def test_n_process_2_equals_n_process_1(nlp):
     assert two.similarity(multi[1]) == pytest.approx(one.similarity(nlp(TEXTS[1])), abs=1e-6)
     plain = spacy.blank("en")
     plain.add_pipe("elmo", config={"weights": str(ALLENNLP), "set_hooks": False})
+    plain.initialize()
     assert not any(doc.user_token_hooks for doc in plain.pipe(TEXTS[:2], n_process=2))  # no hooks asked, none given
 
 
@@ -216,6 +224,7 @@ def test_to_disk_and_spacy_load_carry_the_weights(tmp_path, allennlp_bilm):
     shutil.copytree(ALLENNLP, source)
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(source), "mix": [1, 2, 3], "gamma": 0.5})
+    nlp.initialize()
     before = [vectors(doc) for doc in nlp.pipe(TEXTS)]
     nlp.to_disk(tmp_path / "pipeline")
     shutil.rmtree(source)  # the saved pipeline must not need the original files
@@ -232,9 +241,11 @@ def test_mix_presets_in_the_component(nlp):
     doc = nlp(TEXTS[1])
     top = spacy.blank("en")
     top.add_pipe("elmo", config={"weights": str(ALLENNLP), "mix": "top", "gamma": 2.0})
+    top.initialize()
     assert np.allclose(vectors(top(TEXTS[1])), 2.0 * doc._.elmo_layers[2], atol=1e-6)
     normed = spacy.blank("en")
     normed.add_pipe("elmo", config={"weights": str(ALLENNLP), "mix": "layer:1", "layer_norm": True})
+    normed.initialize()
     out = vectors(normed(TEXTS[1]))
     assert np.allclose(out.mean(1), 0, atol=1e-5) and np.allclose(out.std(1), 1, atol=1e-3)
 
@@ -244,21 +255,84 @@ def test_default_model_missing_is_a_clear_error(monkeypatch, tmp_path):
 
     monkeypatch.setattr(resolve, "MODELS_DIR", tmp_path)  # the package's data folder, without en_default
     nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")  # building from a config reads no weights (from_disk may restore them)
     with pytest.raises(WeightsError, match="embedded default model is missing"):
-        nlp.add_pipe("elmo")
+        nlp.initialize()
 
 
-def test_missing_weights_path_is_an_error_at_creation(tmp_path):
+def test_missing_weights_path_is_an_error_at_initialize(tmp_path):
     nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(tmp_path / "missing")})
     with pytest.raises(WeightsError) as caught:
-        nlp.add_pipe("elmo", config={"weights": str(tmp_path / "missing")})
+        nlp.initialize()
     message = str(caught.value)
     assert message.startswith("elmo: config weights: ") and "missing' does not exist" in message and "\n" not in message
     assert "options.json" in message and "en_default (null in a config)" in message  # what is accepted
     (tmp_path / "empty").mkdir()
+    empty = spacy.blank("en")
+    empty.add_pipe("elmo", config={"weights": str(tmp_path / "empty")})
     with pytest.raises(WeightsError, match="neither config.json .* nor options.json"):
-        nlp.add_pipe("elmo", config={"weights": str(tmp_path / "empty")})
-    assert nlp.pipe_names == []
+        empty.initialize()
+
+
+# ---------------------------------------------------------------- loading: initialize, from_disk, from_bytes
+
+
+def test_building_from_a_config_loads_nothing_and_use_before_initialize_names_the_fix(monkeypatch):
+    import spacy_elmo.layers.bilm_model as bilm_model
+
+    def refuse(weights):
+        raise AssertionError("the biLM was loaded while the pipeline was built")
+
+    monkeypatch.setattr(bilm_model, "load_configured_bilm", refuse)
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    assert not elmo.loaded
+    with pytest.raises(BiLMNotLoaded, match=r"not loaded yet: call nlp\.initialize\(\).*spacy\.load, nlp\.from_disk"):
+        nlp("Not yet.")
+    monkeypatch.undo()
+    nlp.initialize()
+    assert elmo.loaded and nlp("Now it runs.").tensor.shape == (4, 32)
+
+
+@pytest.fixture()
+def saved_without_weights(tmp_path):
+    """A pipeline saved to disk and to bytes, whose weights folder is gone afterwards."""
+    source = tmp_path / "weights"
+    shutil.copytree(ALLENNLP, source)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(source), "mix": [1, 2, 3]})
+    nlp.initialize()
+    expected = [vectors(doc) for doc in nlp.pipe(TEXTS)]
+    nlp.to_disk(tmp_path / "pipeline")
+    data = nlp.to_bytes()
+    shutil.rmtree(source)
+    return tmp_path / "pipeline", data, nlp.config, expected
+
+
+@pytest.mark.parametrize("how", ["spacy.load", "from_config.from_disk", "from_config.from_bytes"])
+def test_a_saved_pipeline_loads_without_its_weights_folder(saved_without_weights, how):
+    # before: from_config(...).from_disk/from_bytes raised "ELMo weights not found" (only spacy.load,
+    # recognised from the call stack, could skip the configured weights)
+    path, data, config, expected = saved_without_weights
+    if how == "spacy.load":
+        nlp = spacy.load(path)
+    elif how == "from_config.from_disk":
+        nlp = English.from_config(spacy.util.load_config(path / "config.cfg")).from_disk(path)
+    else:
+        nlp = English.from_config(config).from_bytes(data)
+    assert nlp.get_pipe("elmo").loaded
+    assert all(np.array_equal(vectors(doc), b) for doc, b in zip(nlp.pipe(TEXTS), expected))
+    nlp.initialize()  # keeps the restored biLM: the configured weights are not read again
+    assert all(np.array_equal(vectors(doc), b) for doc, b in zip(nlp.pipe(TEXTS), expected))
+
+
+def test_a_restored_biLM_must_fit_the_mix(saved_without_weights):
+    path, _, config, _ = saved_without_weights
+    config = config.copy()
+    config["components"]["elmo"]["mix"] = [1, 1, 1, 1]  # four layers; the saved biLM has three
+    with pytest.raises(ValueError, match=r"elmo: config mix: .*one entry per biLM layer \(3\)"):
+        English.from_config(config).from_disk(path)
 
 
 @pytest.mark.parametrize(
@@ -329,16 +403,20 @@ def test_raw_bilm_loader_in_component_is_shared_format(tmp_path):
     save_native(model, tmp_path / "native")
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(tmp_path / "native")})
+    nlp.initialize()
     ref = spacy.blank("en")
     ref.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    ref.initialize()
     assert np.array_equal(vectors(nlp(TEXTS[0])), vectors(ref(TEXTS[0])))
 
 
 def test_bfloat16_precision_is_close_and_saved_as_float32(tmp_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "precision": "bfloat16"})
+    nlp.initialize()
     ref = spacy.blank("en")
     ref.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    ref.initialize()
     a, b = vectors(nlp(TEXTS[0])), vectors(ref(TEXTS[0]))
     assert a.dtype == np.float32 and not np.array_equal(a, b)
     cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)

@@ -83,6 +83,7 @@ def test_tagger_learns_on_elmo_and_exposes_its_mix():
 
 def test_frozen_biLM_gets_no_update_and_no_optimizer_state():
     nlp = elmo_tagger()
+    nlp.get_pipe("elmo").initialize()  # loads the biLM (nlp.initialize in train() keeps it)
     before = bilm_state(nlp)
     optimizer, _ = train(nlp, steps=5)
     after = bilm_state(nlp)
@@ -97,7 +98,7 @@ def biLM_steps(factor, steps=3):
     """The largest weight change of the biLM and of the tagger's mix after ``steps`` updates with grad_factor ``factor``
     (spaCy steps an upstream component before its listeners send gradients: the biLM moves from the second on)."""
     nlp = elmo_tagger({"frozen": False, "grad_factor": factor})
-    nlp.get_pipe("elmo").bilm  # noqa: B018 - load
+    nlp.get_pipe("elmo").initialize()  # loads the biLM (nlp.initialize below keeps it)
     before = bilm_state(nlp)
     spacy.util.fix_random_seed(0)
     egs = examples(nlp)
@@ -147,6 +148,7 @@ def test_one_biLM_pass_serves_every_listener_in_training_and_pipe():
 
 def test_frozen_and_annotating_elmo_feeds_listeners_from_the_docs():
     nlp = elmo_tagger()
+    nlp.get_pipe("elmo").initialize()
     before = bilm_state(nlp)
     train(nlp, steps=25, exclude=["elmo"], annotates=["elmo"])
     assert all(torch.equal(before[k], v) for k, v in bilm_state(nlp).items())
@@ -219,6 +221,7 @@ def test_listeners_need_layers_even_with_store_layers_off():
     assert nlp("The cat ran home .")._.elmo_layers is not None
     plain = spacy.blank("en")
     plain.add_pipe("elmo", config={"weights": str(ALLENNLP), "store_layers": False})
+    plain.initialize()
     assert plain("The cat .")._.elmo_layers is None
 
 

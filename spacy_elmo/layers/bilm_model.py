@@ -2,8 +2,10 @@
 
 ``spacy-elmo.BiLM.v1`` is what the ``elmo`` component owns (``[components.elmo.model]``) and what
 ``spacy-elmo.ElmoTok2Vec.v1`` embeds. The torch :class:`BiLM` lives in a :class:`BiLMShim`,
-loaded lazily from ``weights`` on first use, so building a pipeline from its config (e.g. in
-``spacy.load``, which then reads the saved weights) never loads the weights twice.
+which starts empty: building a pipeline from its config never reads the weights. The biLM comes
+from one of two explicit steps: ``initialize`` (thinc's init, which ``nlp.initialize`` reaches)
+loads it from ``weights``, unless one is there already; ``from_bytes`` (``from_disk``) restores a
+saved one. Running the model before either is an error that says so (:class:`BiLMNotLoaded`).
 
 Each Doc is cut into contexts (sentences or windows, see :mod:`.contexts`); contexts from all
 Docs of a batch are sorted by length and packed under a token budget; whitespace tokens are not
@@ -37,13 +39,25 @@ from ..bilm.characters import TokenBatch
 from ..bilm.memory import release_free_memory
 from ..bilm.model import BiLMConfig
 from ..bilm.weights import model_from_state
-from ..hub.load import load_bilm
+from ..hub.load import load_bilm, read_config
 from ..hub.resolve import normalise_spec
 from .contexts import Context, ContextGetter, SentenceContexts
 
 PRECISIONS = BiLM.INFERENCE_PRECISIONS
 BILM_NODE = "elmo-bilm"
 SHIM_SETTINGS = ("weights", "frozen", "precision", "token_cache_size")  # what BiLMShim.from_bytes requires
+
+
+class BiLMNotLoaded(ValueError):
+    """The biLM was used before it was loaded (``initialize``) or restored (``from_disk``/``from_bytes``)."""
+
+
+NOT_LOADED = (
+    "the ELMo biLM is not loaded yet: call nlp.initialize() (it loads the configured weights), or load a saved "
+    "pipeline (spacy.load, nlp.from_disk, nlp.from_bytes). In spacy train, an 'elmo' listed in [training] "
+    "frozen_components is not initialised: source it from a saved pipeline, or leave it out of frozen_components "
+    "(the component's frozen = true already keeps its weights fixed)"
+)
 
 
 def load_configured_bilm(weights: Optional[Union[str, List[str]]]) -> BiLM:
@@ -66,8 +80,9 @@ def bilm_from_bytes(data: bytes, source: str = "serialised elmo biLM") -> BiLM:
 
 
 class BiLMShim(Shim):
-    """Holds the torch :class:`BiLM` for thinc: lazy loading, self-describing bytes, and an
-    optimizer step that is skipped entirely while the biLM is frozen (no weight decay either)."""
+    """Holds the torch :class:`BiLM` for thinc: explicit loading (:meth:`load`, or
+    :meth:`from_bytes`), self-describing bytes, and an optimizer step that is skipped entirely while
+    the biLM is frozen (no weight decay either)."""
 
     def __init__(self, weights: Optional[Union[str, List[str]]] = None, bilm: Optional[BiLM] = None) -> None:
         super().__init__(bilm)
@@ -80,11 +95,25 @@ class BiLMShim(Shim):
 
     @property
     def bilm(self) -> BiLM:
+        """The loaded biLM; :class:`BiLMNotLoaded` before :meth:`load` or :meth:`from_bytes`."""
         if self._model is None:
-            with self._load_lock:  # two threads' first calls load the weights once
-                if self._model is None:
-                    self.set_bilm(load_configured_bilm(self.weights))
+            raise BiLMNotLoaded(NOT_LOADED)
         return self._model
+
+    def load(self) -> BiLM:
+        """Load the biLM from ``weights``, unless one is loaded or restored already."""
+        with self._load_lock:  # two threads' calls load the weights once
+            if self._model is None:
+                self.set_bilm(load_configured_bilm(self.weights))
+        return self._model
+
+    def layer_shape(self) -> Tuple[int, int]:
+        """(number of output layers, width) of the biLM: the loaded one's, else read from the
+        configured weights' options (no weights are loaded)."""
+        if self._model is not None:
+            return self._model.n_output_layers, self._model.output_dim
+        config = read_config(self.weights)
+        return config.n_layers + 1, config.output_dim
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
@@ -264,12 +293,14 @@ def get_shim(model: Model) -> BiLMShim:
 
 
 def get_bilm(model: Model) -> BiLM:
-    """The torch biLM inside a ``spacy-elmo.BiLM.v1`` model (loaded on first access)."""
+    """The torch biLM inside a ``spacy-elmo.BiLM.v1`` model (:class:`BiLMNotLoaded` before it is
+    loaded or restored)."""
     return get_shim(model).bilm
 
 
 def bilm_init(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
-    get_shim(model).bilm  # noqa: B018 - loads the weights
+    """thinc's init: load the biLM from ``weights`` (kept when one is loaded or restored already)."""
+    get_shim(model).load()
 
 
 Job = Tuple[int, Context]
@@ -338,4 +369,13 @@ def _no_input_gradient(d_outputs: Any) -> List:
     return []
 
 
-__all__ = ["BiLMShim", "build_bilm_model", "configure_bilm_model", "get_bilm", "get_shim", "bilm_to_bytes", "bilm_from_bytes"]
+__all__ = [
+    "BiLMNotLoaded",
+    "BiLMShim",
+    "build_bilm_model",
+    "configure_bilm_model",
+    "get_bilm",
+    "get_shim",
+    "bilm_to_bytes",
+    "bilm_from_bytes",
+]

@@ -28,7 +28,6 @@ from ..layers.bilm_model import bilm_from_bytes, bilm_to_bytes, build_bilm_model
 from ..layers.contexts import ContextGetter
 from ..layers.listener import ElmoListener
 from ..roundtrip import keep_hooks_across_processes, silence_worker_hook_warning
-from ..scope import loading_saved_pipeline
 from ..threads import check_component_threads, resolve_threads, using_threads
 from .listeners import ListenerRegistry
 from .policy import find_tensor_conflict, trains_without_elmo
@@ -179,8 +178,10 @@ class Elmo(ListenerRegistry, TrainablePipe):
         self.mixer: Optional[ScalarMix] = None
 
     def _check_config(self) -> None:
-        """Validate the settings now, not at the first Doc: the weights must exist and every mix
-        must fit the biLM's real layer count (read from its options; no weights are loaded)."""
+        """Validate the settings at construction, not at the first Doc. Every mix must fit the
+        biLM's layer count: checked now where the configured weights' options can be read (no
+        weights are loaded), and again whenever a biLM is loaded or restored, since a pipeline
+        built from its config to be restored (``from_disk``) may name weights that are gone."""
         for key, spec in (("mix", self.mix_spec), ("similarity", self.similarity)):
             if spec is not None:
                 try:
@@ -189,14 +190,16 @@ class Elmo(ListenerRegistry, TrainablePipe):
                     raise ValueError(f"elmo: config {key}: {error}") from None
         shim = get_shim(self.model)
         if shim.loaded:
-            n_layers = shim.bilm.n_output_layers
-        elif loading_saved_pipeline():
-            return  # the saved biLM replaces the configured weights, which may be gone; checked on load
-        else:
-            try:
-                n_layers = read_config(shim.weights).n_layers + 1
-            except WeightsError as error:
-                raise WeightsError(f"elmo: config weights: {error}") from None
+            self._check_mixes(shim.bilm.n_output_layers)
+            return
+        try:
+            n_layers = read_config(shim.weights).n_layers + 1
+        except WeightsError:
+            return  # initialize (loading them) says what is wrong; from_disk/from_bytes need them not
+        self._check_mixes(n_layers)
+
+    def _check_mixes(self, n_layers: int) -> None:
+        """Every mix fits a biLM of ``n_layers`` output layers."""
         for key, spec in (("mix", self.mix_spec), ("similarity", self.similarity)):
             if spec is not None:
                 try:
@@ -215,8 +218,21 @@ class Elmo(ListenerRegistry, TrainablePipe):
 
     @property
     def bilm(self) -> BiLM:
-        """The torch biLM, loaded from ``weights`` on first use."""
+        """The torch biLM: loaded from ``weights`` by :meth:`initialize`, or restored by
+        :meth:`from_disk`/:meth:`from_bytes`; before either, an error that says so."""
         return get_bilm(self.model)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the biLM is loaded (by :meth:`initialize`) or restored (by ``from_disk``/``from_bytes``)."""
+        return get_shim(self.model).loaded
+
+    def layer_shape(self) -> Tuple[int, int]:
+        """(number of output layers, width) of the biLM, read from its options when it is not loaded yet."""
+        try:
+            return get_shim(self.model).layer_shape()
+        except WeightsError as error:
+            raise WeightsError(f"elmo: config weights: {error}") from None
 
     @property
     def weights(self) -> Optional[Union[str, List[str]]]:
@@ -230,15 +246,26 @@ class Elmo(ListenerRegistry, TrainablePipe):
         return self.mixer
 
     def _set_bilm(self, bilm: BiLM) -> None:
+        """Restore a saved biLM (from_disk/from_bytes); the mixes must fit it."""
+        self._check_mixes(bilm.n_output_layers)
         get_shim(self.model).set_bilm(bilm)
         self.mixer = None
         self._last_update = None
 
     def initialize(self, get_examples: Optional[Callable[[], Iterable[Any]]] = None, *, nlp: Optional[Language] = None) -> None:
-        """Load the weights (if not loaded yet); no training data is needed."""
+        """Load the biLM from the ``weights`` setting, unless one is loaded or restored
+        (``from_disk``/``from_bytes``) already; no training data is needed."""
         if nlp is not None:
             self._nlp_ref = weakref.ref(nlp)
             keep_hooks_across_processes(nlp)
+        if not self.loaded:
+            try:
+                self.model.initialize()
+            except WeightsError as error:
+                raise WeightsError(f"elmo: config weights: {error}") from None
+            self._check_mixes(self.bilm.n_output_layers)
+            self.mixer = None
+            self._last_update = None
         self._mixer()
         self._warn_if_unused()
 
