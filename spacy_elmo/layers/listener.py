@@ -46,7 +46,7 @@ class ElmoListener(Model):
     @property
     def initialising(self) -> bool:
         """True while thinc initialises a model that holds this listener (see :func:`guard_initialisation`)."""
-        return self._initialising > 0
+        return getattr(self, "_initialising", 0) > 0  # listeners unpickled from older versions lack the counter
 
     @property
     def upstream_name(self) -> str:
@@ -83,7 +83,7 @@ class ElmoListener(Model):
 def initialising(listeners: Sequence[ElmoListener]) -> Iterator[None]:
     """Within this block the ``listeners`` are being initialised (they may give zeros)."""
     for listener in listeners:
-        listener._initialising += 1
+        listener._initialising = getattr(listener, "_initialising", 0) + 1
     try:
         yield
     finally:
