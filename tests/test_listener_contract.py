@@ -65,6 +65,25 @@ def test_zeros_only_while_the_listeners_model_is_initialised():
         model.predict(raw)  # right after it: not any more
 
 
+def test_the_initialising_mark_comes_from_the_models_own_init():
+    from spacy_elmo.layers.listener import find_listeners
+
+    nlp = elmo_tagger()
+    nlp.initialize(lambda: examples(nlp))
+    model = nlp.get_pipe("tagger").model
+    (node,) = find_listeners(model)
+    seen = []
+    forward = node._func
+    node._func = lambda m, X, is_train: (seen.append(m.initialising), forward(m, X, is_train))[1]
+    assert not node.initialising
+    model.initialize(X=[nlp.make_doc("A cat sat .")])  # marked by the init that elmo wrapped when it linked the tagger
+    assert seen and all(seen) and not node.initialising
+    tok2vec = model.get_ref("tok2vec")
+    seen.clear()
+    tok2vec.initialize(X=[nlp.make_doc("A dog .")])  # the tok2vec's own init marks its listener too
+    assert seen and all(seen) and not node.initialising
+
+
 # ---------------------------------------------------------------- initialisation
 
 
