@@ -191,7 +191,6 @@ def sense_probe(weights: Optional[str], precision: str) -> float:
     if weights:
         config["weights"] = weights
     nlp.add_pipe("elmo", config=config)
-    nlp.initialize()  # loads the biLM
     return 100 * overall_accuracy(evaluate(nlp))
 
 

@@ -60,7 +60,6 @@ def make_nlp(threads: int = 1) -> Any:
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     nlp.add_pipe("elmo", config={"threads": threads})
-    nlp.initialize()  # loads the biLM
     return nlp
 
 

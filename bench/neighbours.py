@@ -52,7 +52,6 @@ def pipeline(layer=None):
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     nlp.add_pipe("elmo", config={"store_layers": layer is not None})
-    nlp.initialize()  # loads the biLM
     return nlp
 
 

@@ -508,7 +508,6 @@ def pipeline(weights, mix: str):
     if weights:
         config["weights"] = weights
     nlp.add_pipe("elmo", config=config)
-    nlp.initialize()  # loads the biLM
     return nlp
 
 

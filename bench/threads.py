@@ -64,7 +64,6 @@ def worker(args: argparse.Namespace) -> None:
     nlp = spacy.blank("en")
     nlp.add_pipe("bench_threads")
     nlp.add_pipe("elmo")
-    nlp.initialize()  # loads the biLM
     for _ in nlp.pipe(texts[:50]):  # warm-up: loads the model, fills nothing that matters
         pass
     start = time.perf_counter()

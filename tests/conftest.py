@@ -48,7 +48,6 @@ def bilmtf_bilm():
 def nlp():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
-    nlp.initialize()
     return nlp
 
 

@@ -1,9 +1,14 @@
 """The `elmo` spaCy component: annotations, batching invariants, edge cases, IO, pipelines."""
+import copy
 import json
+import pickle
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -12,7 +17,6 @@ from spacy.lang.en import English
 from spacy.tokens import Doc, DocBin
 
 from spacy_elmo import WeightsError, load_bilm
-from spacy_elmo.layers.bilm_model import BiLMNotLoaded
 from spacy_elmo.layers.contexts import split_windows
 
 from .conftest import ALLENNLP, BILMTF
@@ -33,7 +37,7 @@ def test_factory_found_without_importing_the_package():
     code = (
         "import sys, spacy; nlp = spacy.blank('en');"
         f"nlp.add_pipe('elmo', config={{'weights': {str(ALLENNLP)!r}}});"
-        "nlp.initialize(); doc = nlp('It works.'); print(doc.tensor.shape)"
+        "doc = nlp('It works.'); print(doc.tensor.shape)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -65,7 +69,6 @@ def test_given_sentence_boundaries_are_used(allennlp_bilm):
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
-    nlp.initialize()
     doc = nlp("One two three. Four five")
     raw = allennlp_bilm.embed_sentences([["One", "two", "three", "."], ["Four", "five"]])
     assert np.allclose(doc._.elmo_layers, np.concatenate(raw, axis=1), atol=1e-6)
@@ -95,7 +98,6 @@ def test_similarity_hooks(nlp):
 def test_hooks_can_be_turned_off():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "set_hooks": False, "store_layers": False})
-    nlp.initialize()
     doc = nlp("No hooks here.")
     assert "vector" not in doc.user_token_hooks
     assert doc._.elmo_layers is None and doc[0]._.elmo_layers is None
@@ -107,7 +109,6 @@ def test_hooks_can_be_turned_off():
 def test_batching_does_not_change_vectors(allennlp_bilm, batch_size, max_batch_tokens):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "max_batch_tokens": max_batch_tokens, "contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 40, "overlap": 10}})
-    nlp.initialize()
     alone = [vectors(nlp(text)) for text in TEXTS]
     together = [vectors(doc) for doc in nlp.pipe(TEXTS, batch_size=batch_size)]
     for a, b in zip(alone, together):
@@ -149,7 +150,6 @@ def test_long_doc_without_boundaries_stays_within_the_token_budget():
     nlp = spacy.blank("en")
     budget = 1024
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "max_batch_tokens": budget})
-    nlp.initialize()
     shapes = []
     component = nlp.get_pipe("elmo")
     component.bilm.register_forward_pre_hook(lambda module, args: shapes.append(tuple(args[0].token_index.shape)))
@@ -168,7 +168,6 @@ def test_windows_cover_each_token_once_from_its_most_central_window(allennlp_bil
     assert kept == indices
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "contexts": {"@misc": "spacy-elmo.sentence_contexts.v1", "max_length": 8, "overlap": 4}})
-    nlp.initialize()
     words = [f"w{i}" for i in indices]
     doc = nlp(" ".join(words))
     for context in contexts:
@@ -215,8 +214,9 @@ def test_n_process_2_equals_n_process_1(nlp):
     assert two.similarity(multi[1]) == pytest.approx(one.similarity(nlp(TEXTS[1])), abs=1e-6)
     plain = spacy.blank("en")
     plain.add_pipe("elmo", config={"weights": str(ALLENNLP), "set_hooks": False})
-    plain.initialize()
-    assert not any(doc.user_token_hooks for doc in plain.pipe(TEXTS[:2], n_process=2))  # no hooks asked, none given
+    fresh = list(plain.pipe(texts, n_process=2, batch_size=2))  # never used before: each worker loads the biLM on first use
+    assert not any(doc.user_token_hooks for doc in fresh)  # no hooks asked, none given
+    assert len(fresh) == len(texts) and all(np.abs(a - vectors(doc)).max() < 1e-6 for a, doc in zip(single, fresh))
 
 
 def test_to_disk_and_spacy_load_carry_the_weights(tmp_path, allennlp_bilm):
@@ -224,7 +224,6 @@ def test_to_disk_and_spacy_load_carry_the_weights(tmp_path, allennlp_bilm):
     shutil.copytree(ALLENNLP, source)
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(source), "mix": [1, 2, 3], "gamma": 0.5})
-    nlp.initialize()
     before = [vectors(doc) for doc in nlp.pipe(TEXTS)]
     nlp.to_disk(tmp_path / "pipeline")
     shutil.rmtree(source)  # the saved pipeline must not need the original files
@@ -241,11 +240,9 @@ def test_mix_presets_in_the_component(nlp):
     doc = nlp(TEXTS[1])
     top = spacy.blank("en")
     top.add_pipe("elmo", config={"weights": str(ALLENNLP), "mix": "top", "gamma": 2.0})
-    top.initialize()
     assert np.allclose(vectors(top(TEXTS[1])), 2.0 * doc._.elmo_layers[2], atol=1e-6)
     normed = spacy.blank("en")
     normed.add_pipe("elmo", config={"weights": str(ALLENNLP), "mix": "layer:1", "layer_norm": True})
-    normed.initialize()
     out = vectors(normed(TEXTS[1]))
     assert np.allclose(out.mean(1), 0, atol=1e-5) and np.allclose(out.std(1), 1, atol=1e-3)
 
@@ -258,41 +255,123 @@ def test_default_model_missing_is_a_clear_error(monkeypatch, tmp_path):
     nlp.add_pipe("elmo")  # building from a config reads no weights (from_disk may restore them)
     with pytest.raises(WeightsError, match="embedded default model is missing"):
         nlp.initialize()
+    with pytest.raises(WeightsError, match="embedded default model is missing"):
+        nlp("First use.")
 
 
-def test_missing_weights_path_is_an_error_at_initialize(tmp_path):
+@pytest.mark.parametrize("when", ["initialize", "first call", "first pipe"])
+def test_missing_weights_path_is_one_error_naming_the_setting(tmp_path, when):
+    def use(nlp):
+        if when == "initialize":
+            nlp.initialize()
+        elif when == "first call":
+            nlp("First use.")
+        else:
+            list(nlp.pipe(["First use."]))
+
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(tmp_path / "missing")})
     with pytest.raises(WeightsError) as caught:
-        nlp.initialize()
+        use(nlp)
     message = str(caught.value)
     assert message.startswith("elmo: config weights: ") and "missing' does not exist" in message and "\n" not in message
     assert "options.json" in message and "en_default (null in a config)" in message  # what is accepted
+    assert not nlp.get_pipe("elmo").loaded
+    with pytest.raises(WeightsError) as again:  # nothing half-loaded: the same error next time
+        use(nlp)
+    assert str(again.value) == message
     (tmp_path / "empty").mkdir()
     empty = spacy.blank("en")
     empty.add_pipe("elmo", config={"weights": str(tmp_path / "empty")})
-    with pytest.raises(WeightsError, match="neither config.json .* nor options.json"):
-        empty.initialize()
+    with pytest.raises(WeightsError, match="^elmo: config weights: .*neither config.json .* nor options.json"):
+        use(empty)
 
 
-# ---------------------------------------------------------------- loading: initialize, from_disk, from_bytes
+# ---------------------------------------------------------------- loading: first use, initialize, from_disk, from_bytes
 
 
-def test_building_from_a_config_loads_nothing_and_use_before_initialize_names_the_fix(monkeypatch):
+def count_loads(monkeypatch, delay=0.0):
+    """Record each load of a biLM from a ``weights`` setting (``delay``: seconds each load takes longer)."""
+    import spacy_elmo.layers.bilm_model as bilm_model
+
+    real, calls = bilm_model.load_configured_bilm, []
+
+    def load(weights):
+        calls.append(weights)
+        time.sleep(delay)
+        return real(weights)
+
+    monkeypatch.setattr(bilm_model, "load_configured_bilm", load)
+    return calls
+
+
+def refuse_loads(monkeypatch):
+    """Make any load of a biLM from a ``weights`` setting fail the test."""
     import spacy_elmo.layers.bilm_model as bilm_model
 
     def refuse(weights):
-        raise AssertionError("the biLM was loaded while the pipeline was built")
+        raise AssertionError(f"the biLM was loaded from its weights setting {weights!r}")
 
     monkeypatch.setattr(bilm_model, "load_configured_bilm", refuse)
+
+
+@pytest.mark.parametrize("first", ["call", "pipe"])
+def test_add_pipe_then_use_loads_the_biLM_once_on_first_use(monkeypatch, first):
+    # before: nlp("...") right after add_pipe raised "the ELMo biLM is not loaded yet: call nlp.initialize()"
+    calls = count_loads(monkeypatch)
     nlp = spacy.blank("en")
     elmo = nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
-    assert not elmo.loaded
-    with pytest.raises(BiLMNotLoaded, match=r"not loaded yet: call nlp\.initialize\(\).*spacy\.load, nlp\.from_disk"):
-        nlp("Not yet.")
-    monkeypatch.undo()
+    assert not elmo.loaded and calls == []  # building from a config reads no weights
+    if first == "call":
+        doc = nlp("It works right away .")
+        assert doc.tensor.shape == (5, 32) and doc._.elmo_layers.shape == (3, 5, 32)
+    docs = list(nlp.pipe(["One more .", "And another one ."]))
+    assert [d.tensor.shape for d in docs] == [(3, 32), (4, 32)] and docs[1]._.elmo_layers.shape == (3, 4, 32)
+    assert nlp("Twice .").tensor.shape == (2, 32)
+    assert elmo.loaded and calls == [str(ALLENNLP)]
+    bilm = elmo.bilm
+    nlp.initialize()  # keeps the biLM that the first use loaded
+    assert elmo.bilm is bilm and len(calls) == 1
+
+
+def test_concurrent_first_calls_load_the_biLM_once(monkeypatch):
+    calls = count_loads(monkeypatch, delay=0.5)  # a slow load: the second thread arrives while it runs
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    start = threading.Barrier(2)
+
+    def first_call(text):
+        start.wait()
+        return nlp(text).tensor.shape
+
+    with ThreadPoolExecutor(2) as pool:
+        shapes = list(pool.map(first_call, ["One two three .", "Four five ."]))
+    assert shapes == [(4, 32), (3, 32)] and len(calls) == 1
+
+
+def test_initialize_loads_eagerly_and_keeps_a_loaded_biLM(monkeypatch):
+    calls = count_loads(monkeypatch)
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
     nlp.initialize()
-    assert elmo.loaded and nlp("Now it runs.").tensor.shape == (4, 32)
+    assert elmo.loaded and len(calls) == 1  # loaded now, before any Doc
+    bilm = elmo.bilm
+    nlp.initialize()
+    assert nlp("Still the same biLM .").tensor.shape == (5, 32)
+    assert elmo.bilm is bilm and len(calls) == 1
+
+
+def test_an_unloaded_component_copies_and_pickles_unloaded(monkeypatch):
+    calls = count_loads(monkeypatch)
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    copies = [copy.deepcopy(elmo), pickle.loads(pickle.dumps(elmo))]
+    assert calls == [] and not any(c.loaded for c in copies)
+    for component in copies:  # each copy has its own state (and lock) and loads on its first use, once
+        doc = component(nlp.make_doc("A copy works ."))
+        assert doc._.elmo_layers.shape == (3, 4, 32) and component.loaded
+        component(nlp.make_doc("Again ."))
+    assert len(calls) == 2 and not elmo.loaded
 
 
 @pytest.fixture()
@@ -302,7 +381,6 @@ def saved_without_weights(tmp_path):
     shutil.copytree(ALLENNLP, source)
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(source), "mix": [1, 2, 3]})
-    nlp.initialize()
     expected = [vectors(doc) for doc in nlp.pipe(TEXTS)]
     nlp.to_disk(tmp_path / "pipeline")
     data = nlp.to_bytes()
@@ -311,10 +389,11 @@ def saved_without_weights(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["spacy.load", "from_config.from_disk", "from_config.from_bytes"])
-def test_a_saved_pipeline_loads_without_its_weights_folder(saved_without_weights, how):
+def test_a_saved_pipeline_loads_without_its_weights_folder(saved_without_weights, monkeypatch, how):
     # before: from_config(...).from_disk/from_bytes raised "ELMo weights not found" (only spacy.load,
     # recognised from the call stack, could skip the configured weights)
     path, data, config, expected = saved_without_weights
+    refuse_loads(monkeypatch)  # the saved biLM replaces the configured weights: they are never loaded
     if how == "spacy.load":
         nlp = spacy.load(path)
     elif how == "from_config.from_disk":
@@ -406,7 +485,6 @@ def test_raw_bilm_loader_in_component_is_shared_format(tmp_path):
     nlp.initialize()
     ref = spacy.blank("en")
     ref.add_pipe("elmo", config={"weights": str(ALLENNLP)})
-    ref.initialize()
     assert np.array_equal(vectors(nlp(TEXTS[0])), vectors(ref(TEXTS[0])))
 
 
@@ -416,7 +494,6 @@ def test_bfloat16_precision_is_close_and_saved_as_float32(tmp_path):
     nlp.initialize()
     ref = spacy.blank("en")
     ref.add_pipe("elmo", config={"weights": str(ALLENNLP)})
-    ref.initialize()
     a, b = vectors(nlp(TEXTS[0])), vectors(ref(TEXTS[0]))
     assert a.dtype == np.float32 and not np.array_equal(a, b)
     cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
@@ -446,8 +523,12 @@ if __name__ == "__main__":
         texts = ["The bank lends money .", "We sat on the river bank .", "Short .", "Another one ."] * 2
         one = [(d._.elmo_vectors, d.tensor.shape) for d in nlp.pipe(texts)]
         two = [(d._.elmo_vectors, d.tensor.shape) for d in nlp.pipe(texts, n_process=2, batch_size=2)]
+        fresh = spacy.blank("en")  # never used before pipe: the workers get an unloaded component
+        fresh.add_pipe("elmo", config={"weights": sys.argv[2]})
+        three = [d._.elmo_vectors for d in fresh.pipe(texts, n_process=2, batch_size=2)]
     print(json.dumps({"same": all(np.allclose(a[0], b[0], atol=1e-6) for a, b in zip(one, two)),
-                      "widths": sorted({b[1][1] for b in two})}))
+                      "widths": sorted({b[1][1] for b in two}),
+                      "fresh": len(three) == len(texts) and all(np.allclose(a[0], b, atol=1e-6) for a, b in zip(one, three))}))
 '''
 
 
@@ -461,4 +542,4 @@ def test_n_process_under_every_start_method_keeps_the_listener_guard(tmp_path, m
     result = subprocess.run([sys.executable, str(script), method, str(ALLENNLP)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert out == {"same": True, "widths": [96]}  # same ELMo vectors; doc.tensor is still tok2vec's
+    assert out == {"same": True, "widths": [96], "fresh": True}  # same ELMo vectors; doc.tensor is still tok2vec's

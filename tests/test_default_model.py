@@ -19,7 +19,6 @@ def cos(a, b):
 def test_add_pipe_with_no_arguments():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    nlp.get_pipe("elmo").initialize()
     doc = nlp("It works without any download.")
     import srsly
 
@@ -32,7 +31,6 @@ def test_add_pipe_with_no_arguments():
 def test_senses_of_bank_are_separated_by_context():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"mix": "top"})
-    nlp.get_pipe("elmo").initialize()
     river, money = vectors(nlp, RIVER, "bank"), vectors(nlp, MONEY, "bank")
     within = np.mean([cos(a, b) for group in (river, money) for i, a in enumerate(group) for b in group[i + 1 :]])
     across = np.mean([cos(a, b) for a in river for b in money])

@@ -88,7 +88,6 @@ def test_top_and_mix_match_the_elmo_component(tmp_path, capsys, bilm):
     _, mixed = read_allennlp(tmp_path / "mix.hdf5")
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"mix": [1.0, 2.0, 3.0]})
-    nlp.get_pipe("elmo").initialize()
     for i, line in enumerate(LINES):
         words = line.split()
         layers = bilm.embed_sentences([words])[0]
@@ -113,7 +112,6 @@ def test_shards_format_spacy_tokenizer_and_folder_input(tmp_path, capsys):
     assert [line for line, *_ in items] == [0, 1, 2]
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    nlp.get_pipe("elmo").initialize()
     for (line, text, tokens, vectors), expected_text in zip(items, ["He sat on the river's bank.", "It's raining.", "The bank lends money."]):
         doc = nlp(expected_text)
         assert text == expected_text and tokens == [t.text for t in doc]

@@ -40,7 +40,6 @@ def elmo_nlp(weights: Path, store_layers: bool = False):
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     nlp.add_pipe("elmo", config={"weights": str(weights), "store_layers": store_layers})
-    nlp.get_pipe("elmo").initialize()
     return nlp
 
 

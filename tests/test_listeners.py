@@ -83,7 +83,6 @@ def test_tagger_learns_on_elmo_and_exposes_its_mix():
 
 def test_frozen_biLM_gets_no_update_and_no_optimizer_state():
     nlp = elmo_tagger()
-    nlp.get_pipe("elmo").initialize()  # loads the biLM (nlp.initialize in train() keeps it)
     before = bilm_state(nlp)
     optimizer, _ = train(nlp, steps=5)
     after = bilm_state(nlp)
@@ -148,7 +147,6 @@ def test_one_biLM_pass_serves_every_listener_in_training_and_pipe():
 
 def test_frozen_and_annotating_elmo_feeds_listeners_from_the_docs():
     nlp = elmo_tagger()
-    nlp.get_pipe("elmo").initialize()
     before = bilm_state(nlp)
     train(nlp, steps=25, exclude=["elmo"], annotates=["elmo"])
     assert all(torch.equal(before[k], v) for k, v in bilm_state(nlp).items())
@@ -156,6 +154,21 @@ def test_frozen_and_annotating_elmo_feeds_listeners_from_the_docs():
     nlp2 = elmo_tagger()
     with pytest.raises(ValueError, match="frozen_components.*annotating_components"):
         train(nlp2, steps=1, exclude=["elmo"])
+
+
+def test_frozen_component_never_initialised_loads_on_first_use():
+    # spacy train runs nlp.initialize with the [training] frozen_components disabled, so a frozen
+    # 'elmo' is never initialised (before: its first update raised "not loaded yet: call nlp.initialize()")
+    nlp = elmo_tagger()
+    spacy.util.fix_random_seed(0)
+    egs = examples(nlp)
+    with nlp.select_pipes(disable=["elmo"]):
+        optimizer = nlp.initialize(lambda: egs)  # the tagger's widths come from the weights' options
+    assert not nlp.get_pipe("elmo").loaded
+    for _ in range(25):
+        nlp.update(egs, sgd=optimizer, exclude=["elmo"], annotates=["elmo"])
+    assert nlp.get_pipe("elmo").loaded
+    assert tags(nlp)[0] == ["D", "N", "V", "N", "."]
 
 
 def test_annotating_and_updating_elmo_runs_the_biLM_once_per_batch():
@@ -221,7 +234,6 @@ def test_listeners_need_layers_even_with_store_layers_off():
     assert nlp("The cat ran home .")._.elmo_layers is not None
     plain = spacy.blank("en")
     plain.add_pipe("elmo", config={"weights": str(ALLENNLP), "store_layers": False})
-    plain.initialize()
     assert plain("The cat .")._.elmo_layers is None
 
 

@@ -85,7 +85,6 @@ def test_docs_in_context(tmp_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     nlp.add_pipe("elmo")
-    nlp.get_pipe("elmo").initialize()
     docs = list(nlp.pipe(["The bank lends money. We sat on the river bank.", "A play in three acts.  The children play outside."]))
     index = TokenIndex()
     index.add_docs(docs)

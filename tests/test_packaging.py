@@ -86,7 +86,7 @@ def test_sdist_and_wheel_install_and_run_in_a_fresh_virtualenv(dist, tmp_path):
     smoke = (
         "import spacy, spacy_elmo, sys; "
         "assert spacy_elmo.__file__.startswith(sys.prefix), spacy_elmo.__file__; "
-        "nlp = spacy.blank('en'); nlp.add_pipe('elmo'); nlp.initialize(); doc = nlp('The bank lends money.'); "
+        "nlp = spacy.blank('en'); nlp.add_pipe('elmo'); doc = nlp('The bank lends money.'); "
         "print(spacy_elmo.__version__, doc.tensor.shape)"
     )
     assert run([python, "-c", smoke], cwd=tmp_path).split() == [version, "(5,", "256)"]

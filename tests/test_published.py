@@ -227,11 +227,9 @@ def test_two_processes_download_the_same_model_once(mirror):
 def test_component_by_name_and_to_disk_keeps_the_weights(mirror, monkeypatch, tmp_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": "elmo-small"})
-    nlp.get_pipe("elmo").initialize()
     doc = nlp("The bank of the river .")
     reference = spacy.blank("en")
     reference.add_pipe("elmo", config={"weights": str(ALLENNLP)})
-    reference.get_pipe("elmo").initialize()
     np.testing.assert_array_equal(doc.tensor, reference("The bank of the river .").tensor)
     nlp.to_disk(tmp_path / "pipeline")
     shutil.rmtree(published.model_dir("elmo-small"))  # no cache, no network: the pipeline carries the weights

@@ -13,7 +13,6 @@ import spacy_elmo
 def nlp():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    nlp.initialize()
     return nlp
 
 
@@ -41,7 +40,6 @@ from spacy_elmo.roundtrip import silence_worker_hook_warning
 silence_worker_hook_warning()
 nlp = spacy.blank("en")
 nlp.add_pipe("elmo")
-nlp.initialize()
 docs = list(nlp.pipe([f"The bank number {i} lends money." for i in range(12)], n_process=2, batch_size=1))
 assert len(docs) == 12 and docs[0]._.elmo_vectors is not None
 nlp("A Doc with hooks.").to_bytes()  # our own serialisation: W109 as usual

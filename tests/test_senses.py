@@ -29,7 +29,6 @@ MORE_HELD_OUT = [
 def elmo_nlp():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    nlp.get_pipe("elmo").initialize()
     return nlp
 
 
@@ -95,7 +94,6 @@ def test_sense_prior_weight_trades_cosine_for_frequency():
 def test_component_prior_weight(bank_inventory):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    nlp.get_pipe("elmo").initialize()
     nlp.add_pipe("elmo_senses", config={"prior_weight": 100.0}).set_inventory(bank_inventory)
     # an overwhelming prior: every bank gets the most frequent sense, still chosen among centroids
     token = bank(nlp(HELD_OUT[0][0]))
@@ -151,7 +149,6 @@ def test_layer_choice_uses_raw_layers(elmo_nlp):
     np.testing.assert_allclose(token_vector(doc[1], None), doc._.elmo_vectors[1])
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"store_layers": False})
-    nlp.get_pipe("elmo").initialize()
     with pytest.raises(NoElmoError, match="needs the raw biLM layers"):
         token_vector(nlp("The bank lends money .")[1], "layer:1")
     with pytest.raises(NoElmoError, match="run the 'elmo' component"):
@@ -161,7 +158,6 @@ def test_layer_choice_uses_raw_layers(elmo_nlp):
 def test_component_sets_senses_and_round_trips(elmo_nlp, bank_inventory, tmp_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    nlp.get_pipe("elmo").initialize()
     senses = nlp.add_pipe("elmo_senses")
     assert isinstance(senses, ElmoSenses)
     with pytest.raises(ValueError, match="no sense inventory"):
@@ -177,13 +173,11 @@ def test_component_sets_senses_and_round_trips(elmo_nlp, bank_inventory, tmp_pat
     assert [t._.elmo_sense for t in loaded(doc.text) if t.lower_ == "bank"] == ["river", "money"]
     copy = spacy.blank("en")
     copy.add_pipe("elmo")
-    copy.get_pipe("elmo").initialize()
     copy.add_pipe("elmo_senses").from_bytes(senses.to_bytes())
     assert copy.get_pipe("elmo_senses").inventory.senses("bank") == bank_inventory.senses("bank")
     # min_score above any cosine: the most frequent sense, marked as the back-off; backoff=False: none
     strict = spacy.blank("en")
     strict.add_pipe("elmo")
-    strict.get_pipe("elmo").initialize()
     strict.add_pipe("elmo_senses", config={"min_score": 1.5}).set_inventory(bank_inventory)
     token = bank(strict(HELD_OUT[0][0]))
     assert (token._.elmo_sense, token._.elmo_sense_method) == ("money", "most_frequent")
@@ -195,7 +189,6 @@ def test_component_initialize_from_file(bank_inventory, tmp_path):
     bank_inventory.to_disk(tmp_path / "senses.bin")
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    nlp.get_pipe("elmo").initialize()
     nlp.add_pipe("elmo_senses")
     nlp.get_pipe("elmo_senses").initialize(inventory=tmp_path / "senses.bin")
     assert bank(nlp(HELD_OUT[1][0]))._.elmo_sense == "money"
@@ -204,7 +197,6 @@ def test_component_initialize_from_file(bank_inventory, tmp_path):
 def test_component_errors(bank_inventory):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    nlp.get_pipe("elmo").initialize()
     by_lemma = SenseInventory(key="lemma")
     by_lemma.add("bank", "money", np.ones(bank_inventory.dim))
     nlp.add_pipe("elmo_senses").set_inventory(by_lemma)
@@ -227,7 +219,6 @@ def test_component_errors(bank_inventory):
 def test_similarity_mix_of_its_own():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"similarity": "layer:1"})
-    nlp.get_pipe("elmo").initialize()
     doc = nlp("He sat on the bank of the river . The bank lends money .")
     a, b = doc._.elmo_layers[1, 4], doc._.elmo_layers[1, 10]
     assert doc[4].similarity(doc[10]) == pytest.approx(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), abs=1e-5)
@@ -236,7 +227,6 @@ def test_similarity_mix_of_its_own():
     np.testing.assert_allclose(doc[4].vector, doc.tensor[4])  # .vector stays the doc.tensor mix
     plain = spacy.blank("en")
     plain.add_pipe("elmo")
-    plain.get_pipe("elmo").initialize()
     doc2 = plain(doc.text)
     assert doc2[4].similarity(doc2[10]) != pytest.approx(doc[4].similarity(doc[10]), abs=1e-4)
     with pytest.raises(ValueError, match="mix"):
@@ -248,7 +238,6 @@ def test_similarity_ignores_static_vectors():
     for word in ("bank", "river"):
         nlp.vocab.set_vector(word, np.ones(5, dtype=np.float32))
     nlp.add_pipe("elmo")
-    nlp.get_pipe("elmo").initialize()
     doc = nlp("The bank of the river .")
     assert doc[1].similarity(doc[4]) == pytest.approx(
         float(doc.tensor[1] @ doc.tensor[4] / np.linalg.norm(doc.tensor[1]) / np.linalg.norm(doc.tensor[4])), abs=1e-5
@@ -263,7 +252,6 @@ def test_similarity_mix_survives_docbin():
 
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"similarity": [0.0, 1.0, 1.0]})
-    nlp.get_pipe("elmo").initialize()
     doc = nlp("The bank of the river . The bank lends money .")
     expected = doc[1].similarity(doc[7])
     restored = next(spacy_elmo.restore_all(DocBin(store_user_data=True, docs=[doc]).get_docs(nlp.vocab)))
@@ -275,7 +263,6 @@ def test_inventory_from_the_initialize_config(bank_inventory, tmp_path):
     bank_inventory.to_disk(tmp_path / "senses.bin")
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    nlp.get_pipe("elmo").initialize()
     nlp.add_pipe("elmo_senses", config={"min_score": 0.1})
     config = nlp.config.copy()
     config["initialize"]["components"] = {"elmo_senses": {"inventory": str(tmp_path / "senses.bin")}}

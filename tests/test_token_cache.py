@@ -138,7 +138,6 @@ def test_concurrent_nlp_calls_on_one_pipeline_match_a_single_thread():
     def make(cache_size):
         nlp = spacy.blank("en")
         nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "token_cache_size": cache_size})
-        nlp.get_pipe("elmo").initialize()
         return nlp
 
     reference, shared = make(0), make(50)

@@ -121,7 +121,6 @@ def test_exported_model_works_in_the_component_and_original_format(pretrained, t
 
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(out / "model")})
-    nlp.initialize()
     assert nlp("The brave king leaves.").tensor.shape == (5, 32)
 
 

@@ -52,7 +52,6 @@ def embed_cli(
     if "threads" in (nlp.get_factory_meta("elmo").default_config or {}):  # the component's own setting, where it has one
         config["threads"] = threads
     nlp.add_pipe("elmo", config=config)
-    nlp.initialize()  # loads the biLM
     doc = nlp(text)
     msg.info(f"{len(doc)} tokens, ELMo vectors {doc.tensor.shape}, biLM layers {doc._.elmo_layers.shape}")
     seen: Dict[str, Any] = {}

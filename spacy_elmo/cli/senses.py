@@ -65,7 +65,6 @@ def _elmo_pipeline(weights: Path, store_layers: bool):
     if _weights(weights):
         config["weights"] = _weights(weights)
     elmo = cast(Elmo, nlp.add_pipe("elmo", config=config))
-    nlp.initialize()  # loads the biLM
     return nlp, bilm_fingerprint(elmo.bilm)
 
 

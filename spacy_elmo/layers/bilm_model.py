@@ -2,10 +2,11 @@
 
 ``spacy-elmo.BiLM.v1`` is what the ``elmo`` component owns (``[components.elmo.model]``) and what
 ``spacy-elmo.ElmoTok2Vec.v1`` embeds. The torch :class:`BiLM` lives in a :class:`BiLMShim`,
-which starts empty: building a pipeline from its config never reads the weights. The biLM comes
-from one of two explicit steps: ``initialize`` (thinc's init, which ``nlp.initialize`` reaches)
-loads it from ``weights``, unless one is there already; ``from_bytes`` (``from_disk``) restores a
-saved one. Running the model before either is an error that says so (:class:`BiLMNotLoaded`).
+which starts in an explicit "not loaded yet" state: building a pipeline from its config never
+reads the weights. The biLM then comes from the first of: ``from_bytes`` (``from_disk``), which
+restores a saved one and never reads ``weights``; ``initialize`` (thinc's init, which
+``nlp.initialize`` reaches), which loads it from ``weights`` eagerly; or the first use that needs
+it (a forward pass, its shape, saving it), which loads it from ``weights`` once, under a lock.
 
 Each Doc is cut into contexts (sentences or windows, see :mod:`.contexts`); contexts from all
 Docs of a batch are sorted by length and packed under a token budget; whitespace tokens are not
@@ -48,18 +49,6 @@ BILM_NODE = "elmo-bilm"
 SHIM_SETTINGS = ("weights", "frozen", "precision", "token_cache_size")  # what BiLMShim.from_bytes requires
 
 
-class BiLMNotLoaded(ValueError):
-    """The biLM was used before it was loaded (``initialize``) or restored (``from_disk``/``from_bytes``)."""
-
-
-NOT_LOADED = (
-    "the ELMo biLM is not loaded yet: call nlp.initialize() (it loads the configured weights), or load a saved "
-    "pipeline (spacy.load, nlp.from_disk, nlp.from_bytes). In spacy train, an 'elmo' listed in [training] "
-    "frozen_components is not initialised: source it from a saved pipeline, or leave it out of frozen_components "
-    "(the component's frozen = true already keeps its weights fixed)"
-)
-
-
 def load_configured_bilm(weights: Optional[Union[str, List[str]]]) -> BiLM:
     """``weights`` = None: the embedded default English biLM; else any value :func:`load_bilm` takes."""
     return load_bilm(weights)
@@ -80,9 +69,10 @@ def bilm_from_bytes(data: bytes, source: str = "serialised elmo biLM") -> BiLM:
 
 
 class BiLMShim(Shim):
-    """Holds the torch :class:`BiLM` for thinc: explicit loading (:meth:`load`, or
-    :meth:`from_bytes`), self-describing bytes, and an optimizer step that is skipped entirely while
-    the biLM is frozen (no weight decay either)."""
+    """Holds the torch :class:`BiLM` for thinc: an explicit load state (:attr:`loaded`; loaded from
+    ``weights`` by :meth:`load`, eagerly or on first use, or restored by :meth:`from_bytes`),
+    self-describing bytes, and an optimizer step that is skipped entirely while the biLM is frozen
+    (no weight decay either)."""
 
     def __init__(self, weights: Optional[Union[str, List[str]]] = None, bilm: Optional[BiLM] = None) -> None:
         super().__init__(bilm)
@@ -95,17 +85,20 @@ class BiLMShim(Shim):
 
     @property
     def bilm(self) -> BiLM:
-        """The loaded biLM; :class:`BiLMNotLoaded` before :meth:`load` or :meth:`from_bytes`."""
-        if self._model is None:
-            raise BiLMNotLoaded(NOT_LOADED)
-        return self._model
+        """The biLM: the loaded or restored one, else loaded from ``weights`` now (:meth:`load`)."""
+        model = self._model
+        return model if model is not None else self.load()
 
-    def load(self) -> BiLM:
-        """Load the biLM from ``weights``, unless one is loaded or restored already."""
-        with self._load_lock:  # two threads' calls load the weights once
+    def load(self, check: Optional[Callable[[BiLM], None]] = None) -> BiLM:
+        """Load the biLM from ``weights``, unless one is loaded or restored already; ``check`` may
+        reject the freshly loaded one (raising) before it is kept. Concurrent first calls load once."""
+        with self._load_lock:
             if self._model is None:
-                self.set_bilm(load_configured_bilm(self.weights))
-        return self._model
+                bilm = load_configured_bilm(self.weights)
+                if check is not None:
+                    check(bilm)
+                self.set_bilm(bilm)
+            return self._model
 
     def layer_shape(self) -> Tuple[int, int]:
         """(number of output layers, width) of the biLM: the loaded one's, else read from the
@@ -293,8 +286,8 @@ def get_shim(model: Model) -> BiLMShim:
 
 
 def get_bilm(model: Model) -> BiLM:
-    """The torch biLM inside a ``spacy-elmo.BiLM.v1`` model (:class:`BiLMNotLoaded` before it is
-    loaded or restored)."""
+    """The torch biLM inside a ``spacy-elmo.BiLM.v1`` model (loaded from ``weights`` on first use
+    when neither ``initialize`` nor ``from_bytes`` has provided one)."""
     return get_shim(model).bilm
 
 
@@ -370,7 +363,6 @@ def _no_input_gradient(d_outputs: Any) -> List:
 
 
 __all__ = [
-    "BiLMNotLoaded",
     "BiLMShim",
     "build_bilm_model",
     "configure_bilm_model",

@@ -195,7 +195,7 @@ class Elmo(ListenerRegistry, TrainablePipe):
         try:
             n_layers = read_config(shim.weights).n_layers + 1
         except WeightsError:
-            return  # initialize (loading them) says what is wrong; from_disk/from_bytes need them not
+            return  # loading them (initialize or first use) says what is wrong; from_disk/from_bytes need them not
         self._check_mixes(n_layers)
 
     def _check_mixes(self, n_layers: int) -> None:
@@ -218,14 +218,26 @@ class Elmo(ListenerRegistry, TrainablePipe):
 
     @property
     def bilm(self) -> BiLM:
-        """The torch biLM: loaded from ``weights`` by :meth:`initialize`, or restored by
-        :meth:`from_disk`/:meth:`from_bytes`; before either, an error that says so."""
-        return get_bilm(self.model)
+        """The torch biLM: restored by :meth:`from_disk`/:meth:`from_bytes`, or loaded from
+        ``weights`` by :meth:`initialize` or, failing both, here on first use (once)."""
+        return self._ensure_loaded()
 
     @property
     def loaded(self) -> bool:
-        """Whether the biLM is loaded (by :meth:`initialize`) or restored (by ``from_disk``/``from_bytes``)."""
+        """Whether the biLM is there yet (loaded from ``weights``, or restored by ``from_disk``/``from_bytes``)."""
         return get_shim(self.model).loaded
+
+    def _ensure_loaded(self) -> BiLM:
+        """The biLM, loaded from ``weights`` now if nothing has provided one yet: once, however many
+        threads ask at the same time. A ``weights`` value that names no biLM is one error naming the
+        setting, and a biLM whose layers do not fit ``mix``/``similarity`` is rejected, not kept."""
+        shim = get_shim(self.model)
+        if shim.loaded:
+            return get_bilm(self.model)
+        try:
+            return shim.load(check=lambda bilm: self._check_mixes(bilm.n_output_layers))
+        except WeightsError as error:
+            raise WeightsError(f"elmo: config weights: {error}") from None
 
     def layer_shape(self) -> Tuple[int, int]:
         """(number of output layers, width) of the biLM, read from its options when it is not loaded yet."""
@@ -253,19 +265,12 @@ class Elmo(ListenerRegistry, TrainablePipe):
         self._last_update = None
 
     def initialize(self, get_examples: Optional[Callable[[], Iterable[Any]]] = None, *, nlp: Optional[Language] = None) -> None:
-        """Load the biLM from the ``weights`` setting, unless one is loaded or restored
-        (``from_disk``/``from_bytes``) already; no training data is needed."""
+        """Load the biLM from the ``weights`` setting now (eagerly, rather than on first use), unless
+        one is loaded or restored (``from_disk``/``from_bytes``) already; no training data is needed."""
         if nlp is not None:
             self._nlp_ref = weakref.ref(nlp)
             keep_hooks_across_processes(nlp)
-        if not self.loaded:
-            try:
-                self.model.initialize()
-            except WeightsError as error:
-                raise WeightsError(f"elmo: config weights: {error}") from None
-            self._check_mixes(self.bilm.n_output_layers)
-            self.mixer = None
-            self._last_update = None
+        self._ensure_loaded()
         self._mixer()
         self._warn_if_unused()
 
@@ -296,6 +301,7 @@ class Elmo(ListenerRegistry, TrainablePipe):
     def predict(self, docs: Sequence[Doc]) -> List[Floats3d]:
         """All biLM layers per Doc, float32 ``[L+1, len(doc), dim]``."""
         docs = list(docs)
+        self._ensure_loaded()  # the first use of a component that nothing has loaded yet
         last, self._last_update = self._last_update, None
         if last is not None and len(last[0]) == len(docs) and all(a is b for a, b in zip(last[0], docs)):
             return last[1]  # the very Docs update() just ran (an annotating component): reuse
@@ -339,6 +345,7 @@ class Elmo(ListenerRegistry, TrainablePipe):
         self._warn_if_unused()
         if not self.listeners:
             return losses
+        self._ensure_loaded()
         check_component_threads(self.threads)
         with using_threads(self.threads):
             layers, bp_layers = self.model.begin_update(docs)
