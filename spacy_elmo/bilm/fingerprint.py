@@ -31,7 +31,7 @@ def bilm_fingerprint(model: BiLM) -> str:
     for name, tensor in state.items():
         data = tensor.detach().to("cpu", torch.float32).contiguous()
         digest.update(f"\0{name}\0{tuple(data.shape)}\0".encode("utf-8"))
-        digest.update(memoryview(data.numpy()).cast("B"))  # no copy of the bytes
+        digest.update(memoryview(data.cpu().numpy()).cast("B"))  # already on the CPU: no copy of the bytes
     return digest.hexdigest()
 
 
