@@ -392,7 +392,7 @@ def load_head(weights: Optional[Any] = None) -> Optional[LMHead]:
     return native_head(folder)
 
 
-def frequent_words(corpus: Corpus, n: int, min_count: int = 20, head: Optional[LMHead] = None) -> Dict[str, List[str]]:
+def frequent_words(corpus: Corpus, n: int, min_count: int = 20) -> Dict[str, List[str]]:
     """The ``n`` most frequent content words of the corpus (lower case, letters only, no stop words), with their forms."""
     from collections import Counter
 
