@@ -68,7 +68,7 @@ def test_fine_tuning_step_keeps_parameters_on_their_device_and_dtype():
     (NumPy here, CuPy on a GPU) and the updated parameters stay torch tensors on that device."""
     from thinc.api import Adam
 
-    from spacy_elmo.bilm import load_bilm
+    from spacy_elmo.hub import load_bilm
     from spacy_elmo.layers.bilm_model import BiLMShim
 
     from .conftest import ALLENNLP

@@ -1,5 +1,6 @@
-"""Every relative link in the README, CONTRIBUTING.md and docs/*.md points at a file that exists,
-and a ``#anchor`` at a heading of the page it names (GitHub's heading slugs)."""
+"""Every relative link in the README, CONTRIBUTING.md, CHANGELOG.md, docs/*.md and the spaCy project's
+README points at a file that exists, and a ``#anchor`` at a heading of the page it names (GitHub's
+heading slugs)."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,8 @@ from typing import List, Set, Tuple
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md"] + sorted((REPO / "docs").glob("*.md"))
+DOCS = sorted((REPO / "docs").glob("*.md"))
+PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "CHANGELOG.md", REPO / "project" / "README.md"] + DOCS
 _LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
@@ -64,9 +66,10 @@ ALL_LINKS = [(name, target) for page in PAGES for name, target in links(page)
 
 
 def test_the_pages_link_to_each_other():
-    assert len(PAGES) >= 8 and len(ALL_LINKS) >= 40, (len(PAGES), len(ALL_LINKS))
+    assert len(PAGES) >= 10 and len(ALL_LINKS) >= 40, (len(PAGES), len(ALL_LINKS))
+    assert any(name == "project/README.md" for name, _ in ALL_LINKS), "the project's README is checked too"
     readme_targets = {target.split("#")[0] for name, target in ALL_LINKS if name == "README.md"}
-    unlinked = [page.relative_to(REPO).as_posix() for page in PAGES[2:]
+    unlinked = [page.relative_to(REPO).as_posix() for page in DOCS + [REPO / "project" / "README.md"]
                 if page.relative_to(REPO).as_posix() not in readme_targets]
     assert not unlinked, f"docs pages the README does not link to: {unlinked}"
 

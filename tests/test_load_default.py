@@ -17,6 +17,6 @@ def test_load_bilm_without_argument_is_the_embedded_default():
 
 
 def test_load_bilm_default_needs_no_spacy():
-    code = "import sys; from spacy_elmo.bilm import load_bilm; load_bilm(); print('spacy' in sys.modules)"
+    code = "import sys; from spacy_elmo.hub import load_bilm; load_bilm(); print('spacy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

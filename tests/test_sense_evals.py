@@ -143,7 +143,7 @@ def test_wsd_evaluation_chooses_the_prior_weight_on_dev(tmp_path):
 
 def test_wsd_centroids_are_means_of_the_mixed_training_vectors(tmp_path):
     """The saved inventory's centroids, against a direct computation of the chosen mix."""
-    from spacy_elmo.bilm import load_bilm
+    from spacy_elmo.hub import load_bilm
     from spacy_elmo.bilm.scalar_mix import spec_weights
     from spacy_elmo.senses.inventory import SenseInventory
     from spacy_elmo.senses.wsd import embed_instances, evaluate
