@@ -181,3 +181,21 @@ def test_induce_command(tmp_path, capsys):
     assert "corpus file not found" in capsys.readouterr().err
     assert main(["wsi-eval", "--data", str(tmp_path)]) == 2
     assert "keys/gold.all.key not found" in capsys.readouterr().err
+
+
+def test_corpus_forms_docbin_docs_and_text_agree(tmp_path):
+    from spacy.tokens import DocBin
+
+    from spacy_elmo.senses.corpus import read_sentences
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    docs = list(nlp.pipe(["He sat on the bank. The bank lends money.", "Banks fail."]))
+    DocBin(docs=docs).to_disk(tmp_path / "corpus.spacy")
+    (tmp_path / "corpus.txt").write_text("He sat on the bank. The bank lends money.\n\nBanks fail.\n", encoding="utf-8")
+    expected = [["He", "sat", "on", "the", "bank", "."], ["The", "bank", "lends", "money", "."], ["Banks", "fail", "."]]
+    for corpus in (tmp_path / "corpus.spacy", tmp_path / "corpus.txt", docs, [d.text for d in docs]):
+        sentences = list(read_sentences(corpus))
+        assert [s.tokens for s in sentences] == expected, corpus
+        assert all(s.text[a:b] == t for s in sentences for t, (a, b) in zip(s.tokens, s.spans))
+    assert [s.source for s in read_sentences(tmp_path / "corpus.txt")] == ["corpus.txt:1", "corpus.txt:1", "corpus.txt:3"]
