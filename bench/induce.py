@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def probe(representation: str) -> dict:
+def probe(representation: str, temperature: float) -> dict:
     """Induction on the hand-written probe sentences of bench/senses.py, scored against their two senses."""
     from senses import SENSES
 
@@ -41,7 +41,7 @@ def probe(representation: str) -> dict:
                 gold.setdefault(word, {})[f"text {len(sentences)}"] = sense
                 sentences.append(text)
     started = time.perf_counter()
-    results = induce(sentences, list(SENSES), settings=InductionSettings(representation=representation, min_occurrences=4), progress=False)
+    results = induce(sentences, list(SENSES), settings=InductionSettings(representation=representation, min_occurrences=4, temperature=temperature), progress=False)
     system = {r.word: {o.source: str(c) for o, c in zip(r.occurrences, r.labels)} for r in results}
     result = score(system, gold)
     return {**result.as_dict(), "seconds": round(time.perf_counter() - started, 1)}
@@ -53,6 +53,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--representation", default="substitutes,vectors,both")
     parser.add_argument("--context", type=int, default=0, help="context tokens of the surrounding sentences on each side")
+    parser.add_argument("--temperature", type=float, default=0.5, help="temperature of the substitute distributions")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "induce.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -63,9 +64,10 @@ def main() -> None:
     runs = []
     for representation in args.representation.split(","):
         started = time.perf_counter()
-        report = wsi_eval.evaluate(args.data, None, InductionSettings(representation=representation), context=args.context, progress=False)
+        settings = InductionSettings(representation=representation, temperature=args.temperature)
+        report = wsi_eval.evaluate(args.data, None, settings, context=args.context, progress=False)
         wall = time.perf_counter() - started
-        runs.append({"representation": representation, "wall_seconds": round(wall, 1), "report": report, "probe": probe(representation)})
+        runs.append({"representation": representation, "wall_seconds": round(wall, 1), "report": report, "probe": probe(representation, args.temperature)})
         ours = report["ours"]
         print(
             f"{representation}: F-S {ours['F-S']:.1f} V-M {ours['V-M']:.1f} AVG {ours['AVG']:.1f} "
@@ -73,7 +75,7 @@ def main() -> None:
             flush=True,
         )
     machine = {"cpu": platform.processor() or platform.machine(), "threads": args.threads, "torch": torch.__version__}
-    out = {"model": "en_default", "machine": machine, "context_tokens": args.context, "runs": runs}
+    out = {"model": "en_default", "machine": machine, "context_tokens": args.context, "temperature": args.temperature, "runs": runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
     lines = [

@@ -23,7 +23,9 @@ def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
     return out
 
 
-def _settings(representation: str, max_senses: int, n_senses: int, separation: float, min_occurrences: int, max_occurrences: int):
+def _settings(
+    representation: str, max_senses: int, n_senses: int, separation: float, min_occurrences: int, max_occurrences: int, temperature: float
+):
     from ..senses.induce import REPRESENTATIONS, InductionSettings
 
     if representation not in REPRESENTATIONS:
@@ -36,6 +38,7 @@ def _settings(representation: str, max_senses: int, n_senses: int, separation: f
             separation=separation,
             min_occurrences=min_occurrences,
             max_occurrences=max_occurrences,
+            temperature=temperature,
         )
     except ValueError as err:
         raise UserError(str(err)) from None
@@ -65,6 +68,7 @@ def induce_cli(
         "--separation",
         help="Clusters stay apart when their mean distance exceeds this times the word's mean distance (the stopping rule)",
     ),
+    temperature: float = Opt(0.5, "--temperature", help="Temperature of the substitute distributions (below 1 sharpens)"),
     min_occurrences: int = Opt(10, "--min-occurrences", help="A word seen fewer times gets one sense"),
     max_occurrences: int = Opt(2000, "--max-occurrences", help="Occurrences kept per word (a uniform sample beyond)"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
@@ -76,7 +80,7 @@ def induce_cli(
     from ..senses.corpus import corpus_files
     from ..senses.induce import build_inventory, induce, load_head, save_senses
 
-    settings = _settings(representation, max_senses, n_senses, separation, min_occurrences, max_occurrences)
+    settings = _settings(representation, max_senses, n_senses, separation, min_occurrences, max_occurrences, temperature)
     corpus_files(corpus)  # a missing file is one line now, not after loading the model
     apply_threads(threads)
     spec = None if str(weights) in ("en_default", "default") else str(weights)
@@ -116,6 +120,7 @@ def wsi_eval_cli(
         "--separation",
         help="Clusters stay apart when their mean distance exceeds this times the word's mean distance (the stopping rule)",
     ),
+    temperature: float = Opt(0.5, "--temperature", help="Temperature of the substitute distributions (below 1 sharpens)"),
     context: int = Opt(0, "--context", help="Tokens of the surrounding sentences given to the biLM on each side"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     key: Optional[Path] = Opt(None, "--key", help="Also write the system key (graded: label/weight) here. Default: none"),
@@ -125,7 +130,7 @@ def wsi_eval_cli(
     """Word sense induction on SemEval-2010 Task 14: paired F-score, V-measure, AVG and clusters per word, beside the baselines."""
     from ..senses import wsi_eval
 
-    settings = _settings(representation, max_senses, n_senses, separation, 10, 2000)
+    settings = _settings(representation, max_senses, n_senses, separation, 10, 2000, temperature)
     if not (data / wsi_eval.GOLD_KEY).is_file():
         raise UserError(
             f"{data / wsi_eval.GOLD_KEY} not found: place the SemEval-2010 Task 14 release (test_data/ and keys/) in {data} "

@@ -63,7 +63,7 @@ class InductionSettings:
 
     representation: str = "substitutes"
     top_k: int = 100
-    temperature: float = 1.0
+    temperature: float = 0.5
     max_senses: int = 10
     separation: float = 1.0
     n_senses: Optional[int] = None
