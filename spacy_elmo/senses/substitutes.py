@@ -165,8 +165,8 @@ def fold_vocabulary(vocab: Sequence[str], lemmatize: Optional[Dict[str, str]] = 
     when the lemma is in the vocabulary. Otherwise a conservative folding learnt from the
     vocabulary itself: lower case, then a regular English inflection (-s, -es, -ies, -ed, -d,
     -ing, doubled consonants) is folded onto its base only when that base is itself a word of
-    the vocabulary (``banks`` -> ``bank``; ``news`` stays when ``new`` is no noun of ours? it
-    folds: the price of not knowing parts of speech, tolerable for bags of substitutes).
+    the vocabulary (``banks`` -> ``bank``). Without parts of speech it sometimes folds too far
+    (``news`` -> ``new``): tolerable for bags of substitutes, which only need inflections merged.
     """
     index: Dict[str, int] = {}
     for i, word in enumerate(vocab):
