@@ -121,7 +121,7 @@ def main() -> None:
                 download.download(name, progress=False)
                 row["download_resume_s"] = time.perf_counter() - start  # second half + checks + SHA-256
                 row["requests"] = [list(entry) for entry in server.gets(model.weights_name)]
-                config = download.verify_files(cached / model.options_name, cached / model.weights_name)
+                config = download.check_files(cached / model.options_name, cached / model.weights_name)
                 start = time.perf_counter()
                 check_hdf5(cached / model.weights_name, config)
                 row["verify_hdf5_s"] = time.perf_counter() - start

@@ -2,7 +2,8 @@
 
 A file is written to a unique temporary name in its own folder, flushed to disk (``fsync``) and
 renamed over the target, so a reader sees the old file or the new one, never a mix; a crash
-leaves at most a ``.NAME.*.tmp`` file behind (:func:`remove_temporary` clears them).
+leaves at most a ``.NAME.HOST-PID-TOKEN.tmp`` file behind. :func:`remove_stale_temporary` clears
+those of writers that are gone (this host, a dead PID) or older than a day, never a live writer's.
 
 A folder of several files (a token index, a biLM) counts as complete only when its manifest
 exists: :func:`start_folder` removes an old manifest before anything else is replaced,
@@ -12,11 +13,15 @@ size. :func:`check_folder` then refuses a partial folder with a message that nam
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import socket
+import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -39,9 +44,37 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+STALE_SECONDS = 24 * 3600  # a temporary file this old is removed whoever wrote it
+_HOST = hashlib.sha256(socket.gethostname().encode("utf-8")).hexdigest()[:8]  # a shared folder may see other hosts
+_OWNED = re.compile(r"\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-f]+\.tmp$")
+
+
 def temporary_name(path: Path) -> Path:
-    """A unique hidden name next to ``path`` for its content in progress."""
-    return path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    """A unique hidden name next to ``path`` for its content in progress, naming this host and process."""
+    return path.with_name(f".{path.name}.{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:16]}.tmp")
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":  # pragma: no cover - no signal 0 there: age decides
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def _stale(path: Path, now: float) -> bool:
+    """A temporary file whose writer is gone: on this host with a dead PID, or older than a day."""
+    match = _OWNED.search(path.name)
+    if match is not None and match["host"] == _HOST and not _alive(int(match["pid"])):
+        return True
+    try:
+        return now - path.stat().st_mtime > STALE_SECONDS
+    except FileNotFoundError:  # its writer renamed or removed it meanwhile
+        return False
 
 
 def write_atomic(path: PathLike, write: Callable[[Any], Any], by_path: bool = False) -> Path:
@@ -85,12 +118,28 @@ def save_npy(path: PathLike, array: Any) -> Path:
     return write_atomic(path, lambda handle: np.save(handle, array, allow_pickle=False))
 
 
-def remove_temporary(folder: Path) -> int:
-    """Delete temporary files left in ``folder`` by writers killed mid-write; returns how many."""
-    stale = [p for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()]
+def _temporaries(folder: Path) -> List[Path]:
+    return [p for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()]
+
+
+def remove_stale_temporary(folder: Path) -> int:
+    """Delete temporary files left in ``folder`` by writers killed mid-write (a dead PID on this
+    host, or older than a day); a live writer's are kept. Returns how many were removed."""
+    now = time.time()
+    stale = [p for p in _temporaries(folder) if _stale(p, now)]
     for path in stale:
-        path.unlink()
+        path.unlink(missing_ok=True)
     return len(stale)
+
+
+def remove_temporary(folder: Path) -> int:
+    """Delete every temporary file in ``folder``, whoever wrote it: only for a folder that no one
+    else writes to (e.g. a finished corpus run's output); otherwise :func:`remove_stale_temporary`.
+    Returns how many were removed."""
+    found = _temporaries(folder)
+    for path in found:
+        path.unlink(missing_ok=True)
+    return len(found)
 
 
 def start_folder(folder: PathLike, manifest: str) -> Path:
@@ -104,7 +153,7 @@ def start_folder(folder: PathLike, manifest: str) -> Path:
     if old.exists():
         old.unlink()
         fsync_dir(folder)
-    remove_temporary(folder)
+    remove_stale_temporary(folder)  # another process may be saving into the same folder: keep its files
     return folder
 
 

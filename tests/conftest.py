@@ -1,14 +1,24 @@
 """Shared fixtures. The authors' parity fixtures are part of the repository: tests/data/elmo-fixture
-(their source and licence are in its SOURCE.md)."""
+(their source and licence are in its SOURCE.md).
+
+The whole test session (and every subprocess it starts, which inherits the environment) uses a
+private cache folder, set here before anything imports spacy_elmo and removed at the end: the
+compiled kernels and any download never touch the user's own cache."""
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
-import pytest
-import spacy
+SESSION_CACHE = Path(tempfile.mkdtemp(prefix="spacy-elmo-test-cache-"))
+os.environ["SPACY_ELMO_CACHE"] = str(SESSION_CACHE)  # spacy_elmo.cache.CACHE_ENV, read on every use
 
-from spacy_elmo import load_bilm
+import pytest  # noqa: E402
+import spacy  # noqa: E402
+
+from spacy_elmo import load_bilm  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "data" / "elmo-fixture"
@@ -39,6 +49,10 @@ def nlp():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
     return nlp
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -163,9 +163,18 @@ def test_bf16_step_is_close_to_fp32(prepared):  # noqa: F811
 
 
 def test_precision_option(monkeypatch):
-    cpu = torch.device("cpu")
-    assert train_dtype("fp32", cpu) is None and train_dtype("bf16", cpu) is torch.bfloat16
-    assert train_dtype("auto", cpu) in (None, torch.bfloat16)
+    import spacy_elmo.training.precision as precision
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)  # a GPU with bf16
+    # before: auto picked bf16 on such a GPU, where the bf16 training path (a CPU one) is untested
+    assert train_dtype("auto", gpu) is None
+    for native in (True, False):
+        monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+        assert train_dtype("auto", cpu) is (torch.bfloat16 if native else None)
+        assert train_dtype("auto", gpu) is None
+        for device in (cpu, gpu):  # an explicit choice is taken as given
+            assert train_dtype("fp32", device) is None and train_dtype("bf16", device) is torch.bfloat16
     with pytest.raises(ValueError, match="precision must be one of fp32, bf16, auto, got 'half'"):
         train_dtype("half", cpu)
 
@@ -194,10 +203,11 @@ def test_bf16_resume_is_exact_and_a_run_may_switch_precision(prepared, tmp_path)
     records = [json.loads(x) for x in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
     logged = [r for r in records if "tokens_per_cpu_s" in r]
     assert logged and all(r["precision"] == "bfloat16" and r["tokens_per_cpu_s"] > 0 for r in logged)
-    # an fp32 run continued in bf16 (precision may change on resume)
+    # an fp32 run continued in bf16 (precision may change on resume, when asked, with a warning)
     fp32 = dict(kw, precision="fp32")
     assert train(tiny_config(data, tmp_path / "switch", **fp32), interrupt_at=4)["interrupted"]
-    result = train(tiny_config(data, tmp_path / "switch", **kw), resume=True)
+    with pytest.warns(UserWarning, match="resuming a run trained in fp32 with precision bf16"):
+        result = train(tiny_config(data, tmp_path / "switch", **kw), resume=True)
     assert result["step"] == 8 and result["valid_ppl_avg"] < 1e4
 
 

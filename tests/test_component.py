@@ -1,13 +1,19 @@
 """The `elmo` spaCy component: annotations, batching invariants, edge cases, IO, pipelines."""
+import copy
 import json
+import pickle
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import spacy
+from spacy.lang.en import English
 from spacy.tokens import Doc, DocBin
 
 from spacy_elmo import WeightsError, load_bilm
@@ -208,7 +214,9 @@ def test_n_process_2_equals_n_process_1(nlp):
     assert two.similarity(multi[1]) == pytest.approx(one.similarity(nlp(TEXTS[1])), abs=1e-6)
     plain = spacy.blank("en")
     plain.add_pipe("elmo", config={"weights": str(ALLENNLP), "set_hooks": False})
-    assert not any(doc.user_token_hooks for doc in plain.pipe(TEXTS[:2], n_process=2))  # no hooks asked, none given
+    fresh = list(plain.pipe(texts, n_process=2, batch_size=2))  # never used before: each worker loads the biLM on first use
+    assert not any(doc.user_token_hooks for doc in fresh)  # no hooks asked, none given
+    assert len(fresh) == len(texts) and all(np.abs(a - vectors(doc)).max() < 1e-6 for a, doc in zip(single, fresh))
 
 
 def test_to_disk_and_spacy_load_carry_the_weights(tmp_path, allennlp_bilm):
@@ -244,21 +252,166 @@ def test_default_model_missing_is_a_clear_error(monkeypatch, tmp_path):
 
     monkeypatch.setattr(resolve, "MODELS_DIR", tmp_path)  # the package's data folder, without en_default
     nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")  # building from a config reads no weights (from_disk may restore them)
     with pytest.raises(WeightsError, match="embedded default model is missing"):
-        nlp.add_pipe("elmo")
+        nlp.initialize()
+    with pytest.raises(WeightsError, match="embedded default model is missing"):
+        nlp("First use.")
 
 
-def test_missing_weights_path_is_an_error_at_creation(tmp_path):
+@pytest.mark.parametrize("when", ["initialize", "first call", "first pipe"])
+def test_missing_weights_path_is_one_error_naming_the_setting(tmp_path, when):
+    def use(nlp):
+        if when == "initialize":
+            nlp.initialize()
+        elif when == "first call":
+            nlp("First use.")
+        else:
+            list(nlp.pipe(["First use."]))
+
     nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(tmp_path / "missing")})
     with pytest.raises(WeightsError) as caught:
-        nlp.add_pipe("elmo", config={"weights": str(tmp_path / "missing")})
+        use(nlp)
     message = str(caught.value)
     assert message.startswith("elmo: config weights: ") and "missing' does not exist" in message and "\n" not in message
     assert "options.json" in message and "en_default (null in a config)" in message  # what is accepted
+    assert not nlp.get_pipe("elmo").loaded
+    with pytest.raises(WeightsError) as again:  # nothing half-loaded: the same error next time
+        use(nlp)
+    assert str(again.value) == message
     (tmp_path / "empty").mkdir()
-    with pytest.raises(WeightsError, match="neither config.json .* nor options.json"):
-        nlp.add_pipe("elmo", config={"weights": str(tmp_path / "empty")})
-    assert nlp.pipe_names == []
+    empty = spacy.blank("en")
+    empty.add_pipe("elmo", config={"weights": str(tmp_path / "empty")})
+    with pytest.raises(WeightsError, match="^elmo: config weights: .*neither config.json .* nor options.json"):
+        use(empty)
+
+
+# ---------------------------------------------------------------- loading: first use, initialize, from_disk, from_bytes
+
+
+def count_loads(monkeypatch, delay=0.0):
+    """Record each load of a biLM from a ``weights`` setting (``delay``: seconds each load takes longer)."""
+    import spacy_elmo.layers.bilm_model as bilm_model
+
+    real, calls = bilm_model.load_configured_bilm, []
+
+    def load(weights):
+        calls.append(weights)
+        time.sleep(delay)
+        return real(weights)
+
+    monkeypatch.setattr(bilm_model, "load_configured_bilm", load)
+    return calls
+
+
+def refuse_loads(monkeypatch):
+    """Make any load of a biLM from a ``weights`` setting fail the test."""
+    import spacy_elmo.layers.bilm_model as bilm_model
+
+    def refuse(weights):
+        raise AssertionError(f"the biLM was loaded from its weights setting {weights!r}")
+
+    monkeypatch.setattr(bilm_model, "load_configured_bilm", refuse)
+
+
+@pytest.mark.parametrize("first", ["call", "pipe"])
+def test_add_pipe_then_use_loads_the_biLM_once_on_first_use(monkeypatch, first):
+    # before: nlp("...") right after add_pipe raised "the ELMo biLM is not loaded yet: call nlp.initialize()"
+    calls = count_loads(monkeypatch)
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    assert not elmo.loaded and calls == []  # building from a config reads no weights
+    if first == "call":
+        doc = nlp("It works right away .")
+        assert doc.tensor.shape == (5, 32) and doc._.elmo_layers.shape == (3, 5, 32)
+    docs = list(nlp.pipe(["One more .", "And another one ."]))
+    assert [d.tensor.shape for d in docs] == [(3, 32), (4, 32)] and docs[1]._.elmo_layers.shape == (3, 4, 32)
+    assert nlp("Twice .").tensor.shape == (2, 32)
+    assert elmo.loaded and calls == [str(ALLENNLP)]
+    bilm = elmo.bilm
+    nlp.initialize()  # keeps the biLM that the first use loaded
+    assert elmo.bilm is bilm and len(calls) == 1
+
+
+def test_concurrent_first_calls_load_the_biLM_once(monkeypatch):
+    calls = count_loads(monkeypatch, delay=0.5)  # a slow load: the second thread arrives while it runs
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    start = threading.Barrier(2)
+
+    def first_call(text):
+        start.wait()
+        return nlp(text).tensor.shape
+
+    with ThreadPoolExecutor(2) as pool:
+        shapes = list(pool.map(first_call, ["One two three .", "Four five ."]))
+    assert shapes == [(4, 32), (3, 32)] and len(calls) == 1
+
+
+def test_initialize_loads_eagerly_and_keeps_a_loaded_biLM(monkeypatch):
+    calls = count_loads(monkeypatch)
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    nlp.initialize()
+    assert elmo.loaded and len(calls) == 1  # loaded now, before any Doc
+    bilm = elmo.bilm
+    nlp.initialize()
+    assert nlp("Still the same biLM .").tensor.shape == (5, 32)
+    assert elmo.bilm is bilm and len(calls) == 1
+
+
+def test_an_unloaded_component_copies_and_pickles_unloaded(monkeypatch):
+    calls = count_loads(monkeypatch)
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    copies = [copy.deepcopy(elmo), pickle.loads(pickle.dumps(elmo))]
+    assert calls == [] and not any(c.loaded for c in copies)
+    for component in copies:  # each copy has its own state (and lock) and loads on its first use, once
+        doc = component(nlp.make_doc("A copy works ."))
+        assert doc._.elmo_layers.shape == (3, 4, 32) and component.loaded
+        component(nlp.make_doc("Again ."))
+    assert len(calls) == 2 and not elmo.loaded
+
+
+@pytest.fixture()
+def saved_without_weights(tmp_path):
+    """A pipeline saved to disk and to bytes, whose weights folder is gone afterwards."""
+    source = tmp_path / "weights"
+    shutil.copytree(ALLENNLP, source)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(source), "mix": [1, 2, 3]})
+    expected = [vectors(doc) for doc in nlp.pipe(TEXTS)]
+    nlp.to_disk(tmp_path / "pipeline")
+    data = nlp.to_bytes()
+    shutil.rmtree(source)
+    return tmp_path / "pipeline", data, nlp.config, expected
+
+
+@pytest.mark.parametrize("how", ["spacy.load", "from_config.from_disk", "from_config.from_bytes"])
+def test_a_saved_pipeline_loads_without_its_weights_folder(saved_without_weights, monkeypatch, how):
+    # before: from_config(...).from_disk/from_bytes raised "ELMo weights not found" (only spacy.load,
+    # recognised from the call stack, could skip the configured weights)
+    path, data, config, expected = saved_without_weights
+    refuse_loads(monkeypatch)  # the saved biLM replaces the configured weights: they are never loaded
+    if how == "spacy.load":
+        nlp = spacy.load(path)
+    elif how == "from_config.from_disk":
+        nlp = English.from_config(spacy.util.load_config(path / "config.cfg")).from_disk(path)
+    else:
+        nlp = English.from_config(config).from_bytes(data)
+    assert nlp.get_pipe("elmo").loaded
+    assert all(np.array_equal(vectors(doc), b) for doc, b in zip(nlp.pipe(TEXTS), expected))
+    nlp.initialize()  # keeps the restored biLM: the configured weights are not read again
+    assert all(np.array_equal(vectors(doc), b) for doc, b in zip(nlp.pipe(TEXTS), expected))
+
+
+def test_a_restored_biLM_must_fit_the_mix(saved_without_weights):
+    path, _, config, _ = saved_without_weights
+    config = config.copy()
+    config["components"]["elmo"]["mix"] = [1, 1, 1, 1]  # four layers; the saved biLM has three
+    with pytest.raises(ValueError, match=r"elmo: config mix: .*one entry per biLM layer \(3\)"):
+        English.from_config(config).from_disk(path)
 
 
 @pytest.mark.parametrize(
@@ -329,6 +482,7 @@ def test_raw_bilm_loader_in_component_is_shared_format(tmp_path):
     save_native(model, tmp_path / "native")
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(tmp_path / "native")})
+    nlp.initialize()
     ref = spacy.blank("en")
     ref.add_pipe("elmo", config={"weights": str(ALLENNLP)})
     assert np.array_equal(vectors(nlp(TEXTS[0])), vectors(ref(TEXTS[0])))
@@ -337,6 +491,7 @@ def test_raw_bilm_loader_in_component_is_shared_format(tmp_path):
 def test_bfloat16_precision_is_close_and_saved_as_float32(tmp_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(ALLENNLP), "precision": "bfloat16"})
+    nlp.initialize()
     ref = spacy.blank("en")
     ref.add_pipe("elmo", config={"weights": str(ALLENNLP)})
     a, b = vectors(nlp(TEXTS[0])), vectors(ref(TEXTS[0]))
@@ -368,8 +523,12 @@ if __name__ == "__main__":
         texts = ["The bank lends money .", "We sat on the river bank .", "Short .", "Another one ."] * 2
         one = [(d._.elmo_vectors, d.tensor.shape) for d in nlp.pipe(texts)]
         two = [(d._.elmo_vectors, d.tensor.shape) for d in nlp.pipe(texts, n_process=2, batch_size=2)]
+        fresh = spacy.blank("en")  # never used before pipe: the workers get an unloaded component
+        fresh.add_pipe("elmo", config={"weights": sys.argv[2]})
+        three = [d._.elmo_vectors for d in fresh.pipe(texts, n_process=2, batch_size=2)]
     print(json.dumps({"same": all(np.allclose(a[0], b[0], atol=1e-6) for a, b in zip(one, two)),
-                      "widths": sorted({b[1][1] for b in two})}))
+                      "widths": sorted({b[1][1] for b in two}),
+                      "fresh": len(three) == len(texts) and all(np.allclose(a[0], b, atol=1e-6) for a, b in zip(one, three))}))
 '''
 
 
@@ -383,4 +542,4 @@ def test_n_process_under_every_start_method_keeps_the_listener_guard(tmp_path, m
     result = subprocess.run([sys.executable, str(script), method, str(ALLENNLP)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert out == {"same": True, "widths": [96]}  # same ELMo vectors; doc.tensor is still tok2vec's
+    assert out == {"same": True, "widths": [96], "fresh": True}  # same ELMo vectors; doc.tensor is still tok2vec's

@@ -82,6 +82,42 @@ def test_a_folder_is_complete_only_with_its_manifest(tmp_path):
     assert not (folder / "manifest.json").exists()
 
 
+def test_start_folder_removes_only_temporaries_whose_writer_is_gone(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from spacy_elmo import files
+
+    folder = tmp_path / "thing"
+    folder.mkdir()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        host = files.temporary_name(folder / "x").name.split(".")[-2].split("-")[0]
+        keep = [folder / f".a.bin.{host}-{live.pid}-00ff.tmp", folder / f".b.bin.{host}-{os.getpid()}-00ff.tmp", folder / ".c.bin.0123abcd.tmp"]
+        gone = [folder / f".d.bin.{host}-{dead.pid}-00ff.tmp", folder / ".e.bin.4567abcd.tmp"]
+        for path in keep + gone:
+            path.write_bytes(b"half")
+        old = time.time() - files.STALE_SECONDS - 60
+        os.utime(gone[1], (old, old))  # an old-style name, a day old
+        start_folder(folder, "manifest.json")
+        assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in keep)
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_write_through_data_changes_the_fingerprint():
+    model = load_bilm(ALLENNLP)
+    before = bilm_fingerprint(model)
+    with torch.no_grad():
+        next(model.parameters()).data.mul_(2)  # bumps no version counter
+    assert bilm_fingerprint(model) != before
+
+
 # ---------------------------------------------------------------------------------- token index
 
 

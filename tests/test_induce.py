@@ -161,7 +161,8 @@ def test_induced_inventory_disambiguates_in_a_pipeline_and_round_trips(bank, bil
 
 
 def test_saved_senses_round_trip(bank, tmp_path):
-    save_senses(tmp_path / "senses", [bank], SETTINGS)
+    (path,) = save_senses(tmp_path / "senses", [bank])
+    assert path.name == "bank.json" and (tmp_path / "senses" / "bank.npz").is_file()
     (loaded,) = load_senses(tmp_path / "senses")
     assert loaded.word == bank.word and loaded.senses == bank.senses and loaded.occurrences == bank.occurrences
     assert np.array_equal(loaded.weights, bank.weights) and np.array_equal(loaded.labels, bank.labels)
@@ -176,7 +177,7 @@ def test_induce_command(tmp_path, capsys):
     assert main(["induce", str(corpus), "--words", "bank,zebra", "--out", str(tmp_path / "out"), "--min-occurrences", "4"]) == 0
     out, err = capsys.readouterr()
     assert "bank: " in out and "'zebra': no occurrences in the corpus" in err
-    assert (tmp_path / "out" / "inventory.bin").is_file() and (tmp_path / "out" / "senses.json").is_file()
+    assert (tmp_path / "out" / "inventory.bin").is_file() and (tmp_path / "out" / "bank.json").is_file()
     assert main(["induce", str(tmp_path / "missing.txt"), "--words", "bank", "--out", str(tmp_path / "o2")]) == 2
     assert "corpus file not found" in capsys.readouterr().err
     assert main(["wsi-eval", "--data", str(tmp_path)]) == 2

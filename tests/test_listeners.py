@@ -97,7 +97,7 @@ def biLM_steps(factor, steps=3):
     """The largest weight change of the biLM and of the tagger's mix after ``steps`` updates with grad_factor ``factor``
     (spaCy steps an upstream component before its listeners send gradients: the biLM moves from the second on)."""
     nlp = elmo_tagger({"frozen": False, "grad_factor": factor})
-    nlp.get_pipe("elmo").bilm  # noqa: B018 - load
+    nlp.get_pipe("elmo").initialize()  # loads the biLM (nlp.initialize below keeps it)
     before = bilm_state(nlp)
     spacy.util.fix_random_seed(0)
     egs = examples(nlp)
@@ -154,6 +154,21 @@ def test_frozen_and_annotating_elmo_feeds_listeners_from_the_docs():
     nlp2 = elmo_tagger()
     with pytest.raises(ValueError, match="frozen_components.*annotating_components"):
         train(nlp2, steps=1, exclude=["elmo"])
+
+
+def test_frozen_component_never_initialised_loads_on_first_use():
+    # spacy train runs nlp.initialize with the [training] frozen_components disabled, so a frozen
+    # 'elmo' is never initialised (before: its first update raised "not loaded yet: call nlp.initialize()")
+    nlp = elmo_tagger()
+    spacy.util.fix_random_seed(0)
+    egs = examples(nlp)
+    with nlp.select_pipes(disable=["elmo"]):
+        optimizer = nlp.initialize(lambda: egs)  # the tagger's widths come from the weights' options
+    assert not nlp.get_pipe("elmo").loaded
+    for _ in range(25):
+        nlp.update(egs, sgd=optimizer, exclude=["elmo"], annotates=["elmo"])
+    assert nlp.get_pipe("elmo").loaded
+    assert tags(nlp)[0] == ["D", "N", "V", "N", "."]
 
 
 def test_annotating_and_updating_elmo_runs_the_biLM_once_per_batch():

@@ -4,11 +4,22 @@ the eager code's results, a clear error on bad input, and a fallback where they 
 import pytest
 import torch
 
-from spacy_elmo.kernels import native
+from spacy_elmo.kernels import build, native
 from spacy_elmo.bilm.lstm import BiLstmStack
 from spacy_elmo.bilm.token_encoder import CharCnnEncoder
 
-needs_compiler = pytest.mark.skipif(native.compiler() is None, reason="needs a C compiler")
+needs_compiler = pytest.mark.skipif(build.compiler() is None, reason="needs a C compiler")
+
+
+@pytest.fixture(scope="module")
+def module_loader(tmp_path_factory):
+    """One loader (one build) for this file, in a private temporary cache: never the user's."""
+    return native.KernelLoader(tmp_path_factory.mktemp("kernel-cache"))
+
+
+@pytest.fixture(autouse=True)
+def _private_kernels(module_loader, monkeypatch):
+    monkeypatch.setattr(native, "LOADER", module_loader)
 
 
 def _eager(monkeypatch):
@@ -127,16 +138,15 @@ def test_bad_inputs_are_refused_with_the_problem_named():
         lib.forward(z, state, torch.zeros(2, 3, 16), torch.zeros(2, 2, 4), state, state.bfloat16(), None)
     with pytest.raises(ValueError, match="at most 3 rows"):
         lib.hidden_grad(state, torch.zeros(2, 4, 4, dtype=torch.bfloat16), state.bfloat16(), None, state.bfloat16())
-    with pytest.raises(ValueError, match="do not add up"):
+    with pytest.raises(ValueError, match="counts.*add up to the 8 filters"):
         lib.max_pool(torch.zeros(2, 5, 8, dtype=torch.bfloat16), [1, 2], [4, 3])
     with pytest.raises(ValueError, match="bfloat16"):
         lib.max_pool(torch.zeros(2, 5, 8), [1, 2], [4, 4])
 
 
-def test_without_a_compiler_training_falls_back_with_a_warning(monkeypatch):
-    monkeypatch.setattr(native, "_tried", False)
-    monkeypatch.setattr(native, "_loaded", None)
-    monkeypatch.setattr(native, "compiler", lambda: None)
+def test_without_a_compiler_training_falls_back_with_a_warning(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "LOADER", native.KernelLoader(tmp_path))
+    monkeypatch.setattr(build, "compiler", lambda: None)
     with pytest.warns(UserWarning, match="no C compiler"):
         assert native.library() is None
     assert native.library() is None  # tried once per process, warned once
@@ -155,11 +165,12 @@ def test_the_environment_variable_turns_the_kernels_off(monkeypatch):
 
 @needs_compiler
 def test_build_is_cached_per_source_flags_and_cpu(tmp_path):
-    first = native.build(tmp_path)
-    assert first.exists() and first.parent == tmp_path
+    build.load(tmp_path, native.NativeKernels)
+    (first,) = (tmp_path / "native").glob("*.so")
     mtime = first.stat().st_mtime_ns
-    assert native.build(tmp_path) == first and first.stat().st_mtime_ns == mtime  # not rebuilt
-    assert not list(tmp_path.glob("*.tmp"))  # no partial file left behind
+    build.load(tmp_path, native.NativeKernels)
+    assert list((tmp_path / "native").glob("*.so")) == [first] and first.stat().st_mtime_ns == mtime  # not rebuilt
+    assert not list((tmp_path / "native").glob(".build-*"))  # no scratch folder left behind
 
 
 @needs_compiler

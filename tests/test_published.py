@@ -1,6 +1,7 @@
 """Published models by name: download from a loopback mirror, resume, verification, cache, offline use."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -162,12 +163,11 @@ def test_a_bad_download_is_refused_and_removed(mirror, damage, tmp_path):
             del handle["CNN/b_cnn_0"]
             handle["CNN/b_cnn_0"] = np.zeros(3, np.float32)
         mirror.body[WEIGHTS_PATH] = other.read_bytes()
-    with pytest.raises(WeightsError, match="failed verification and were removed") as info:
+    with pytest.raises(WeightsError, match="failed the checks and were removed") as info:
         load_bilm("elmo-small")
     assert "\n" not in str(info.value)
     assert {"truncated": "HDF5", "not-hdf5": "HDF5", "wrong-shapes": "CNN/b_cnn_0"}[damage] in str(info.value)
-    folder = published.model_dir("elmo-small")
-    assert not any(p.suffix in (".hdf5", ".part") for p in folder.iterdir()), list(folder.iterdir())
+    assert not published.model_dir("elmo-small").exists()  # nothing that failed stays, not even the folder
     assert not download.is_cached("elmo-small")
     # the source is repaired: the next load downloads afresh and works
     mirror.body.clear()
@@ -201,7 +201,7 @@ def test_a_cached_file_changed_later_is_refused(mirror):
     data = bytearray(weights.read_bytes())
     data[-100] ^= 0xFF  # same size, other content, new mtime
     weights.write_bytes(bytes(data))
-    with pytest.raises(WeightsError, match="changed since it was verified"):
+    with pytest.raises(WeightsError, match="changed since it was recorded"):
         load_bilm("elmo-small")
     # touching without changing content is accepted (hashed once, then recorded)
     download.download("elmo-small", force=True, progress=False)
@@ -256,7 +256,7 @@ def test_download_and_models_commands(mirror, capsys):
     assert set(rows) == set(published.PUBLISHED) and not rows["elmo-small"]["cached"]
     assert rows["elmo-original"]["parameters"] == published.parameter_count("2x4096_512_2048cnn_2xhighway")
     assert main(["download", "elmo-small"]) == 0
-    assert "elmo-small is ready" in capsys.readouterr().out
+    assert "elmo-small ready" in capsys.readouterr().out
     assert main(["models"]) == 0
     line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("elmo-small"))
     assert line.split()[-1] == "yes" and "MB" in line
@@ -270,3 +270,207 @@ def test_default_cache_folder_is_the_users_cache(monkeypatch, tmp_path):
     assert published.cache_root() == tmp_path / "xdg" / "spacy-elmo"  # platformdirs or not, on Linux
     monkeypatch.setenv(published.CACHE_ENV, str(tmp_path / "mine"))
     assert published.model_dir("elmo-medium") == tmp_path / "mine" / "elmo-medium"
+
+
+# ---------------------------------------------------------------------------------------------
+# transfer integrity (issue 24)
+
+
+@pytest.fixture()
+def other_weights(tmp_path, allennlp_bilm):
+    """An HDF5 file of the same shapes as the fixture's, with other values (a new upload)."""
+    model = load_bilm(ALLENNLP)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(0.5)
+    _, weights = save_original(model, tmp_path / "other")
+    return weights
+
+
+def cut_then(mirror, change):
+    """Cut the weights' transfer at half, apply ``change`` to the world, and download again."""
+    size = (ALLENNLP / "lm_weights.hdf5").stat().st_size
+    mirror.cut[WEIGHTS_PATH] = size // 2
+    with pytest.raises(WeightsError, match="interrupted"):
+        download.download("elmo-small", progress=False)
+    change()
+    return download.download("elmo-small", progress=False) / SMALL.weights_name
+
+
+def test_a_resume_after_the_file_changed_restarts_instead_of_splicing(mirror, other_weights):
+    weights = cut_then(mirror, lambda: mirror.body.__setitem__(WEIGHTS_PATH, other_weights.read_bytes()))
+    assert sha256(weights) == sha256(other_weights)  # the new file whole, not half of each
+    gets = mirror.gets(SMALL.weights_name)
+    assert [(ranged is not None, status) for _, ranged, status in gets] == [(False, 200), (True, 200)]  # asked to resume, got the whole new file
+    resumed = [h for h in mirror.headers if h.get("Range")]
+    assert resumed and resumed[-1].get("If-Range", "").startswith('"')  # the ETag of the first transfer
+
+
+def test_a_resume_from_another_mirror_starts_again(mirror, monkeypatch, other_weights, tmp_path):
+    root = tmp_path / "second"
+    (root / "allennlp" / SMALL.folder).mkdir(parents=True)
+    shutil.copy(ALLENNLP / "options.json", root / "allennlp" / SMALL.folder / SMALL.options_name)
+    shutil.copy(other_weights, root / "allennlp" / SMALL.folder / SMALL.weights_name)
+    second = LoopbackServer(root)
+    try:
+        weights = cut_then(mirror, lambda: monkeypatch.setenv(published.MIRROR_ENV, second.url + "allennlp"))
+        assert sha256(weights) == sha256(other_weights)
+        assert [g[1] for g in second.gets(SMALL.weights_name)] == [None]  # no Range: the part came from elsewhere
+    finally:
+        second.close()
+
+
+@pytest.mark.parametrize("validators", ["none", "weak"])
+def test_a_part_without_a_strong_validator_is_not_resumed_blindly(mirror, validators, other_weights):
+    mirror.validators = validators
+    weights = cut_then(mirror, lambda: mirror.body.__setitem__(WEIGHTS_PATH, other_weights.read_bytes()))
+    assert sha256(weights) == sha256(other_weights)
+    assert [g[1] for g in mirror.gets(SMALL.weights_name)] == [None, None]
+
+
+def test_last_modified_is_the_validator_when_there_is_no_etag(mirror):
+    mirror.validators = "last-modified"
+    weights = cut_then(mirror, lambda: None)
+    assert sha256(weights) == sha256(ALLENNLP / "lm_weights.hdf5")
+    assert [g[2] for g in mirror.gets(SMALL.weights_name)] == [200, 206]
+    assert mirror.headers[-1]["If-Range"].endswith("GMT")
+
+
+def test_a_server_ignoring_if_range_is_caught_by_its_etag(mirror, other_weights):
+    mirror.ignore_if_range = True
+    weights = cut_then(mirror, lambda: mirror.body.__setitem__(WEIGHTS_PATH, other_weights.read_bytes()))
+    assert sha256(weights) == sha256(other_weights)
+    assert [g[2] for g in mirror.gets(SMALL.weights_name)] == [200, 206, 200]  # the 206 of another file is dropped
+
+
+def test_a_mirror_that_gzips_is_read_as_sent(mirror):
+    mirror.gzip = {OPTIONS_PATH, WEIGHTS_PATH}  # gzips what a client accepts gzipped
+    folder = download.download("elmo-small", progress=False)
+    assert (folder / SMALL.options_name).read_bytes() == (ALLENNLP / "options.json").read_bytes()
+    assert all(h.get("Accept-Encoding") == "identity" for h in mirror.headers)
+
+
+def test_a_mirror_that_gzips_regardless_is_decoded_once_complete(mirror):
+    mirror.force_gzip = {OPTIONS_PATH}
+    folder = download.download("elmo-small", progress=False)
+    assert (folder / SMALL.options_name).read_bytes() == (ALLENNLP / "options.json").read_bytes()
+
+
+def test_redirects_stay_on_the_same_origin_unless_allowed(mirror, monkeypatch):
+    elsewhere = f"http://localhost:{mirror.port}/allennlp/{SMALL.folder}moved.hdf5"
+    shutil.copy(ALLENNLP / "lm_weights.hdf5", mirror.root / "allennlp" / SMALL.folder / "moved.hdf5")
+    mirror.redirect[WEIGHTS_PATH] = elsewhere  # another host (same machine, other name)
+    with pytest.raises(WeightsError) as info:
+        download.download("elmo-small", progress=False)
+    message = str(info.value)
+    assert "redirects to " + elsewhere in message and SMALL.weights_name in message and "\n" not in message
+    assert not download.is_cached("elmo-small")
+    monkeypatch.setenv(published.REDIRECT_ENV, f"http://localhost:{mirror.port}")
+    download.download("elmo-small", progress=False)
+    assert sha256(published.model_dir("elmo-small") / SMALL.weights_name) == sha256(ALLENNLP / "lm_weights.hdf5")
+
+
+def test_a_redirect_on_the_same_origin_is_followed(mirror):
+    shutil.copy(ALLENNLP / "lm_weights.hdf5", mirror.root / "allennlp" / SMALL.folder / "moved.hdf5")
+    mirror.redirect[WEIGHTS_PATH] = f"/allennlp/{SMALL.folder}moved.hdf5"
+    assert_same_model(load_bilm("elmo-small"), load_bilm(ALLENNLP))
+
+
+def test_a_chunked_body_is_capped(mirror, monkeypatch):
+    mirror.chunked = {OPTIONS_PATH, WEIGHTS_PATH}
+    mirror.trailing[OPTIONS_PATH] = 64 << 20  # a server that keeps sending
+    with pytest.raises(WeightsError, match=r"sent more than the most a .json file may hold \(1,048,576 bytes\)"):
+        download.download("elmo-small", progress=False)
+    assert mirror.sent[OPTIONS_PATH] < 32 << 20  # stopped reading early (what the socket buffers took aside)
+    assert not published.model_dir("elmo-small").exists()
+    # with a known size in the registry, that is the cap
+    size = (ALLENNLP / "lm_weights.hdf5").stat().st_size
+    entry = dataclasses.replace(SMALL, sizes={SMALL.weights_name: size})
+    monkeypatch.setitem(published.PUBLISHED, "elmo-small", entry)
+    mirror.trailing = {WEIGHTS_PATH: 1 << 20}
+    with pytest.raises(WeightsError, match=f"sent more than the known size of {SMALL.weights_name} \\({size:,} bytes\\)"):
+        download.download("elmo-small", progress=False)
+    mirror.trailing = {}
+    download.download("elmo-small", progress=False)  # chunked and of the right size: fine
+    assert download.is_cached("elmo-small")
+
+
+def test_a_404_leaves_nothing_behind(mirror):
+    (mirror.root / "allennlp" / SMALL.folder / SMALL.options_name).unlink()
+    with pytest.raises(WeightsError, match="HTTP 404"):
+        download.download("elmo-small", progress=False)
+    assert not published.model_dir("elmo-small").exists()
+
+
+def test_a_complete_part_answered_416_is_kept(mirror):
+    data = (ALLENNLP / "lm_weights.hdf5").read_bytes()
+    mirror.cut[WEIGHTS_PATH] = len(data) // 2
+    with pytest.raises(WeightsError, match="interrupted"):
+        download.download("elmo-small", progress=False)
+    part = published.model_dir("elmo-small") / (SMALL.weights_name + ".part")
+    part.write_bytes(data)  # killed after the last byte, before the rename
+    download.download("elmo-small", progress=False)
+    assert [g[2] for g in mirror.gets(SMALL.weights_name)] == [200, 416]  # not fetched a third time
+    assert sha256(published.model_dir("elmo-small") / SMALL.weights_name) == sha256(ALLENNLP / "lm_weights.hdf5")
+
+
+def test_a_download_waiting_on_the_lock_survives_the_first_ones_cleanup(mirror):
+    """The first process fails and removes the folder it made while a second waits on the lock."""
+    import threading
+
+    from filelock import FileLock
+
+    folder = published.model_dir("elmo-small")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder.parent / ".elmo-small.lock"))
+    lock.acquire()
+    errors = []
+    thread = threading.Thread(target=lambda: _catch(errors, lambda: download.download("elmo-small", progress=False)))
+    thread.start()
+    import time
+
+    time.sleep(1.0)  # the second download is waiting on the lock now
+    if folder.exists():
+        folder.rmdir()  # what the first one's cleanup did
+    lock.release()
+    thread.join(60)
+    assert errors == [] and download.is_cached("elmo-small")
+
+
+def _catch(errors, call):
+    try:
+        call()
+    except Exception as err:  # noqa: BLE001 - the test reports it
+        errors.append(err)
+
+
+def test_the_record_holds_the_transfer_and_pins_are_checked(mirror, capsys):
+    folder = download.download("elmo-small", progress=False)
+    entry = json.loads((folder / download.RECORD_NAME).read_text())["files"][SMALL.weights_name]
+    assert entry["sha256"] == sha256(ALLENNLP / "lm_weights.hdf5")
+    assert entry["etag"].startswith('"') and entry["url"].endswith(SMALL.weights_name) and entry["last_modified"]
+    wrong = "0" * 64
+    with pytest.raises(WeightsError, match=f"has SHA-256 {entry['sha256']}, not the pinned {wrong}"):
+        download.download("elmo-small", progress=False, sha256={SMALL.weights_name: wrong})
+    download.download("elmo-small", progress=False, sha256={SMALL.weights_name: entry["sha256"].upper()})
+    with pytest.raises(WeightsError, match="failed the checks and were removed .*not the pinned"):
+        download.download("elmo-small", progress=False, force=True, sha256={SMALL.weights_name: wrong})
+    assert not (folder / SMALL.weights_name).exists()
+    with pytest.raises(WeightsError, match="is not a SHA-256"):
+        download.download("elmo-small", progress=False, sha256={SMALL.weights_name: "abc"})
+    with pytest.raises(WeightsError, match="is not a file of elmo-small"):
+        download.download("elmo-small", progress=False, sha256={"other.hdf5": wrong})
+    capsys.readouterr()
+    assert main(["download", "elmo-small", "--sha256", f"{SMALL.weights_name}={wrong}"]) != 0
+    assert "not the pinned" in capsys.readouterr().err
+    assert main(["download", "elmo-small", "--sha256", f"{SMALL.weights_name}={entry['sha256']}"]) == 0
+    assert main(["download", "elmo-small", "--sha256", "no-equals-sign"]) != 0
+    assert "FILE=HEX" in capsys.readouterr().err
+
+
+def test_registry_pins_are_checked_on_cached_loads(mirror, monkeypatch):
+    download.download("elmo-small", progress=False)
+    entry = dataclasses.replace(SMALL, sha256={SMALL.options_name: "1" * 64})
+    monkeypatch.setitem(published.PUBLISHED, "elmo-small", entry)
+    with pytest.raises(WeightsError, match="not the pinned 1111"):
+        load_bilm("elmo-small")

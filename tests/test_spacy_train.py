@@ -4,6 +4,7 @@ Uses the project's downstream config (project/configs/downstream/tagger-elmo.cfg
 sentences with the tiny fixture biLM, so it runs in about a minute.
 """
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -56,10 +57,16 @@ def test_train_evaluate_package_install_load(tmp_path):
     run("-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation", "--target", tmp_path / "site", sdist)
     shutil.rmtree(weights)  # the packaged pipeline carries its own biLM weights
     shutil.rmtree(tmp_path / "out")
+    # spacy.load of the installed package, and the package's data folder built from its config and
+    # restored with from_disk (before: that raised "ELMo weights not found", the folder being gone)
     code = (
-        "import json, spacy; nlp = spacy.load('en_elmo_test_tagger');"
-        f"print(json.dumps([[t.tag_ for t in d] for d in nlp.pipe({TEXTS!r})]))"
+        "import json, spacy; from pathlib import Path; from spacy.lang.en import English; import en_elmo_test_tagger as pkg\n"
+        "nlp = spacy.load('en_elmo_test_tagger')\n"
+        "data = next(p for p in Path(pkg.__file__).parent.iterdir() if (p / 'config.cfg').is_file())\n"
+        "restored = English.from_config(spacy.util.load_config(data / 'config.cfg')).from_disk(data)\n"
+        f"print(json.dumps([[[t.tag_ for t in d] for d in n.pipe({TEXTS!r})] for n in (nlp, restored)]))"
     )
-    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
-    out = run("-c", code, env={**__import__("os").environ, **env}, cwd=tmp_path)
-    assert json.loads(out.strip().splitlines()[-1]) == expected
+    # the installed package first, then this checkout's spacy_elmo (the code under test)
+    env = {"PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{REPO}", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+    out = run("-c", code, env={**os.environ, **env}, cwd=tmp_path)
+    assert json.loads(out.strip().splitlines()[-1]) == [expected, expected]

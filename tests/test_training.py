@@ -5,6 +5,7 @@ import os
 import random
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -224,3 +225,79 @@ def test_two_process_ddp_replicas_stay_identical(prepared, tmp_path):
     assert all(torch.equal(exported[n], a[f"bilm.{n}"]) for n in exported)  # rank 0 exported what it trained
     steps = [json.loads(x) for x in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines() if "train_ppl_fwd" in x]
     assert steps and steps[-1]["tokens"] > 0
+
+
+# ---------------------------------------------------------------- precision and optimizer settings on resume
+
+
+def _logged_precisions(out):
+    return [json.loads(x)["precision"] for x in (out / "metrics.jsonl").read_text().splitlines() if "train_ppl_fwd" in x]
+
+
+def test_resume_keeps_the_checkpoints_precision_unless_told(prepared, tmp_path, monkeypatch):
+    # before: --resume took the saved "auto" and resolved it again, so a run moved to a machine
+    # without bf16 went on in fp32 without a word
+    from dataclasses import asdict
+
+    import spacy_elmo.training.precision as precision
+    from spacy_elmo.cli import main
+
+    data = prepared[0] / "general-prep"
+    kw = dict(max_steps=4, checkpoint_every=2, log_every=1, n_samples=20)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    for name in ("kept", "switched"):
+        assert train(tiny_config(data, tmp_path / name, precision="auto", **kw), interrupt_at=2)["interrupted"]
+    assert torch.load(tmp_path / "kept" / "checkpoints" / "last.pt", weights_only=False)["precision"] == "bf16"
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)  # resumed on another machine
+    settings = {k: v for k, v in asdict(tiny_config(data, tmp_path, **kw)).items() if k != "precision"}
+    (tmp_path / "cfg.json").write_text(json.dumps(settings))
+    args = ["pretrain", str(data), "OUT", "--config", str(tmp_path / "cfg.json"), "--resume"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main([a.replace("OUT", str(tmp_path / "kept")) for a in args]) == 0
+    assert not [w for w in caught if "resuming a run" in str(w.message)]  # nothing was asked: nothing to say
+    assert _logged_precisions(tmp_path / "kept") == ["bfloat16"] * 4
+    with pytest.warns(UserWarning, match=r"resuming a run trained in bf16 with precision fp32 \(precision='auto' on cpu\)"):
+        assert main([a.replace("OUT", str(tmp_path / "switched")) for a in args] + ["--precision", "auto"]) == 0
+    assert _logged_precisions(tmp_path / "switched") == ["bfloat16"] * 2 + ["float32"] * 2
+
+
+def test_resume_keeps_this_runs_optimizer_settings(prepared, tmp_path, monkeypatch):
+    # before: the checkpoint's param groups came back whole, so an fp32 run resumed from a bf16
+    # checkpoint stepped with the fused AdamW of bf16 runs, not the fp32 implementation
+    import spacy_elmo.training.trainer as trainer
+
+    data = prepared[0] / "general-prep"
+    kw = dict(max_steps=4, checkpoint_every=2, n_samples=20)
+    assert train(tiny_config(data, tmp_path / "run", precision="bf16", **kw), interrupt_at=2)["interrupted"]
+    saved = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=False)["optimizer"]
+    assert saved["param_groups"][0]["fused"] is True
+    flags = []
+    step = trainer._step
+
+    def spy(config, wrapped, model, optimizer, *args):
+        flags.append({k: v for k, v in optimizer.param_groups[0].items() if k not in ("params", "lr")})
+        return step(config, wrapped, model, optimizer, *args)
+
+    monkeypatch.setattr(trainer, "_step", spy)
+    with pytest.warns(UserWarning, match="trained in bf16 with precision fp32"):
+        train(tiny_config(data, tmp_path / "run", precision="fp32", **kw), resume=True)
+    fresh = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0).param_groups[0]  # what an fp32 run builds
+    assert flags and all(f["fused"] is fresh["fused"] and f["foreach"] is fresh["foreach"] for f in flags)
+    assert all(f["fused"] is not True for f in flags)
+
+
+def test_restore_optimizer_loads_the_state_and_keeps_the_settings():
+    from spacy_elmo.training.checkpoint import restore_optimizer
+
+    params = [torch.nn.Parameter(torch.ones(3))]
+    bf16_run = torch.optim.AdamW(params, lr=0.5, fused=True)
+    params[0].grad = torch.ones(3)
+    bf16_run.step()
+    fp32_run = torch.optim.AdamW(params, lr=0.1)
+    restore_optimizer(fp32_run, bf16_run.state_dict())
+    group = fp32_run.param_groups[0]
+    assert not group["fused"] and group["lr"] == 0.1
+    assert torch.equal(fp32_run.state[params[0]]["exp_avg"], bf16_run.state[params[0]]["exp_avg"])
+    with pytest.raises(ValueError, match="2 parameter groups, this run's 1"):
+        restore_optimizer(fp32_run, {**bf16_run.state_dict(), "param_groups": bf16_run.state_dict()["param_groups"] * 2})

@@ -2,8 +2,8 @@
 
 ``_util`` holds what the commands share (the app, the printer, Arg/Opt, UserError, checks);
 ``embed`` (embed, convert, export), ``training`` (prepare, pretrain, finetune, evaluate, ship,
-package), ``published`` (download, models), ``mixes``, ``embed_corpus`` and ``senses`` (wic, wsd,
-index, neighbours) register their commands on the app; ``main`` runs one. Nothing else in the
+package), ``published`` (download, models), ``mixes``, ``embed_corpus``, ``senses`` (wic, wsd,
+index, neighbours) and ``explore`` register their commands on the app; ``main`` runs one. Nothing else in the
 package imports this one: it sits on top.
 """
 

@@ -49,7 +49,9 @@ def _settings(
 def induce_cli(
     # fmt: off
     corpus: List[Path] = Arg(..., help="Text files (.txt/.txt.gz, a paragraph per line), folders of them, or .spacy DocBins"),
-    out: Path = Opt(..., "--out", "-o", help="Folder for senses.json + arrays.npz (the induced senses) and inventory.bin"),
+    out: Path = Opt(
+        ..., "--out", "-o", help="Folder for WORD.json + WORD.npz per word (the induced senses, for explore) and inventory.bin"
+    ),
     words: Optional[str] = Opt(
         None, "--words", help="Target words, comma-separated; extra forms after '=' split by '/': lie=lay/lain,bank. Default: find them"
     ),
@@ -93,10 +95,12 @@ def induce_cli(
         for sense in result.senses:
             example = result.occurrences[sense.examples[0]].text if sense.examples else ""
             msg.text(f"{sense.name}\t{sense.count}\t{example[:100]}")
-    save_senses(out, results, settings)
+    save_senses(out, results)
     if any(r.occurrences for r in results):
         build_inventory(results, bilm_fingerprint(bilm)).to_disk(out / "inventory.bin")
-        msg.good(f"wrote {out}/senses.json and {out}/inventory.bin ({sum(len(r.senses) for r in results)} senses of {len(results)} words)")
+        msg.good(
+            f"wrote {out}: WORD.json + WORD.npz per word and inventory.bin ({sum(len(r.senses) for r in results)} senses of {len(results)} words)"
+        )
     else:
         raise UserError("none of the target words occurs in the corpus: nothing induced")
 

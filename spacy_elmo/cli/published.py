@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Dict, List, Optional
 
 from ._util import PROG, Arg, Opt, UserError, app, msg, user_errors
 
@@ -12,17 +13,44 @@ from ._util import PROG, Arg, Opt, UserError, app, msg, user_errors
 def download_cli(
     # fmt: off
     name: str = Arg(..., help="Published model: elmo-small, elmo-medium, elmo-original, elmo-original-5.5b or elmo-pubmed"),
-    force: bool = Opt(False, "--force", "-f", help="Download again even when a verified copy is cached. Default: off"),
+    force: bool = Opt(False, "--force", "-f", help="Download again even when a checked copy is cached. Default: off"),
+    lm_head: bool = Opt(
+        False, "--lm-head", help="Also download the model's LM head (softmax + vocabulary; elmo-original only). Default: off"
+    ),
+    sha256: Optional[List[str]] = Opt(None, "--sha256", help="FILE=HEX: the SHA-256 a file must have (repeatable). Default: none"),
     # fmt: on
 ) -> None:
-    """Download a published ELMo model into the cache (SPACY_ELMO_CACHE), resuming an interrupted transfer, and verify it."""
+    """Download a published ELMo model into the cache (SPACY_ELMO_CACHE), resuming an interrupted transfer, and check it."""
     from ..hub.download import download
+    from ..hub.lm_head import download_lm_head
     from ..hub.published import PUBLISHED
 
     if name not in PUBLISHED:
         raise UserError(f"unknown model {name!r}: choose one of {', '.join(PUBLISHED)} (see `{PROG} models`).")
-    folder = download(name, force=force)
-    msg.good(f"{name} is ready in {folder}: use weights={name!r} (or the folder) to load it")
+    pins = parse_pins(sha256 or [])
+    model = PUBLISHED[name]
+    if lm_head and not model.lm_head:
+        with_head = ", ".join(n for n, m in PUBLISHED.items() if m.lm_head)
+        raise UserError(f"{name} has no published LM head: --lm-head works with {with_head}.")
+    unknown = sorted(set(pins) - set(model.files) - set(model.head_files if lm_head else ()))
+    if unknown:
+        raise UserError(f"--sha256 names {', '.join(unknown)}, not a file of {name}{' (with --lm-head)' if lm_head else ''}.")
+    folder = download(name, force=force, sha256={k: v for k, v in pins.items() if k in model.files})
+    if lm_head:
+        download_lm_head(name, force=force, sha256={k: v for k, v in pins.items() if k in model.head_files})
+    what = " and its LM head" if lm_head else ""
+    msg.good(f"{name}{what} ready in {folder}: use weights={name!r} (or the folder) to load it")
+
+
+def parse_pins(values: List[str]) -> Dict[str, str]:
+    """``FILE=HEX`` options as a mapping (the digests are checked by the download)."""
+    pins: Dict[str, str] = {}
+    for value in values:
+        file_name, sep, digest = value.partition("=")
+        if not sep or not file_name.strip() or not digest.strip():
+            raise UserError(f"--sha256 {value!r}: expected FILE=HEX, e.g. --sha256 NAME_weights.hdf5=<64 hex digits>.")
+        pins[file_name.strip()] = digest.strip()
+    return pins
 
 
 @app.command("models")

@@ -122,7 +122,9 @@ def _train(
         values["init_model"] = str(init_model)
     values.update({k: v for k, v in overrides.items() if v is not None})
     if resume:  # what the command line leaves unsaid comes from the run being resumed; what it says must agree
-        values = {**(saved_config(out_dir) or {}), **values}
+        # except the precision: unsaid, the trainer keeps the one the checkpoint trained in (auto resolved there)
+        saved = {k: v for k, v in (saved_config(out_dir) or {}).items() if k != "precision"}
+        values = {**saved, **values}
     known = set(TrainConfig.__dataclass_fields__)
     unknown = sorted(set(values) - known)
     if unknown:
@@ -176,7 +178,7 @@ _TRAIN_OPTIONS = {  # one definition each; typer needs the parameters spelled ou
     "precision": Opt(
         None,
         "--precision",
-        help="Training products: fp32, bf16 (float32 master weights, bf16 matrix products; fast on CPUs with AMX/AVX512-BF16) or auto (bf16 where the CPU has it). Default: from --config, else fp32",
+        help="Training products: fp32, bf16 (float32 master weights, bf16 matrix products; fast on CPUs with AMX/AVX512-BF16) or auto (bf16 only on a CPU with AMX/AVX512-BF16; fp32 elsewhere, a GPU included). Default: from --config, else fp32; with --resume, the checkpoint's (a different one is used with a warning)",
     ),
     "dump_weights": Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
 }

@@ -1,31 +1,34 @@
 """Downloading a published model into the cache, and checking what the cache holds.
 
-A transfer streams into ``NAME.part`` (with a progress bar) and resumes with an HTTP Range request
-after an interruption; the result must have the announced size, parse as options and hold every
-HDF5 dataset the options require, with the right shapes, before it is renamed into place; files
-that fail are deleted. ``verified.json`` (written last) records each file's SHA-256, size and
-mtime: later loads compare size and mtime, and hash again only when those changed. One download
-per model at a time (a lock file), so concurrent processes are safe.
+Each file streams into ``NAME.part`` (:mod:`.transfer`: resumed only when the server proves it is
+the same file, capped at its announced length). Before anything is renamed into place, the files
+must pass the shape check (options that describe a biLM, an HDF5 file holding every dataset the
+options require with the right shapes; the LM head has its own, :mod:`.lm_head`) and match any
+pinned SHA-256; files that fail are deleted. ``verified.json`` (written last) records each file's
+SHA-256, size, mtime, URL and the server's ETag / Last-Modified at the first download: later loads
+compare size and mtime, hash again only when those changed, and refuse a file whose content
+changed (one-line error; ``download --force`` fetches it again). One download per model at a time
+(a lock file), so concurrent processes are safe.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence
 
 from ..bilm.errors import WeightsError
 from ..bilm.layout import check_hdf5, read_options
 from ..bilm.model import BiLMConfig, OptionsError
 from ..files import fsync_dir, write_json
-from .published import MIRROR_ENV, PUBLISHED, model_dir, parameter_count, published_base, published_model
+from .published import MIRROR_ENV, PUBLISHED, PublishedModel, model_dir, parameter_count, published_base, published_model
+from .transfer import Fetched, Unreachable, discard, fetch, part_path, sidecar_path
 
 RECORD_NAME = "verified.json"
 CHUNK = 1 << 20  # hashing
-STREAM_CHUNK = 1 << 16  # an interrupted read loses at most this much of what was received
 
 
 class Location(NamedTuple):
@@ -66,9 +69,10 @@ def _write_record(folder: Path, files: Dict[str, Dict[str, Any]], source: str) -
     write_json(folder / RECORD_NAME, {"source": source, "files": files}, indent=2)
 
 
-def verify_files(options: Path, weights: Path) -> BiLMConfig:
-    """The checks a download must pass: options that describe a biLM, and an HDF5 file holding
-    every dataset those options require, with the right shapes."""
+def check_files(options: Path, weights: Path) -> BiLMConfig:
+    """The shape check a download must pass: options that describe a biLM, and an HDF5 file
+    holding every dataset those options require, with the right shapes (the values are not
+    checked: that is what the SHA-256 record and pins are for)."""
     try:
         config = BiLMConfig.from_options(read_options(options), source=f"options file {options}")
     except OptionsError as err:
@@ -77,52 +81,56 @@ def verify_files(options: Path, weights: Path) -> BiLMConfig:
     return config
 
 
-def cached_location(name: str) -> Location:
-    """The cached files of a published model, checked against ``verified.json``; a folder filled
-    by hand (no record yet) is verified and hashed once. Raises a one-line error when absent."""
+def cached_files(name: str, file_names: Sequence[str], check: Callable[[List[Path]], object], command: str = "") -> List[Path]:
+    """The cached ``file_names`` of a published model, checked against ``verified.json`` (and the
+    registry's pins); files placed by hand (no record yet) pass ``check`` and are hashed once.
+    Raises a one-line error when one is absent or changed since it was recorded. ``command``: the
+    ``download`` command that fetches them, for messages (default: ``download NAME``)."""
     model = published_model(name)
     folder = model_dir(name)
-    options, weights = folder / model.options_name, folder / model.weights_name
-    if not (options.is_file() and weights.is_file()):
+    paths = [folder / f for f in file_names]
+    command = command or f"download {name}"
+    if not all(p.is_file() for p in paths):
         raise WeightsError(
-            f"{name} is not in the cache ({folder}): run `python -m spacy_elmo download {name}`, or place "
-            f"{model.options_name} and {model.weights_name} from {model.folder} of the published location there by hand"
+            f"{' and '.join(file_names)} of {name} are not in the cache ({folder}): run `python -m spacy_elmo {command}`, "
+            f"or place them there by hand from {model.folder} of the published location"
         )
     record = _read_record(folder)
     files = record.get("files", {})
     changed = False
-    for path in (options, weights):
+    for path in paths:
         entry = files.get(path.name)
         if isinstance(entry, dict) and {k: entry.get(k) for k in ("size", "mtime_ns")} == _stamp(path):
             continue
-        if not isinstance(entry, dict):  # placed by hand: verify once, then record
-            verify_files(options, weights)
+        if not isinstance(entry, dict):  # placed by hand: check once, then record
+            check(paths)
             files[path.name] = {"sha256": _sha256(path), **_stamp(path)}
         elif _sha256(path) == entry.get("sha256"):  # touched, same content
             files[path.name] = {**entry, **_stamp(path)}
         else:
             raise WeightsError(
-                f"{path} changed since it was verified (SHA-256 differs from {RECORD_NAME}): delete {folder} "
-                f"or run `python -m spacy_elmo download {name} --force`"
+                f"{path} changed since it was recorded (its SHA-256 differs from {RECORD_NAME}): refused, not "
+                f"downloaded again; delete {folder} or run `python -m spacy_elmo {command} --force`"
             )
         changed = True
+    _check_pins(folder, files, _pins(model, file_names, None), name)
     if changed:
         _write_record(folder, files, record.get("source", "placed by hand"))
-    return Location(False, folder, options, weights)
+    return paths
 
 
-def is_cached(name: str) -> bool:
-    """Both files present and their size and mtime as recorded at verification (no hashing)."""
-    model = published_model(name)
+def cached_location(name: str) -> Location:
+    """The cached files of a published model (see :func:`cached_files`)."""
+    options, weights = cached_files(name, published_model(name).files, lambda paths: check_files(paths[0], paths[1]))
+    return Location(False, options.parent, options, weights)
+
+
+def is_cached(name: str, file_names: Optional[Sequence[str]] = None) -> bool:
+    """The model's files (or ``file_names``) present with the size and mtime recorded when they
+    were checked (no hashing)."""
     folder = model_dir(name)
-    files = _read_record(folder).get("files", {})
-    for file_name in (model.options_name, model.weights_name):
-        path, entry = folder / file_name, files.get(file_name)
-        if not path.is_file() or not isinstance(entry, dict):
-            return False
-        if {k: entry.get(k) for k in ("size", "mtime_ns")} != _stamp(path):
-            return False
-    return True
+    files = published_model(name).files if file_names is None else file_names
+    return _recorded(folder, files, _read_record(folder).get("files", {}))
 
 
 def cached_size(name: str) -> int:
@@ -137,137 +145,155 @@ def cached_size(name: str) -> int:
 # download
 
 
-class _Interrupted(WeightsError):
-    pass
+def _pins(model: PublishedModel, files: Sequence[str], sha256: Optional[Mapping[str, str]]) -> Dict[str, str]:
+    """The SHA-256 each file must have: the registry's known digests, then the caller's."""
+    pins = {k: v.lower() for k, v in model.sha256.items() if k in files}
+    for file_name, digest in (sha256 or {}).items():
+        if file_name not in files:
+            raise WeightsError(f"sha256: {file_name!r} is not a file of {model.name} here; its files are {', '.join(files)}")
+        if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdefABCDEF" for c in digest):
+            raise WeightsError(f"sha256 of {file_name}: {digest!r} is not a SHA-256 (64 hex digits)")
+        pins[file_name] = digest.lower()
+    return pins
 
 
-def _fetch(url: str, dest: Path, progress: bool) -> Path:
-    """Stream ``url`` into ``dest.part``, resuming a previous part with a Range request."""
-    import requests
+def _check_pins(folder: Path, files: Dict[str, Dict[str, Any]], pins: Mapping[str, str], name: str) -> None:
+    for file_name, digest in pins.items():
+        got = files.get(file_name, {}).get("sha256")
+        if got is not None and got != digest:
+            raise WeightsError(
+                f"{folder / file_name} has SHA-256 {got}, not the pinned {digest}: it is not the file you pinned "
+                f"(check the pin, or run `python -m spacy_elmo download {name} --force` to fetch it again)"
+            )
 
-    from ..progress import progress_bar
 
-    part = dest.with_name(dest.name + ".part")
-    have = part.stat().st_size if part.is_file() else 0
-    headers = {"Range": f"bytes={have}-"} if have else {}
+def remove_created_folder(folder: Path) -> None:
+    """Remove ``folder`` if it is empty; another process may have put something in it, or removed
+    it, meanwhile (both are fine)."""
     try:
-        response = requests.get(url, headers=headers, stream=True, timeout=(15, 60))
-    except requests.RequestException as err:
-        raise _Unreachable(url, err) from None
-    with response:
-        if response.status_code == 416 and have:  # the part is longer than the file: start again
-            part.unlink()
-            return _fetch(url, dest, progress)
-        if response.status_code == 206 and have:
-            total = _range_total(response.headers.get("Content-Range", ""), have, url)
-            mode = "ab"
-        elif response.status_code == 200:
-            have, mode = 0, "wb"
-            length = response.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else None
-        else:
-            raise WeightsError(f"{url}: HTTP {response.status_code} {response.reason}; check the model name or {MIRROR_ENV}")
-        bar = progress_bar(
-            total=total,
-            initial=have,
-            unit="B",
-            unit_scale=True,
-            unit_divisor=1024,
-            desc=dest.name,
-            disable=not progress,
-            file=sys.stderr,
-        )
-        try:
-            with open(part, mode) as handle:
-                try:
-                    for block in response.iter_content(STREAM_CHUNK):
-                        handle.write(block)
-                        bar.update(len(block))
-                except (requests.RequestException, OSError) as err:
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                    done = handle.tell()
-                    raise _Interrupted(
-                        f"download of {url} interrupted at {done:,} of {total or '?':,} bytes ({type(err).__name__}); "
-                        f"run the same command again to resume"
-                    ) from None
-                handle.flush()
-                os.fsync(handle.fileno())
-        finally:
-            bar.close()
-    size = part.stat().st_size
-    if total is not None and size < total:
-        raise _Interrupted(f"download of {url} stopped at {size:,} of {total:,} bytes; run the same command again to resume")
-    if total is not None and size > total:
-        part.unlink()
-        raise WeightsError(f"download of {url} gave {size:,} bytes, more than the announced {total:,}: removed; run again")
-    return part
+        folder.rmdir()
+    except OSError as err:
+        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+            raise
 
 
-def _range_total(content_range: str, start: int, url: str) -> Optional[int]:
-    # "bytes START-END/TOTAL"
-    try:
-        unit, rest = content_range.split(" ", 1)
-        span, total = rest.split("/", 1)
-        first = int(span.split("-", 1)[0])
-    except ValueError:
-        raise WeightsError(f"{url}: the server answered a resumed download with a malformed Content-Range {content_range!r}") from None
-    if unit != "bytes" or first != start:
-        raise WeightsError(f"{url}: the server resumed at byte {first}, not {start}; delete the .part file and run again")
-    return int(total) if total.isdigit() else None
-
-
-class _Unreachable(WeightsError):
-    def __init__(self, url: str, err: BaseException) -> None:
-        reason = getattr(err, "reason", None) or type(err).__name__
-        super().__init__(str(reason))
-        self.url = url
-
-
-def download(name: str, *, force: bool = False, progress: bool = True) -> Path:
-    """Download a published model into the cache (or check the cached copy) and return its folder."""
+def fetch_files(
+    name: str,
+    files: Sequence[str],
+    check: Callable[[List[Path]], object],
+    *,
+    force: bool = False,
+    progress: bool = True,
+    sha256: Optional[Mapping[str, str]] = None,
+    command: str = "",
+) -> Path:
+    """Download ``files`` of the published model ``name`` into its cache folder (or check the
+    cached copies): each is transferred into its ``.part``, then ``check`` runs on all of them
+    (in ``files`` order), their SHA-256 is taken and compared with any pin, and only then are they
+    renamed into place and recorded. One download per model at a time (a lock file). ``command``:
+    the ``download`` command that fetches them, for messages (default: ``download NAME``)."""
     from filelock import FileLock
 
     model = published_model(name)
     folder = model_dir(name)
-    folder.mkdir(parents=True, exist_ok=True)
+    pins = _pins(model, files, sha256)
+    folder.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(folder.parent / f".{name}.lock")):
-        if not force and is_cached(name):
-            return folder
-        if force:
-            for file_name in (RECORD_NAME, model.options_name, model.weights_name):
-                (folder / file_name).unlink(missing_ok=True)
-        targets = [(model.options_url, folder / model.options_name), (model.weights_url, folder / model.weights_name)]
-        parts: List[Path] = []
-        for url, dest in targets:
-            if dest.is_file() and not force:  # complete from an earlier run (renamed only after checks)
-                parts.append(dest)
-                continue
-            try:
-                parts.append(_fetch(url, dest, progress))
-            except _Unreachable as err:
-                if not any(folder.iterdir()):
-                    folder.rmdir()  # leave no empty folder behind
-                raise WeightsError(
-                    f"{name} is not cached in {folder} and {err.url} cannot be reached ({err}): download it where there is "
-                    f"network (`python -m spacy_elmo download {name}`) and copy the folder, set {MIRROR_ENV} to a mirror, "
-                    f"or place {model.options_name} and {model.weights_name} in {folder} by hand"
-                ) from None
+        created = not folder.is_dir()  # made here, under the lock: removed again if a failure leaves it empty
+        folder.mkdir(exist_ok=True)
         try:
-            verify_files(parts[0], parts[1])
-        except WeightsError as err:
-            for part in parts:  # nothing that failed stays in the cache
-                part.unlink(missing_ok=True)
-            raise WeightsError(f"{name}: the downloaded files failed verification and were removed ({err})") from None
-        files: Dict[str, Dict[str, Any]] = {}
-        for part, (url, dest) in zip(parts, targets):
-            digest = _sha256(part)
-            if part != dest:
-                os.replace(part, dest)
-            files[dest.name] = {"sha256": digest, **_stamp(dest)}
-        fsync_dir(folder)
-        _write_record(folder, files, published_base() + model.folder)
+            return _fetch_files_locked(model, folder, files, check, force, progress, pins, command or f"download {name}")
+        except BaseException:
+            for file_name in files:  # a part with no byte, or no sidecar to resume it with, is of no use
+                part = part_path(folder / file_name)
+                if part.is_file() and (part.stat().st_size == 0 or not sidecar_path(folder / file_name).is_file()):
+                    discard(folder / file_name)
+                elif not part.exists():
+                    sidecar_path(folder / file_name).unlink(missing_ok=True)
+            if created:
+                remove_created_folder(folder)
+            raise
+
+
+def _fetch_files_locked(
+    model: PublishedModel,
+    folder: Path,
+    files: Sequence[str],
+    check: Callable[[List[Path]], object],
+    force: bool,
+    progress: bool,
+    pins: Mapping[str, str],
+    command: str,
+) -> Path:
+    name = model.name
+    record = _read_record(folder)
+    recorded: Dict[str, Dict[str, Any]] = record.get("files", {})
+    if not force and _recorded(folder, files, recorded):
+        _check_pins(folder, recorded, pins, name)
+        return folder
+    if force:
+        for file_name in files:
+            (folder / file_name).unlink(missing_ok=True)
+            discard(folder / file_name)
+            recorded.pop(file_name, None)
+    paths: List[Path] = []
+    fetched: Dict[str, Fetched] = {}
+    for file_name in files:
+        dest = folder / file_name
+        if dest.is_file():  # complete from an earlier run (renamed only after the checks), or placed by hand
+            paths.append(dest)
+            continue
+        try:
+            fetched[file_name] = fetch(model.url(file_name), dest, progress=progress, known_size=model.sizes.get(file_name))
+        except Unreachable as err:
+            raise WeightsError(
+                f"{name} is not cached in {folder} and {err.url} cannot be reached ({err}): download it where there is "
+                f"network (`python -m spacy_elmo {command}`) and copy the folder, set {MIRROR_ENV} to a mirror, "
+                f"or place {' and '.join(files)} in {folder} by hand"
+            ) from None
+        paths.append(fetched[file_name].part)
+    try:
+        check(paths)
+        digests = {file_name: _sha256(path) for file_name, path in zip(files, paths)}
+        _check_pins(folder, {k: {"sha256": v} for k, v in digests.items()}, pins, name)
+    except WeightsError as err:
+        for file_name, path in zip(files, paths):  # nothing that failed stays in the cache
+            path.unlink(missing_ok=True)
+            discard(folder / file_name)
+        raise WeightsError(f"{name}: the downloaded files failed the checks and were removed ({err})") from None
+    for file_name, path in zip(files, paths):
+        dest = folder / file_name
+        if path != dest:
+            os.replace(path, dest)
+            sidecar_path(dest).unlink(missing_ok=True)
+        entry = {"sha256": digests[file_name], **_stamp(dest)}
+        source = fetched.get(file_name)
+        if source is not None:
+            entry.update({"url": source.url, "etag": source.etag, "last_modified": source.last_modified})
+        elif isinstance(recorded.get(file_name), dict):
+            entry = {**recorded[file_name], **entry}
+        recorded[file_name] = entry
+    fsync_dir(folder)
+    _write_record(folder, recorded, published_base() + model.folder)
     return folder
+
+
+def _recorded(folder: Path, files: Sequence[str], recorded: Dict[str, Any]) -> bool:
+    """Every file present with the size and mtime recorded when it was checked."""
+    for file_name in files:
+        path, entry = folder / file_name, recorded.get(file_name)
+        if not path.is_file() or not isinstance(entry, dict):
+            return False
+        if {k: entry.get(k) for k in ("size", "mtime_ns")} != _stamp(path):
+            return False
+    return True
+
+
+def download(name: str, *, force: bool = False, progress: bool = True, sha256: Optional[Mapping[str, str]] = None) -> Path:
+    """Download a published model's two files into the cache (or check the cached copy) and return
+    its folder. ``sha256``: ``{file name: hex digest}`` that the files must have (pinning)."""
+    model = published_model(name)
+    return fetch_files(name, model.files, lambda paths: check_files(paths[0], paths[1]), force=force, progress=progress, sha256=sha256)
 
 
 def ensure_downloaded(name: str) -> Location:
@@ -276,7 +302,7 @@ def ensure_downloaded(name: str) -> Location:
         model = published_model(name)
         folder = model_dir(name)
         if (folder / model.options_name).is_file() and (folder / model.weights_name).is_file():
-            return cached_location(name)  # placed by hand, or touched: verify instead of downloading
+            return cached_location(name)  # placed by hand, or touched: check instead of downloading
         download(name)
     return cached_location(name)
 

@@ -2,6 +2,9 @@
 
 The authors' files live at ``PUBLISHED_BASE`` + each model's folder; ``SPACY_ELMO_MIRROR``
 replaces that base (everything up to and including ``allennlp/``) and keeps the rest of the path.
+``elmo-original`` also publishes its language-model head (the softmax over its training vocabulary
+and that vocabulary) in the same folder: :attr:`PublishedModel.lm_head`. An entry may carry known
+SHA-256 digests and sizes of its files (none are known today: the authors publish neither).
 Downloaded models are kept in ``SPACY_ELMO_CACHE`` (default: the user's cache folder) under their
 names, with the published file names. Downloading and checking: :mod:`.download`; what a
 ``weights`` value names: :mod:`.resolve`.
@@ -11,9 +14,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..bilm.errors import WeightsError
 from ..bilm.layout import hdf5_datasets
@@ -35,9 +38,22 @@ class PublishedModel:
     weights_name: str
     about: str
     reported: str  # the quality its authors report
+    lm_head: Optional[Tuple[str, str]] = None  # (softmax HDF5, vocabulary) beside the weights, if published
+    sha256: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)  # known digests by file name
+    sizes: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)  # known sizes by file name
 
     def url(self, file_name: str) -> str:
         return published_base() + self.folder + file_name
+
+    @property
+    def files(self) -> Tuple[str, str]:
+        """The biLM's two files: options and weights."""
+        return (self.options_name, self.weights_name)
+
+    @property
+    def head_files(self) -> Tuple[str, ...]:
+        """The LM head's two files (softmax HDF5, vocabulary), or none."""
+        return tuple(self.lm_head or ())
 
     @property
     def options_url(self) -> str:
@@ -48,7 +64,7 @@ class PublishedModel:
         return self.url(self.weights_name)
 
 
-def _allennlp(name: str, shape: str, about: str, reported: str) -> PublishedModel:
+def _allennlp(name: str, shape: str, about: str, reported: str, lm_head: Optional[Tuple[str, str]] = None) -> PublishedModel:
     return PublishedModel(
         name,
         shape.replace("_5.5B", ""),
@@ -57,6 +73,7 @@ def _allennlp(name: str, shape: str, about: str, reported: str) -> PublishedMode
         f"elmo_{shape}_weights.hdf5",
         about,
         reported,
+        lm_head,
     )
 
 
@@ -65,7 +82,14 @@ PUBLISHED: Dict[str, PublishedModel] = {
     for m in (
         _allennlp("elmo-small", "2x1024_128_2048cnn_1xhighway", "1B Word Benchmark", "SRL F1 83.62, constituency F1 93.12"),
         _allennlp("elmo-medium", "2x2048_256_2048cnn_1xhighway", "1B Word Benchmark", "SRL F1 84.04, constituency F1 93.60"),
-        _allennlp("elmo-original", "2x4096_512_2048cnn_2xhighway", "1B Word Benchmark", "SRL F1 84.63, constituency F1 93.85"),
+        _allennlp(
+            "elmo-original",
+            "2x4096_512_2048cnn_2xhighway",
+            "1B Word Benchmark",
+            "SRL F1 84.63, constituency F1 93.85",
+            # the files AllenNLP's perplexity command reads: softmax/W [793471, 512], softmax/b [793471]
+            ("elmo_2x4096_512_2048cnn_2xhighway_softmax_weights.hdf5", "vocab-2016-09-10.txt"),
+        ),
         _allennlp(
             "elmo-original-5.5b",
             "2x4096_512_2048cnn_2xhighway_5.5B",
@@ -103,6 +127,7 @@ def model_dir(name: str) -> Path:
 
 
 def published_model(name: str) -> PublishedModel:
+    """The registry entry of ``name``, or a one-line error listing the names."""
     if name not in PUBLISHED:
         raise WeightsError(f"unknown ELMo model name {name!r}: use one of {', '.join(PUBLISHED)}, en_default, or a folder")
     return PUBLISHED[name]
@@ -142,3 +167,29 @@ def parameter_count(shape: str) -> int:
             count *= d
         total += count
     return total
+
+
+# ---------------------------------------------------------------------------------------------
+# redirects
+
+
+REDIRECT_ENV = "SPACY_ELMO_ALLOW_REDIRECT"
+
+
+def redirect_origins() -> Tuple[str, ...]:
+    """Origins (``scheme://host[:port]``) a download may be redirected to besides its own, from
+    ``SPACY_ELMO_ALLOW_REDIRECT`` (comma-separated; empty by default)."""
+    value = os.environ.get(REDIRECT_ENV, "")
+    return tuple(origin(item.strip()) for item in value.split(",") if item.strip())
+
+
+def origin(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``, lower-cased, with the scheme's default port left out."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    port = parts.port
+    if port is None or (scheme, port) in (("http", 80), ("https", 443)):
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"

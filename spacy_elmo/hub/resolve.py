@@ -94,7 +94,9 @@ def find_original_files(directory: Path) -> Location:
                 f"{directory}: neither {NATIVE_CONFIG} (spacy-elmo format) nor options.json (original format; or the published *_options.json) found"
             )
         options = named[0]
-    candidates = sorted(p for p in directory.iterdir() if p.suffix.lower() in HDF5_SUFFIXES and p.is_file())
+    candidates = sorted(
+        p for p in directory.iterdir() if p.suffix.lower() in HDF5_SUFFIXES and p.is_file() and "softmax" not in p.name.lower()
+    )  # a published LM head (``*_softmax_weights.hdf5``) may sit beside the weights
     if not candidates:
         raise WeightsError(f"{directory}: {options.name} found but no .hdf5 weights file beside it")
     if len(candidates) > 1:

@@ -6,48 +6,44 @@ gates' nonlinearities, the cell update, clipping, their gradients and the bfloat
 conversions around the products. In eager PyTorch that is ~10 passes over the gate tensors per
 step and direction, and it costs more than the products. ``csrc/train_kernels.c`` does the
 same maths in one pass each (forward, the hidden state's gradient, the cell's backward),
-vectorised by the compiler (``-O3 -march=native``, glibc's vector ``expf``/``tanhf``), and the
-max over positions of :mod:`.char_conv_train` in one pass over the bfloat16 convolutions
-(``torch.max`` along a strided dimension of bfloat16 is several times slower). bfloat16
-inference (:mod:`.bf16`) uses the same kind of one-pass step. float32 inference, the exact
-path, never uses them.
+vectorised by the compiler (``-O3 -ffast-math``, ``-march=native`` on x86, glibc's vector
+``expf``/``tanhf``), and the max over positions of :mod:`.char_conv_train` in one pass over the
+bfloat16 convolutions (``torch.max`` along a strided dimension of bfloat16 is several times
+slower). bfloat16 inference (:mod:`.bf16`) uses the same kind of one-pass step. float32
+inference, the exact path, never uses them.
 
-It is compiled on first use with the system's C compiler into the cache folder
-(``SPACY_ELMO_CACHE`` or the user's cache, ``native/``), keyed on the source, the flags and the
-CPU, and loaded with :mod:`ctypes` (no build step at install, no dependency). Where there is no
-compiler, or it fails, or ``SPACY_ELMO_NATIVE_KERNELS=0``, :func:`library` returns ``None`` and
-the callers run the eager code (same maths, slower; a warning says why, once).
+The library is compiled on first use with the system's C compiler into a private folder of the
+cache (``SPACY_ELMO_CACHE`` or the user's cache, ``native/``), verified and loaded with
+:mod:`ctypes` by :mod:`.build` (no build step at install, no dependency). Where there is no
+compiler, or it fails, or the folder is not private, or ``SPACY_ELMO_NATIVE_KERNELS=0``,
+:func:`library` returns ``None`` and the callers run the eager code (same maths, slower; a
+warning says why, once per process). Every entry point checks its arguments (dtype, device,
+shape, layout, overlap, value ranges) before the C code, which trusts them, runs.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
+import operator
 import os
-import platform
-import shutil
-import subprocess
-import tempfile
 import threading
 import warnings
+from numbers import Real
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from ..cache import cache_root
+from . import build
+from .build import SOURCE
 
-SOURCE = Path(__file__).with_name("csrc") / "train_kernels.c"
-#: compile flags. -ffast-math lets the compiler vectorise expf/tanhf (glibc's vector versions);
-#: it is given to the compile step only: linked with it, gcc adds a start-up object that turns on
-#: flush-to-zero for the whole process, which would change every float computation after loading
-COMPILE_FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-ffast-math", "-fPIC")
-LINK_FLAGS = ("-shared",)
+__all__ = ["ENV", "SOURCE", "KernelLoader", "NativeKernels", "enabled", "library"]
+
 ENV = "SPACY_ELMO_NATIVE_KERNELS"  # "0" turns the compiled kernels off
-
-_lock = threading.Lock()
-_loaded: Optional["NativeKernels"] = None
-_tried = False
+#: the largest cell, projection or filter count the kernels take: the C code keeps one row's
+#: scratch on the stack (at most 4 x 65,536 floats, 1 MiB); ELMo's largest is 4,096
+MAX_WIDTH = 65536
 
 
 def enabled() -> bool:
@@ -55,104 +51,129 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
-def _cpu_key() -> str:
-    """What ``-march=native`` depends on: the CPU model and its flags (Linux), else the machine name."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return platform.machine() + platform.processor()
-    wanted = [line for line in text.splitlines() if line.startswith(("model name", "flags"))][:2]
-    return "\n".join(wanted)
+class KernelLoader:
+    """A process's compiled kernels: built or verified, and loaded, on the first :meth:`get`, then
+    kept (or, when that failed, ``None`` with one warning). Threads calling :meth:`get` during
+    the build wait for it. The state is this object's: tests make a fresh loader on a temporary
+    ``root`` (see :data:`LOADER`)."""
+
+    def __init__(self, root: Optional[Path] = None) -> None:
+        self.root = root  # the cache root; None: cache_root() when first needed
+        self._lock = threading.Lock()
+        self._decided = False
+        self._kernels: Optional[NativeKernels] = None
+
+    def get(self) -> Optional["NativeKernels"]:
+        """The kernels, or ``None`` when turned off or unavailable."""
+        if not enabled():
+            return None
+        if self._decided:  # the hot path: no lock once decided
+            return self._kernels
+        with self._lock:  # held across the build: other threads wait here, then read the result
+            if not self._decided:
+                try:
+                    self._kernels = build.load(self.root or cache_root(), NativeKernels)
+                except Exception as err:  # any failure: the eager code runs, as documented
+                    warnings.warn(
+                        f"bfloat16 training and inference use the slower eager code: the compiled kernels are unavailable ({err})",
+                        stacklevel=3,
+                    )
+                self._decided = True  # only now: a thread arriving during the build waited above
+        return self._kernels
 
 
-def compiler() -> Optional[str]:
-    """``CC`` or the first of cc / gcc / clang on ``PATH``."""
-    for name in (os.environ.get("CC", ""), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return name
-    return None
-
-
-def build(target_dir: Optional[Path] = None) -> Path:
-    """Compile :data:`SOURCE` (if not already built for this source, flags and CPU) and return the
-    shared library's path. Raises ``RuntimeError`` naming the problem when it cannot."""
-    cc = compiler()
-    if cc is None:
-        raise RuntimeError("no C compiler found (set CC, or install gcc or clang)")
-    source = SOURCE.read_bytes()
-    flags = " ".join(COMPILE_FLAGS + LINK_FLAGS)
-    digest = hashlib.sha256(source + flags.encode() + _cpu_key().encode()).hexdigest()[:16]
-    folder = target_dir or cache_root() / "native"
-    path = folder / f"train_kernels-{digest}.so"
-    if path.exists():
-        return path
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so.tmp")
-    os.close(fd)
-    obj = tmp[: -len(".so.tmp")] + ".o"
-    try:
-        for step in ([cc, *COMPILE_FLAGS, "-c", "-o", obj, str(SOURCE)], [cc, *LINK_FLAGS, "-o", tmp, obj, "-lm"]):
-            done = subprocess.run(step, capture_output=True, text=True, timeout=120)
-            if done.returncode != 0:
-                raise RuntimeError(f"{' '.join(step[:2])} ... failed on {SOURCE.name}: {done.stderr.strip()[-2000:]}")
-        os.replace(tmp, path)  # atomic: concurrent builders (DDP ranks) each publish a complete file
-    finally:
-        for leftover in (tmp, obj):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
-    return path
+#: the process's loader; a test replaces it (``monkeypatch.setattr(native, "LOADER", KernelLoader(tmp_path))``)
+LOADER = KernelLoader()
 
 
 def library() -> Optional["NativeKernels"]:
-    """The compiled kernels, built and loaded once per process; ``None`` when turned off or unavailable."""
-    global _loaded, _tried
-    if not enabled():
-        return None
-    if _tried:  # the hot path: no lock once decided
-        return _loaded
-    with _lock:
-        if not _tried:
-            _tried = True
-            try:
-                _loaded = NativeKernels(ctypes.CDLL(str(build())))
-            except (OSError, RuntimeError, subprocess.SubprocessError) as err:
-                warnings.warn(
-                    f"bfloat16 training and inference use the slower eager code: the compiled kernels are unavailable ({err})", stacklevel=2
-                )
-        return _loaded
+    """The compiled kernels of this process (:data:`LOADER`); ``None`` when turned off or unavailable."""
+    return LOADER.get()
 
 
 _I64, _F32, _P = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
 F32 = torch.float32
 
 
-def _arg(x: torch.Tensor, width: int, dtype: torch.dtype, rows: int, fewer: bool = False) -> Tuple[int, int]:
+def _tensor(x: Any, name: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name}: expected a tensor, got {type(x).__name__}")
+    if x.device.type != "cpu" or x.layout != torch.strided:
+        raise ValueError(f"{name}: the compiled kernels take dense CPU tensors, got {x.layout} on {x.device}")
+    return x
+
+
+def _rows_width(x: Any, name: str) -> Tuple[int, int]:
+    """``(rows, width)`` of a ``[2, rows, width]`` tensor, the sizes the others are checked against."""
+    x = _tensor(x, name)
+    if x.dim() != 3 or x.shape[0] != 2:
+        raise ValueError(f"{name}: expected [2, rows, width] (two directions), got shape {tuple(x.shape)}")
+    return x.shape[1], x.shape[2]
+
+
+def _width(width: int, name: str) -> int:
+    if not 1 <= width <= MAX_WIDTH:
+        raise ValueError(f"{name}: width {width} is outside 1..{MAX_WIDTH}")
+    return width
+
+
+def _arg(x: Any, width: int, dtype: torch.dtype, rows: int, name: str, fewer: bool = False) -> Tuple[int, int]:
     """``(pointer, elements between the two directions)`` of a ``[2, rows, width]`` tensor (at most
     ``rows`` rows when ``fewer``), after checking its dtype, device, shape and contiguous rows: the
     C code trusts them, so a mismatch here would read or write out of bounds."""
+    x = _tensor(x, name)
     if x.dtype != dtype:
-        raise ValueError(f"expected a {dtype} tensor, got {x.dtype}")
-    if x.device.type != "cpu":
-        raise ValueError("the compiled kernels run on CPU tensors only")
+        raise ValueError(f"{name}: expected a {dtype} tensor, got {x.dtype}")
     if x.dim() != 3 or x.shape[0] != 2 or x.shape[2] != width or x.stride(2) != 1 or (x.shape[1] > 1 and x.stride(1) != width):
-        raise ValueError(f"expected [2, n, {width}] with contiguous rows, got shape {tuple(x.shape)} strides {x.stride()}")
+        raise ValueError(f"{name}: expected [2, n, {width}] with contiguous rows, got shape {tuple(x.shape)} strides {x.stride()}")
     if x.shape[1] > rows or (not fewer and x.shape[1] != rows):
-        raise ValueError(f"expected {'at most ' if fewer else ''}{rows} rows, got shape {tuple(x.shape)}")
+        raise ValueError(f"{name}: expected {'at most ' if fewer else ''}{rows} rows, got shape {tuple(x.shape)}")
     return x.data_ptr(), x.stride(0)
 
 
-def _optional_arg(x: Optional[torch.Tensor], width: int, dtype: torch.dtype, rows: int) -> Tuple[int, int, int]:
+def _optional_arg(x: Optional[torch.Tensor], width: int, dtype: torch.dtype, rows: int, name: str) -> Tuple[int, int, int]:
     """``(rows, pointer, direction stride)`` of an optional tensor of at most ``rows`` rows; zeros for ``None``."""
     if x is None:
         return 0, 0, 0
-    return (x.shape[1], *_arg(x, width, dtype, rows, fewer=True))
+    return (x.shape[1], *_arg(x, width, dtype, rows, name, fewer=True))
 
 
-def _vector(x: torch.Tensor, width: int, what: str) -> int:
+def _vector(x: Any, width: int, name: str) -> int:
     """Pointer of a contiguous float32 ``[2, width]`` tensor (a bias or its gradient)."""
-    if x.shape != (2, width) or x.dtype != F32 or not x.is_contiguous() or x.device.type != "cpu":
-        raise ValueError(f"expected a contiguous float32 CPU [2, {width}] {what}, got {x.dtype} {tuple(x.shape)}")
+    x = _tensor(x, name)
+    if x.shape != (2, width) or x.dtype != F32 or not x.is_contiguous():
+        raise ValueError(f"{name}: expected a contiguous float32 CPU [2, {width}] tensor, got {x.dtype} {tuple(x.shape)}")
     return x.data_ptr()
+
+
+def _clip(value: Optional[float], name: str) -> float:
+    """A clip for the C code: ``None`` or 0 is no clip (as the eager ``if clip:``); else a number >= 0."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, Real) or not float(value) >= 0.0:
+        raise ValueError(f"{name}: expected None or a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _spans(x: torch.Tensor) -> List[Tuple[int, int]]:
+    """The byte ranges a checked argument covers: per direction for ``[2, n, w]``, else one."""
+    size = x.element_size()
+    if x.numel() == 0:
+        return []
+    if x.dim() == 3:
+        return [(x.data_ptr() + d * x.stride(0) * size, x.data_ptr() + (d * x.stride(0) + x.shape[1] * x.shape[2]) * size) for d in (0, 1)]
+    return [(x.data_ptr(), x.data_ptr() + x.numel() * size)]
+
+
+def _no_overlap(outputs: Dict[str, torch.Tensor], others: Dict[str, Optional[torch.Tensor]]) -> None:
+    """Refuse an output sharing memory with another argument: the C code (``restrict``) assumes none."""
+    everything = {**others, **outputs}
+    for out_name, out in outputs.items():
+        for name, other in everything.items():
+            if other is None or name == out_name:
+                continue
+            if any(a < d and c < b for a, b in _spans(out) for c, d in _spans(other)):
+                raise ValueError(f"{out_name} overlaps {name} in memory: the kernel writes one while reading the other")
 
 
 class NativeKernels:
@@ -172,12 +193,13 @@ class NativeKernels:
             getattr(lib, name).argtypes = argtypes
 
     @staticmethod
-    def _suffix(low: torch.Tensor) -> str:
+    def _suffix(low: Any, name: str) -> str:
+        low = _tensor(low, name)
         if low.dtype == torch.bfloat16:
             return "bf16"
         if low.dtype == torch.float32:
             return "f32"
-        raise ValueError(f"the compiled kernels handle bfloat16 or float32 products, not {low.dtype}")
+        raise ValueError(f"{name}: the compiled kernels handle bfloat16 or float32 products, not {low.dtype}")
 
     def forward(
         self,
@@ -191,20 +213,28 @@ class NativeKernels:
     ) -> None:
         """From the gate pre-activations ``z`` ``[2, n, 4H]``: activated ``gates``, ``c_new``
         (clipped), ``tanh_c`` and ``m = o * tanh(c_new)`` (the projection's input), written in place."""
-        n, hid, low = z.shape[1], c_prev.shape[2], z.dtype
-        fn = getattr(self.lib, f"cell_forward_{self._suffix(z)}")
-        args = [(z, 4 * hid, low), (c_prev, hid, F32), (gates, 4 * hid, F32), (c_new, hid, F32), (tanh_c, hid, F32), (m, hid, low)]
-        fn(n, hid, *[v for x, w, t in args for v in _arg(x, w, t, n)], float(cell_clip or 0.0))
+        fn = getattr(self.lib, f"cell_forward_{self._suffix(z, 'z')}")
+        n, hid = _rows_width(z, "z")[0], _width(_rows_width(c_prev, "c_prev")[1], "c_prev")
+        low, clip = z.dtype, _clip(cell_clip, "cell_clip")
+        args = {"z": (z, 4 * hid, low), "c_prev": (c_prev, hid, F32), "gates": (gates, 4 * hid, F32)}
+        args.update({"c_new": (c_new, hid, F32), "tanh_c": (tanh_c, hid, F32), "m": (m, hid, low)})
+        pointers = [v for name, (x, w, t) in args.items() for v in _arg(x, w, t, n, name)]
+        _no_overlap({"gates": gates, "c_new": c_new, "tanh_c": tanh_c, "m": m}, {"z": z, "c_prev": c_prev})
+        fn(n, hid, *pointers, clip)
 
     def hidden_grad(
         self, grad_out: torch.Tensor, dh_next: Optional[torch.Tensor], hidden: torch.Tensor, proj_clip: Optional[float], out: torch.Tensor
     ) -> None:
         """``out = grad_out + dh_next`` (its rows only), zero where ``hidden`` was clipped."""
-        n, proj, low = grad_out.shape[1], grad_out.shape[2], out.dtype
-        fn = getattr(self.lib, f"hidden_grad_{self._suffix(out)}")
-        n_next, *nxt = _optional_arg(dh_next, proj, low, n)
-        clip = float(proj_clip or 0.0)
-        fn(n, n_next, proj, *_arg(grad_out, proj, F32, n), *nxt, *_arg(hidden, proj, low, n), clip, *_arg(out, proj, low, n))
+        fn = getattr(self.lib, f"hidden_grad_{self._suffix(out, 'out')}")
+        n, proj = _rows_width(grad_out, "grad_out")
+        low, clip = out.dtype, _clip(proj_clip, "proj_clip")
+        _width(proj, "grad_out")
+        n_next, *nxt = _optional_arg(dh_next, proj, low, n, "dh_next")
+        head = _arg(grad_out, proj, F32, n, "grad_out")
+        tail = [*_arg(hidden, proj, low, n, "hidden"), clip, *_arg(out, proj, low, n, "out")]
+        _no_overlap({"out": out}, {"grad_out": grad_out, "dh_next": dh_next, "hidden": hidden})
+        fn(n, n_next, proj, *head, *nxt, *tail)
 
     def backward(
         self,
@@ -222,42 +252,48 @@ class NativeKernels:
         """From ``dm`` (the gradient of ``m``): ``dz`` (the gate pre-activations') and
         ``dc_out`` (the cell gradient reaching ``c_{t-1}``), written in place; ``grad_bias``
         (float32 ``[2, 4H]``, contiguous) accumulates ``dz`` summed over rows."""
-        n, hid, low = dm.shape[1], dm.shape[2], dm.dtype
-        fn = getattr(self.lib, f"cell_backward_{self._suffix(dm)}")
-        n_next, *nxt = _optional_arg(dc_next, hid, F32, n)
-        head = [(dm, hid, low), (gates, 4 * hid, F32), (c_new, hid, F32), (c_prev, hid, F32), (tanh_c, hid, F32)]
-        fn(
-            n, n_next, hid, *[v for x, w, t in head for v in _arg(x, w, t, n)], *nxt, float(cell_clip or 0.0),
-            *_arg(dz, 4 * hid, low, n), *_arg(dc_out, hid, F32, n), _vector(grad_bias, 4 * hid, "bias gradient"),
-        )  # fmt: skip
+        fn = getattr(self.lib, f"cell_backward_{self._suffix(dm, 'dm')}")
+        n, hid = _rows_width(dm, "dm")
+        low, clip = dm.dtype, _clip(cell_clip, "cell_clip")
+        _width(hid, "dm")
+        head = {"dm": (dm, hid, low), "gates": (gates, 4 * hid, F32), "c_new": (c_new, hid, F32), "c_prev": (c_prev, hid, F32)}
+        head["tanh_c"] = (tanh_c, hid, F32)
+        pointers = [v for name, (x, w, t) in head.items() for v in _arg(x, w, t, n, name)]
+        n_next, *nxt = _optional_arg(dc_next, hid, F32, n, "dc_next")
+        outs = [*_arg(dz, 4 * hid, low, n, "dz"), *_arg(dc_out, hid, F32, n, "dc_out"), _vector(grad_bias, 4 * hid, "grad_bias")]
+        inputs = {"dm": dm, "gates": gates, "c_new": c_new, "c_prev": c_prev, "tanh_c": tanh_c, "dc_next": dc_next}
+        _no_overlap({"dz": dz, "dc_out": dc_out, "grad_bias": grad_bias}, inputs)
+        fn(n, n_next, hid, *pointers, *nxt, clip, *outs)
 
-    def max_pool(self, conv: torch.Tensor, widths: List[int], counts: List[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def max_pool(self, conv: torch.Tensor, widths: Sequence[int], counts: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
         """``conv`` ``[tokens, positions, filters]`` bfloat16, filters grouped by width (``counts[g]``
         filters of width ``widths[g]``, in order) -> ``(values, index)`` ``[tokens, filters]``: each
-        filter's maximum over its valid positions (float32) and the first position reaching it."""
-        if conv.dtype != torch.bfloat16 or conv.dim() != 3 or not conv.is_contiguous() or conv.device.type != "cpu":
+        filter's maximum over its valid positions (float32) and the first position reaching it
+        (a NaN is the maximum, as in ``torch.max``)."""
+        conv = _tensor(conv, "conv")
+        if conv.dtype != torch.bfloat16 or conv.dim() != 3 or not conv.is_contiguous():
             raise ValueError(
-                f"expected a contiguous bfloat16 CPU [tokens, positions, filters] tensor, got {conv.dtype} {tuple(conv.shape)}"
+                f"conv: expected a contiguous bfloat16 CPU [tokens, positions, filters] tensor, got {conv.dtype} {tuple(conv.shape)}"
             )
         tokens, positions, n_filters = conv.shape
-        if sum(counts) != n_filters or len(widths) != len(counts):
-            raise ValueError(f"filter counts {counts} do not add up to the {n_filters} filters")
+        _width(n_filters, "conv (filters)")
+        if not 1 <= positions < 2**31:
+            raise ValueError(f"conv: expected 1 to 2**31 - 1 positions, got {positions}")
+        widths, counts = [_integer(w, "widths") for w in widths], [_integer(c, "counts") for c in counts]
+        if not widths or len(widths) != len(counts):
+            raise ValueError(
+                f"widths and counts: expected one count per width (at least one), got {len(widths)} widths and {len(counts)} counts"
+            )
+        if any(not 1 <= w <= positions for w in widths):
+            raise ValueError(f"widths: each must be 1..{positions} (the positions of conv), got {widths}")
+        if any(c < 0 for c in counts) or sum(counts) != n_filters:
+            raise ValueError(f"counts: filter counts {counts} must be >= 0 and add up to the {n_filters} filters of conv")
         starts = torch.tensor([sum(counts[:g]) for g in range(len(counts))], dtype=torch.int64)
         counts_t, widths_t = torch.tensor(counts, dtype=torch.int64), torch.tensor(widths, dtype=torch.int64)
         values = torch.empty(tokens, n_filters, dtype=torch.float32)
         index = torch.empty(tokens, n_filters, dtype=torch.int64)
-        self.lib.max_pool_bf16(
-            tokens,
-            positions,
-            n_filters,
-            conv.data_ptr(),
-            len(counts),
-            starts.data_ptr(),
-            counts_t.data_ptr(),
-            widths_t.data_ptr(),
-            values.data_ptr(),
-            index.data_ptr(),
-        )
+        pointers = [t.data_ptr() for t in (starts, counts_t, widths_t, values, index)]
+        self.lib.max_pool_bf16(tokens, positions, n_filters, conv.data_ptr(), len(counts), *pointers)
         return values, index
 
     def infer_step(
@@ -266,7 +302,25 @@ class NativeKernels:
         """One bfloat16 inference step: gates from ``bias`` ``[2, 4H]`` (float32) + ``step``
         (``x W_x``) + ``rec`` (``h W_h``), both bfloat16 ``[2, n, 4H]``; ``c`` ``[2, n, H]``
         (float32) updated in place; ``m = o * tanh(c)`` written to bfloat16 ``[2, n, H]``."""
-        n, hid = step.shape[1], c.shape[2]
-        args = [(step, 4 * hid, torch.bfloat16), (rec, 4 * hid, torch.bfloat16), (c, hid, F32), (m, hid, torch.bfloat16)]
-        pointers = [v for x, w, t in args for v in _arg(x, w, t, n)]
-        self.lib.lstm_step_infer_bf16(n, hid, _vector(bias, 4 * hid, "bias"), 4 * hid, *pointers, float(cell_clip or 0.0))
+        n, hid = _rows_width(step, "step")[0], _width(_rows_width(c, "c")[1], "c")
+        clip = _clip(cell_clip, "cell_clip")
+        args = {
+            "step": (step, 4 * hid, torch.bfloat16),
+            "rec": (rec, 4 * hid, torch.bfloat16),
+            "c": (c, hid, F32),
+            "m": (m, hid, torch.bfloat16),
+        }
+        pointers = [v for name, (x, w, t) in args.items() for v in _arg(x, w, t, n, name)]
+        bias_pointer = _vector(bias, 4 * hid, "bias")
+        _no_overlap({"c": c, "m": m}, {"bias": bias, "step": step, "rec": rec})  # c: read and written in place, by design
+        self.lib.lstm_step_infer_bf16(n, hid, bias_pointer, 4 * hid, *pointers, clip)
+
+
+def _integer(value: Any, name: str) -> int:
+    """``value`` as an int (an int, NumPy or tensor integer), else a ValueError naming ``name``."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name}: expected integers, got {value!r}") from None

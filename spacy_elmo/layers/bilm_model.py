@@ -2,8 +2,11 @@
 
 ``spacy-elmo.BiLM.v1`` is what the ``elmo`` component owns (``[components.elmo.model]``) and what
 ``spacy-elmo.ElmoTok2Vec.v1`` embeds. The torch :class:`BiLM` lives in a :class:`BiLMShim`,
-loaded lazily from ``weights`` on first use, so building a pipeline from its config (e.g. in
-``spacy.load``, which then reads the saved weights) never loads the weights twice.
+which starts in an explicit "not loaded yet" state: building a pipeline from its config never
+reads the weights. The biLM then comes from the first of: ``from_bytes`` (``from_disk``), which
+restores a saved one and never reads ``weights``; ``initialize`` (thinc's init, which
+``nlp.initialize`` reaches), which loads it from ``weights`` eagerly; or the first use that needs
+it (a forward pass, its shape, saving it), which loads it from ``weights`` once, under a lock.
 
 Each Doc is cut into contexts (sentences or windows, see :mod:`.contexts`); contexts from all
 Docs of a batch are sorted by length and packed under a token budget; whitespace tokens are not
@@ -37,7 +40,7 @@ from ..bilm.characters import TokenBatch
 from ..bilm.memory import release_free_memory
 from ..bilm.model import BiLMConfig
 from ..bilm.weights import model_from_state
-from ..hub.load import load_bilm
+from ..hub.load import load_bilm, read_config
 from ..hub.resolve import normalise_spec
 from .contexts import Context, ContextGetter, SentenceContexts
 
@@ -66,8 +69,10 @@ def bilm_from_bytes(data: bytes, source: str = "serialised elmo biLM") -> BiLM:
 
 
 class BiLMShim(Shim):
-    """Holds the torch :class:`BiLM` for thinc: lazy loading, self-describing bytes, and an
-    optimizer step that is skipped entirely while the biLM is frozen (no weight decay either)."""
+    """Holds the torch :class:`BiLM` for thinc: an explicit load state (:attr:`loaded`; loaded from
+    ``weights`` by :meth:`load`, eagerly or on first use, or restored by :meth:`from_bytes`),
+    self-describing bytes, and an optimizer step that is skipped entirely while the biLM is frozen
+    (no weight decay either)."""
 
     def __init__(self, weights: Optional[Union[str, List[str]]] = None, bilm: Optional[BiLM] = None) -> None:
         super().__init__(bilm)
@@ -80,11 +85,28 @@ class BiLMShim(Shim):
 
     @property
     def bilm(self) -> BiLM:
-        if self._model is None:
-            with self._load_lock:  # two threads' first calls load the weights once
-                if self._model is None:
-                    self.set_bilm(load_configured_bilm(self.weights))
-        return self._model
+        """The biLM: the loaded or restored one, else loaded from ``weights`` now (:meth:`load`)."""
+        model = self._model
+        return model if model is not None else self.load()
+
+    def load(self, check: Optional[Callable[[BiLM], None]] = None) -> BiLM:
+        """Load the biLM from ``weights``, unless one is loaded or restored already; ``check`` may
+        reject the freshly loaded one (raising) before it is kept. Concurrent first calls load once."""
+        with self._load_lock:
+            if self._model is None:
+                bilm = load_configured_bilm(self.weights)
+                if check is not None:
+                    check(bilm)
+                self.set_bilm(bilm)
+            return self._model
+
+    def layer_shape(self) -> Tuple[int, int]:
+        """(number of output layers, width) of the biLM: the loaded one's, else read from the
+        configured weights' options (no weights are loaded)."""
+        if self._model is not None:
+            return self._model.n_output_layers, self._model.output_dim
+        config = read_config(self.weights)
+        return config.n_layers + 1, config.output_dim
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
@@ -264,12 +286,14 @@ def get_shim(model: Model) -> BiLMShim:
 
 
 def get_bilm(model: Model) -> BiLM:
-    """The torch biLM inside a ``spacy-elmo.BiLM.v1`` model (loaded on first access)."""
+    """The torch biLM inside a ``spacy-elmo.BiLM.v1`` model (loaded from ``weights`` on first use
+    when neither ``initialize`` nor ``from_bytes`` has provided one)."""
     return get_shim(model).bilm
 
 
 def bilm_init(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
-    get_shim(model).bilm  # noqa: B018 - loads the weights
+    """thinc's init: load the biLM from ``weights`` (kept when one is loaded or restored already)."""
+    get_shim(model).load()
 
 
 Job = Tuple[int, Context]
@@ -338,4 +362,12 @@ def _no_input_gradient(d_outputs: Any) -> List:
     return []
 
 
-__all__ = ["BiLMShim", "build_bilm_model", "configure_bilm_model", "get_bilm", "get_shim", "bilm_to_bytes", "bilm_from_bytes"]
+__all__ = [
+    "BiLMShim",
+    "build_bilm_model",
+    "configure_bilm_model",
+    "get_bilm",
+    "get_shim",
+    "bilm_to_bytes",
+    "bilm_from_bytes",
+]

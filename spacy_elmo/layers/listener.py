@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from contextlib import contextmanager
+from functools import partial
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from spacy.errors import Errors
@@ -13,7 +15,6 @@ from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..extensions import install_extensions
-from ..scope import initialising
 
 LISTENER_NODE = "elmo-listener"
 
@@ -26,7 +27,8 @@ class ElmoListener(Model):
     ``frozen_components`` and ``annotating_components``), and at prediction, the layers are
     read from ``doc._.elmo_layers``. A Doc without layers gets zeros of the right shape only
     while thinc initialises the model that holds this listener (spaCy initialises it on raw
-    training Docs); anywhere else it is an error that says what to run.
+    training Docs): :func:`guard_initialisation` marks that call on the listener
+    (:attr:`initialising`); anywhere else it is an error that says what to run.
     """
 
     name = LISTENER_NODE
@@ -39,6 +41,12 @@ class ElmoListener(Model):
         self._backprop: Optional[Callable] = None
         self._upstream: Optional[weakref.ReferenceType] = None
         self._component: Optional[str] = None
+        self._initialising = 0  # depth of the init calls, of models that hold this listener, running now
+
+    @property
+    def initialising(self) -> bool:
+        """True while thinc initialises a model that holds this listener (see :func:`guard_initialisation`)."""
+        return getattr(self, "_initialising", 0) > 0  # listeners unpickled from older versions lack the counter
 
     @property
     def upstream_name(self) -> str:
@@ -62,13 +70,40 @@ class ElmoListener(Model):
         # the link to the upstream component and a batch in flight do not travel (spawn workers
         # read the layers from the Docs)
         state = dict(self.__dict__)
-        state.update(_upstream=None, _batch_id=None, _outputs=None, _backprop=None)
+        state.update(_upstream=None, _batch_id=None, _outputs=None, _backprop=None, _initialising=0)
         slots = {name: getattr(self, name) for cls in type(self).__mro__ for name in getattr(cls, "__slots__", ()) if hasattr(self, name)}
         return state, slots
 
     def where(self) -> str:
         component = f" in '{self._component}'" if self._component else ""
         return f"ElmoListener(upstream={self.upstream_name!r}){component}"
+
+
+@contextmanager
+def initialising(listeners: Sequence[ElmoListener]) -> Iterator[None]:
+    """Within this block the ``listeners`` are being initialised (they may give zeros)."""
+    for listener in listeners:
+        listener._initialising = getattr(listener, "_initialising", 0) + 1
+    try:
+        yield
+    finally:
+        for listener in listeners:
+            listener._initialising -= 1
+
+
+def guard_initialisation(model: Model) -> None:
+    """Mark ``model``'s initialisation on the ElmoListener layers it holds: its init function is
+    wrapped (once) so that, while it runs, those listeners give zeros of the right shape for Docs
+    without ELMo layers. The ``elmo`` component calls this for each component that listens to it."""
+    init = model.init
+    if isinstance(init, partial) and init.func is _init_marking_listeners:
+        return
+    setattr(model, "init", partial(_init_marking_listeners, init))
+
+
+def _init_marking_listeners(init: Callable, model: Model, X: Any = None, Y: Any = None) -> Any:
+    with initialising(find_listeners(model)):
+        return init(model, X=X, Y=Y)
 
 
 def _listener_init(model: ElmoListener, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
@@ -90,7 +125,7 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> T
     # processed: zeros of the right shape, but only within that initialisation call (never in
     # training or prediction, where zeros would be a silent wrong answer)
     zeros = None
-    if not is_train and any(doc._.elmo_layers is None for doc in docs) and initialising(model):
+    if not is_train and model.initialising and any(doc._.elmo_layers is None for doc in docs):
         zeros = _zeros_like_upstream
     for doc in docs:
         layers = doc._.elmo_layers
@@ -109,8 +144,8 @@ def _zeros_like_upstream(model: ElmoListener, n_tokens: int) -> np.ndarray:
             f"{model.where()} is not connected to an 'elmo' component: add one earlier in the pipeline "
             f"(nlp.add_pipe('elmo', first=True)) or set upstream to the name of an existing 'elmo' component (or '*')"
         )
-    bilm = upstream.bilm
-    return np.zeros((bilm.n_output_layers, n_tokens, bilm.output_dim), dtype=np.float32)
+    n_layers, width = upstream.layer_shape()
+    return np.zeros((n_layers, n_tokens, width), dtype=np.float32)
 
 
 def _missing_layers_message(model: ElmoListener, is_train: bool) -> str:

@@ -17,8 +17,8 @@ from spacy.tokens import Doc
 from thinc.api import Linear, Maxout, Model, with_array
 from thinc.types import Floats2d, Floats3d
 
-from .bilm_model import get_bilm
-from .listener import ElmoListener
+from .bilm_model import get_shim
+from .listener import ElmoListener, initialising
 from .scalar_mix import MIX_NODE, build_scalar_mix, mix_summary
 
 TOK2VEC_NODE = "elmo-tok2vec"
@@ -86,7 +86,8 @@ def _tok2vec_init(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) ->
         return
     source = refs["source"]
     source.initialize(X=X)
-    layers = source.predict(X)
+    with initialising([source] if isinstance(source, ElmoListener) else []):
+        layers = source.predict(X)  # a listener's zeros: spaCy initialises on raw training Docs
     refs["mix"].initialize(X=layers)
     features = refs["mix"].predict(layers)
     if "embed" in refs:
@@ -104,7 +105,7 @@ def _tok2vec_init(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) ->
 
 
 def _layer_shape(source: Model) -> Tuple[int, int]:
-    """(number of layers, width) of what ``source`` gives, from its biLM's config."""
+    """(number of layers, width) of what ``source`` gives, from its biLM's config (no weights are loaded)."""
     if isinstance(source, ElmoListener):
         upstream = source.upstream()
         if upstream is None:
@@ -113,10 +114,8 @@ def _layer_shape(source: Model) -> Tuple[int, int]:
                 f"earlier in the pipeline (nlp.add_pipe('elmo', first=True)) or set upstream to the name of an "
                 f"existing 'elmo' component (or '*')"
             )
-        bilm = upstream.bilm
-    else:
-        bilm = get_bilm(source)
-    return bilm.n_output_layers, bilm.output_dim
+        return upstream.layer_shape()
+    return get_shim(source).layer_shape()
 
 
 def _output_width(layer: Model) -> int:

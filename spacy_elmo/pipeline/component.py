@@ -28,7 +28,6 @@ from ..layers.bilm_model import bilm_from_bytes, bilm_to_bytes, build_bilm_model
 from ..layers.contexts import ContextGetter
 from ..layers.listener import ElmoListener
 from ..roundtrip import keep_hooks_across_processes, silence_worker_hook_warning
-from ..scope import loading_saved_pipeline
 from ..threads import check_component_threads, resolve_threads, using_threads
 from .listeners import ListenerRegistry
 from .policy import find_tensor_conflict, trains_without_elmo
@@ -179,8 +178,10 @@ class Elmo(ListenerRegistry, TrainablePipe):
         self.mixer: Optional[ScalarMix] = None
 
     def _check_config(self) -> None:
-        """Validate the settings now, not at the first Doc: the weights must exist and every mix
-        must fit the biLM's real layer count (read from its options; no weights are loaded)."""
+        """Validate the settings at construction, not at the first Doc. Every mix must fit the
+        biLM's layer count: checked now where the configured weights' options can be read (no
+        weights are loaded), and again whenever a biLM is loaded or restored, since a pipeline
+        built from its config to be restored (``from_disk``) may name weights that are gone."""
         for key, spec in (("mix", self.mix_spec), ("similarity", self.similarity)):
             if spec is not None:
                 try:
@@ -189,14 +190,16 @@ class Elmo(ListenerRegistry, TrainablePipe):
                     raise ValueError(f"elmo: config {key}: {error}") from None
         shim = get_shim(self.model)
         if shim.loaded:
-            n_layers = shim.bilm.n_output_layers
-        elif loading_saved_pipeline():
-            return  # the saved biLM replaces the configured weights, which may be gone; checked on load
-        else:
-            try:
-                n_layers = read_config(shim.weights).n_layers + 1
-            except WeightsError as error:
-                raise WeightsError(f"elmo: config weights: {error}") from None
+            self._check_mixes(shim.bilm.n_output_layers)
+            return
+        try:
+            n_layers = read_config(shim.weights).n_layers + 1
+        except WeightsError:
+            return  # loading them (initialize or first use) says what is wrong; from_disk/from_bytes need them not
+        self._check_mixes(n_layers)
+
+    def _check_mixes(self, n_layers: int) -> None:
+        """Every mix fits a biLM of ``n_layers`` output layers."""
         for key, spec in (("mix", self.mix_spec), ("similarity", self.similarity)):
             if spec is not None:
                 try:
@@ -215,8 +218,33 @@ class Elmo(ListenerRegistry, TrainablePipe):
 
     @property
     def bilm(self) -> BiLM:
-        """The torch biLM, loaded from ``weights`` on first use."""
-        return get_bilm(self.model)
+        """The torch biLM: restored by :meth:`from_disk`/:meth:`from_bytes`, or loaded from
+        ``weights`` by :meth:`initialize` or, failing both, here on first use (once)."""
+        return self._ensure_loaded()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the biLM is there yet (loaded from ``weights``, or restored by ``from_disk``/``from_bytes``)."""
+        return get_shim(self.model).loaded
+
+    def _ensure_loaded(self) -> BiLM:
+        """The biLM, loaded from ``weights`` now if nothing has provided one yet: once, however many
+        threads ask at the same time. A ``weights`` value that names no biLM is one error naming the
+        setting, and a biLM whose layers do not fit ``mix``/``similarity`` is rejected, not kept."""
+        shim = get_shim(self.model)
+        if shim.loaded:
+            return get_bilm(self.model)
+        try:
+            return shim.load(check=lambda bilm: self._check_mixes(bilm.n_output_layers))
+        except WeightsError as error:
+            raise WeightsError(f"elmo: config weights: {error}") from None
+
+    def layer_shape(self) -> Tuple[int, int]:
+        """(number of output layers, width) of the biLM, read from its options when it is not loaded yet."""
+        try:
+            return get_shim(self.model).layer_shape()
+        except WeightsError as error:
+            raise WeightsError(f"elmo: config weights: {error}") from None
 
     @property
     def weights(self) -> Optional[Union[str, List[str]]]:
@@ -230,15 +258,19 @@ class Elmo(ListenerRegistry, TrainablePipe):
         return self.mixer
 
     def _set_bilm(self, bilm: BiLM) -> None:
+        """Restore a saved biLM (from_disk/from_bytes); the mixes must fit it."""
+        self._check_mixes(bilm.n_output_layers)
         get_shim(self.model).set_bilm(bilm)
         self.mixer = None
         self._last_update = None
 
     def initialize(self, get_examples: Optional[Callable[[], Iterable[Any]]] = None, *, nlp: Optional[Language] = None) -> None:
-        """Load the weights (if not loaded yet); no training data is needed."""
+        """Load the biLM from the ``weights`` setting now (eagerly, rather than on first use), unless
+        one is loaded or restored (``from_disk``/``from_bytes``) already; no training data is needed."""
         if nlp is not None:
             self._nlp_ref = weakref.ref(nlp)
             keep_hooks_across_processes(nlp)
+        self._ensure_loaded()
         self._mixer()
         self._warn_if_unused()
 
@@ -269,6 +301,7 @@ class Elmo(ListenerRegistry, TrainablePipe):
     def predict(self, docs: Sequence[Doc]) -> List[Floats3d]:
         """All biLM layers per Doc, float32 ``[L+1, len(doc), dim]``."""
         docs = list(docs)
+        self._ensure_loaded()  # the first use of a component that nothing has loaded yet
         last, self._last_update = self._last_update, None
         if last is not None and len(last[0]) == len(docs) and all(a is b for a, b in zip(last[0], docs)):
             return last[1]  # the very Docs update() just ran (an annotating component): reuse
@@ -312,6 +345,7 @@ class Elmo(ListenerRegistry, TrainablePipe):
         self._warn_if_unused()
         if not self.listeners:
             return losses
+        self._ensure_loaded()
         check_component_threads(self.threads)
         with using_threads(self.threads):
             layers, bp_layers = self.model.begin_update(docs)

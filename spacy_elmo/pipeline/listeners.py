@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 from spacy.language import Language
 from thinc.api import Model
 
-from ..layers.listener import ElmoListener
+from ..layers.listener import ElmoListener, guard_initialisation
 
 
 class ListenerRegistry:
@@ -60,12 +60,17 @@ class ListenerRegistry:
         return False
 
     def find_listeners(self, component: Any) -> None:
-        """Link the ElmoListener layers of ``component`` whose upstream is "*" or this name."""
+        """Link the ElmoListener layers of ``component`` whose upstream is "*" or this name, and
+        mark the initialisation of its model on them (they may give zeros only then)."""
         model = getattr(component, "model", None)
         if isinstance(model, Model):
+            found = False
             for node in model.walk():
                 if isinstance(node, ElmoListener) and node.upstream_name in ("*", self.name):
                     self.add_listener(node, component.name)
+                    found = True
+            if found:
+                guard_initialisation(model)
 
 
 def _same_pipeline(a: Any, b: Any) -> bool:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -34,7 +35,7 @@ from ..bilm import BiLM
 from ..bilm.batching import plan_batches
 from .clustering import cosine_distances, cut_senses, substitute_bags, tfidf, unit_rows
 from .corpus import Corpus, _is_paths, read_sentences
-from .induced import Occurrence, Sense, WordSenses
+from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses
 from .inventory import SenseInventory
 from .substitutes import LMHead, content_mask, fold_vocabulary, inflection_bases, lm_states
 
@@ -527,60 +528,26 @@ def build_inventory(results: Iterable[WordSenses], fingerprint: Optional[str] = 
 # ---------------------------------------------------------------------------------------------- saving
 
 
-def save_senses(folder: Union[str, Path], results: Sequence[WordSenses], settings: Optional[InductionSettings] = None) -> Path:
-    """Write results to ``folder``: ``senses.json`` (everything but the arrays) and ``arrays.npz``."""
-    from .. import files
+def _file_stem(word: str) -> str:
+    """A file name for a word's saved senses (characters outside letters, digits, ``.``, ``-`` become ``_``)."""
+    return re.sub(r"[^\w.-]", "_", word) or "_"
 
-    folder = files.start_folder(folder, "senses.json")
-    arrays: Dict[str, np.ndarray] = {}
-    words = []
-    for i, r in enumerate(results):
-        arrays[f"{i}.weights"] = np.asarray(r.weights, dtype=np.float32)
-        arrays[f"{i}.vectors"] = np.asarray(r.vectors, dtype=np.float32)
-        if "elmo_vectors" in r.extra:
-            arrays[f"{i}.elmo_vectors"] = np.asarray(r.extra["elmo_vectors"], dtype=np.float16)
-        extra = {k: v for k, v in r.extra.items() if k != "elmo_vectors"}
-        words.append(
-            {
-                "word": r.word,
-                "forms": r.forms,
-                "representation": r.representation,
-                "note": r.note,
-                "extra": extra,
-                "senses": [asdict(s) for s in r.senses],
-                "occurrences": [asdict(o) for o in r.occurrences],
-            }
-        )
-    files.write_atomic(folder / "arrays.npz", lambda fh: np.savez_compressed(fh, **arrays))  # type: ignore[arg-type]
-    data = {"format": "spacy-elmo.induced-senses", "version": 1, "settings": asdict(settings) if settings else None, "words": words}
-    files.finish_folder(folder, "senses.json", data, ["arrays.npz"])
-    return folder
+
+def save_senses(folder: Union[str, Path], results: Sequence[WordSenses]) -> List[Path]:
+    """Save each word's senses in ``folder`` as ``WORD.json`` + ``WORD.npz`` (see :func:`.induced.save_word_senses`:
+    the files ``spacy elmo explore`` reads); returns the JSON paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stems = [_file_stem(r.word) for r in results]
+    if len(set(stems)) != len(stems):
+        raise ValueError(f"two target words share a file name in {folder}: {sorted(s for s in stems if stems.count(s) > 1)[:3]}")
+    return [save_word_senses(r, folder / stem) for r, stem in zip(results, stems)]
 
 
 def load_senses(folder: Union[str, Path]) -> List[WordSenses]:
-    """Read what :func:`save_senses` wrote."""
-    from .. import files
-
-    data = files.check_folder(folder, "senses.json", "induced senses", ["arrays.npz"])
-    if data.get("format") != "spacy-elmo.induced-senses":
-        raise ValueError(f"{folder}: not a folder of induced senses (format marker missing)")
-    arrays = np.load(Path(folder) / "arrays.npz")
-    out = []
-    for i, w in enumerate(data["words"]):
-        extra = dict(w.get("extra") or {})
-        if f"{i}.elmo_vectors" in arrays:
-            extra["elmo_vectors"] = arrays[f"{i}.elmo_vectors"]
-        out.append(
-            WordSenses(
-                w["word"],
-                w["forms"],
-                [Occurrence(**o) for o in w["occurrences"]],
-                [Sense(**s) for s in w["senses"]],
-                arrays[f"{i}.weights"],
-                arrays[f"{i}.vectors"],
-                w["representation"],
-                w["note"],
-                extra,
-            )  # fmt: skip
-        )
-    return out
+    """Every word's senses saved in ``folder`` by :func:`save_senses` (sorted by file name)."""
+    folder = Path(folder)
+    paths = sorted(folder.glob("*.json"))
+    if not paths:
+        raise FileNotFoundError(f"{folder} holds no saved word senses (WORD.json + WORD.npz)")
+    return [load_word_senses(p) for p in paths]

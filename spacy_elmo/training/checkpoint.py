@@ -1,7 +1,8 @@
 """Training checkpoints: atomic save, checked load, resume compatibility and the metrics log's rewind.
 
 A checkpoint (``checkpoints/last.pt``) holds the model, the optimizer, the step, the tokens seen,
-the data position, the configuration, every rank's RNG state and the minutes already trained.
+the data position, the configuration, every rank's RNG state, the minutes already trained and the
+precision the run trained in (``fp32``/``bf16``, as ``auto`` resolved on its machine).
 """
 
 from __future__ import annotations
@@ -79,6 +80,29 @@ def resume_conflicts(config: Any, saved: Dict[str, Any]) -> List[str]:
         if not same:
             conflicts.append(f"{name} is {value!r} now but {old!r} in the checkpoint")
     return conflicts
+
+
+def checkpoint_precision(checkpoint: Dict[str, Any], device: torch.device) -> str:
+    """``fp32`` or ``bf16``: the precision the checkpoint's run trained in. Checkpoints written
+    before it was recorded give their configured precision (``auto`` resolved on ``device``)."""
+    from .precision import resolve_precision
+
+    recorded = checkpoint.get("precision")
+    if recorded in ("fp32", "bf16"):
+        return str(recorded)
+    return resolve_precision(checkpoint["config"].get("precision") or "fp32", device)
+
+
+def restore_optimizer(optimizer: torch.optim.Optimizer, saved: Dict[str, Any]) -> None:
+    """Load ``saved`` (an optimizer state dict) into ``optimizer``, keeping ``optimizer``'s own
+    settings: its param groups' flags and hyperparameters (``fused``, ``foreach``, ``lr``, ...)
+    are this run's, not those of the run that wrote the checkpoint (which may have used another
+    precision, hence another implementation); only the per-parameter state is restored."""
+    groups = saved.get("param_groups", [])
+    if len(groups) != len(optimizer.param_groups):
+        raise ValueError(f"the checkpoint's optimizer has {len(groups)} parameter groups, this run's {len(optimizer.param_groups)}")
+    own = [{key: value for key, value in group.items() if key != "params"} for group in optimizer.param_groups]
+    optimizer.load_state_dict({**saved, "param_groups": [{**group, **settings} for group, settings in zip(groups, own)]})
 
 
 def gather_states(state: torch.Tensor, world: int, device: torch.device) -> List[torch.Tensor]:

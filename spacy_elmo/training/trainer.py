@@ -19,6 +19,7 @@ import math
 import os
 import random
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -34,8 +35,10 @@ from ..hub.load import load_bilm
 from .checkpoint import (  # noqa: F401  (re-exported: the trainer's public names before the split)
     RESUME_MAY_CHANGE,
     checkpoint_path,
+    checkpoint_precision,
     gather_states,
     load_checkpoint,
+    restore_optimizer,
     resume_conflicts,
     save_checkpoint,
     saved_config,
@@ -44,7 +47,7 @@ from .checkpoint import (  # noqa: F401  (re-exported: the trainer's public name
 from .data import Position, Vocabulary, evaluation_batches, training_batches
 from .lm import BiLMLanguageModel
 from .plot import plot_learning_curve  # noqa: F401  (re-exported)
-from .precision import train_dtype
+from .precision import resolve_precision
 
 SOFTMAX_NAME, VOCAB_NAME = "softmax.pt", "vocab.txt"
 
@@ -85,7 +88,9 @@ class TrainConfig:
     checkpoint_every: int = 200
     threads: int = 0
     amp: bool = False
-    precision: str = "fp32"  # training products: fp32, bf16, or auto (bf16 where the CPU has native bf16)
+    # training products: fp32, bf16, or auto (bf16 only on a CPU with native bf16); None: fp32 for a new
+    # run, the checkpoint's on resume (a value that differs from the checkpoint's is used, with a warning)
+    precision: Optional[str] = None
 
 
 def _distributed() -> Tuple[int, int]:
@@ -236,7 +241,8 @@ def train(
     torch.manual_seed(config.seed + rank)
     vocab = training_vocab(config)
     model = build_model(config, vocab).to(device)
-    model.set_train_dtype(train_dtype(config.precision, device))
+    precision = _run_precision(config, checkpoint, device, main)
+    model.set_train_dtype(torch.bfloat16 if precision == "bf16" else None)
     optimizer = _optimizer(config, model, device)
 
     # resume: weights, optimizer, counters, data position and RNG as the checkpoint left them
@@ -363,6 +369,25 @@ def _checkpoint_to_resume(config: TrainConfig, out: Path, resume: bool, main: bo
     return checkpoint
 
 
+def _run_precision(config: TrainConfig, checkpoint: Optional[Dict[str, Any]], device: torch.device, main: bool) -> str:
+    """``fp32`` or ``bf16`` for this run: ``config.precision`` (default fp32) for a new run; on
+    resume the checkpoint's, unless ``config.precision`` asks for another (then a warning names both)."""
+    if checkpoint is None:
+        return resolve_precision(config.precision or "fp32", device)
+    saved = checkpoint_precision(checkpoint, device)
+    if config.precision is None:
+        return saved
+    chosen = resolve_precision(config.precision, device)
+    if chosen != saved and main:
+        warnings.warn(
+            f"resuming a run trained in {saved} with precision {chosen} (precision={config.precision!r} on {device.type}); "
+            f"leave precision unset to keep {saved}",
+            UserWarning,
+            stacklevel=3,
+        )
+    return chosen
+
+
 def _optimizer(config: TrainConfig, model: BiLMLanguageModel, device: torch.device) -> torch.optim.Optimizer:
     """AdamW; bf16 steps use the fused kernel (same update, one pass over each tensor), while fp32
     keeps the default implementation so that its runs stay bit-for-bit what they were."""
@@ -375,7 +400,7 @@ def _restore(
 ) -> None:
     run.minutes_before = float(checkpoint.get("elapsed_minutes", 0.0))
     model.load_state_dict(checkpoint["model"])
-    optimizer.load_state_dict(checkpoint["optimizer"])
+    restore_optimizer(optimizer, checkpoint["optimizer"])  # the state; the settings (fused, ...) stay this run's
     run.step, run.tokens, run.position = checkpoint["step"], checkpoint["tokens"], Position(**checkpoint["position"])
     torch.set_rng_state(checkpoint["rng"]["torch"][rank] if rank < len(checkpoint["rng"]["torch"]) else torch.get_rng_state())
     cuda_states = checkpoint["rng"].get("cuda") or []
@@ -442,5 +467,6 @@ def _save(
                 "config": asdict(config),
                 "rng": rng,
                 "elapsed_minutes": run.minutes(),
+                "precision": "bf16" if getattr(model, "train_dtype", None) == torch.bfloat16 else "fp32",
             },
         )

@@ -10,6 +10,14 @@
  * The maths is the same as the eager code in fused_train.py, operation for operation:
  * nonlinearities, cell state, clipping and gradients in float32; rounding to bfloat16 is
  * round-to-nearest-even, NaN kept NaN (as torch converts).
+ *
+ * NaN: the file is compiled with -ffast-math (for glibc's vector expf/tanhf), which lets the
+ * compiler assume there is none, so fminf/fmaxf clipping and float comparisons may drop one.
+ * Where the eager code keeps a NaN (clamp, hardtanh's gradient, torch.max), the test is made on
+ * the bits (is_nan), which the compiler cannot fold away.
+ *
+ * The Python side (native.py) checks every argument before calling: shapes, strides, dtypes,
+ * no output overlapping another argument (the row functions use restrict), widths >= 1.
  */
 #include <math.h>
 #include <stdint.h>
@@ -27,6 +35,23 @@ static inline uint16_t store_bf16(float f) {
     memcpy(&u, &f, 4);
     uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     return (uint16_t)(((u & 0x7fffffffu) > 0x7f800000u) ? 0x7fc0u : rounded);
+}
+
+static inline int is_nan(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (u & 0x7fffffffu) > 0x7f800000u;
+}
+
+/* clamp(v, -limit, limit) keeping a NaN NaN (as torch.clamp) */
+static inline float clip_keep_nan(float v, float limit) {
+    float clipped = fminf(fmaxf(v, -limit), limit);
+    return is_nan(v) ? v : clipped;
+}
+
+/* hardtanh's gradient mask: v reached the clip (a NaN did not, as in torch) */
+static inline int was_clipped(float v, float limit) {
+    return !is_nan(v) && (v <= -limit || v >= limit);
 }
 
 static inline float load_f32(float f) { return f; }
@@ -55,7 +80,7 @@ static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
                 const float *i = g, *j = g + hid, *f = g + 2 * hid, *o = g + 3 * hid;           \
                 for (int64_t k = 0; k < hid; k++) {                                             \
                     float c = f[k] * cp[k] + i[k] * j[k];                                       \
-                    if (cell_clip > 0.0f) c = fminf(fmaxf(c, -cell_clip), cell_clip);           \
+                    if (cell_clip > 0.0f) c = clip_keep_nan(c, cell_clip);                         \
                     cn[k] = c;                                                                  \
                 }                                                                               \
                 for (int64_t k = 0; k < hid; k++) t[k] = tanhf(cn[k]);                          \
@@ -80,7 +105,7 @@ static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
                     if (dn) v += LOAD(dn[k]);                                                   \
                     if (proj_clip > 0.0f) {                                                     \
                         float h = LOAD(hr[k]);                                                  \
-                        if (h <= -proj_clip || h >= proj_clip) v = 0.0f;                        \
+                        if (was_clipped(h, proj_clip)) v = 0.0f;                                \
                     }                                                                           \
                     out[k] = STORE(v);                                                          \
                 }                                                                               \
@@ -105,7 +130,7 @@ static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
             for (int64_t k = 0; k < hid; k++) dco[k] += dcn[k];                                 \
         if (cell_clip > 0.0f)                                                                   \
             for (int64_t k = 0; k < hid; k++)                                                   \
-                dco[k] = (cn[k] <= -cell_clip || cn[k] >= cell_clip) ? 0.0f : dco[k];           \
+                dco[k] = was_clipped(cn[k], cell_clip) ? 0.0f : dco[k];                         \
         for (int64_t k = 0; k < hid; k++) {                                                     \
             float dc = dco[k], dci = dc * i[k];                                                 \
             LOW zi = STORE((dc * j[k]) * (i[k] - i[k] * i[k]));                                 \
@@ -155,11 +180,21 @@ DEFINE_CELL(f32, float, load_f32, store_f32)
 /* The char CNN's max-pooling for bf16 training (char_conv_train.py): conv [tokens, positions,
  * filters] bfloat16, filters in groups of one width each (group g: `counts[g]` filters from
  * `starts[g]`, valid positions 0 .. positions - widths[g]) -> the maximum of each filter over
- * its valid positions (float32) and the first position that reaches it (as torch.max). */
-static void max_pool_group(int64_t positions, int64_t n_filters, const uint16_t *restrict conv,
-                           int64_t count, int64_t valid, float *restrict best,
-                           int32_t *restrict where) {
-    for (int64_t k = 0; k < count; k++) best[k] = load_bf16(conv[k]), where[k] = 0;
+ * its valid positions (float32) and the first position that reaches it (as torch.max: a NaN is
+ * the maximum). */
+static inline int is_nan_bf16(uint16_t b) { return (b & 0x7fffu) > 0x7f80u; }
+
+/* one group of filters: for each, its maximum and the first position reaching it (as torch.max).
+ * First without a NaN test (a vectorised max), noting per filter whether a value was a NaN
+ * (|bits| + 0x7f reaches bit 15 exactly for a NaN's bfloat16 bits). Only a group that holds one
+ * runs again, with the test on each value (the first NaN wins). */
+static void max_pool_group(int64_t n_filters, const uint16_t *restrict conv, int64_t count,
+                           int64_t valid, float *restrict best, int32_t *restrict where,
+                           uint16_t *restrict seen) {
+    for (int64_t k = 0; k < count; k++) {
+        best[k] = load_bf16(conv[k]), where[k] = 0;
+        seen[k] = (uint16_t)((conv[k] & 0x7fffu) + 0x7fu);
+    }
     for (int64_t p = 1; p < valid; p++) {
         const uint16_t *row = conv + p * n_filters;
         for (int64_t k = 0; k < count; k++) {
@@ -167,23 +202,34 @@ static void max_pool_group(int64_t positions, int64_t n_filters, const uint16_t 
             int take = v > best[k];
             best[k] = take ? v : best[k];
             where[k] = take ? (int32_t)p : where[k];
+            seen[k] |= (uint16_t)((row[k] & 0x7fffu) + 0x7fu);
         }
     }
-    (void)positions;
+    uint16_t any = 0;
+    for (int64_t k = 0; k < count; k++) any |= seen[k];
+    if (!(any & 0x8000u)) return;
+    for (int64_t k = 0; k < count; k++) best[k] = load_bf16(conv[k]), where[k] = 0;
+    for (int64_t p = 1; p < valid; p++) {
+        const uint16_t *row = conv + p * n_filters;
+        for (int64_t k = 0; k < count; k++) {
+            int take = is_nan_bf16(row[k]) ? !is_nan(best[k]) : load_bf16(row[k]) > best[k];
+            best[k] = take ? load_bf16(row[k]) : best[k];
+            where[k] = take ? (int32_t)p : where[k];
+        }
+    }
 }
 
 void max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const uint16_t *conv,
                    int64_t n_groups, const int64_t *starts, const int64_t *counts,
                    const int64_t *widths, float *values, int64_t *index) {
     int32_t where[n_filters];
+    uint16_t seen[n_filters];
     for (int64_t n = 0; n < tokens; n++) {
         const uint16_t *token = conv + n * positions * n_filters;
         float *value_row = values + n * n_filters;
-        for (int64_t g = 0; g < n_groups; g++) {
-            int64_t valid = positions - widths[g] + 1;
-            max_pool_group(positions, n_filters, token + starts[g], counts[g], valid < 1 ? 1 : valid,
-                           value_row + starts[g], where + starts[g]);
-        }
+        for (int64_t g = 0; g < n_groups; g++)
+            max_pool_group(n_filters, token + starts[g], counts[g], positions - widths[g] + 1,
+                           value_row + starts[g], where + starts[g], seen + starts[g]);
         for (int64_t k = 0; k < n_filters; k++) index[n * n_filters + k] = where[k];
     }
 }
@@ -202,7 +248,7 @@ static void infer_row(int64_t hid, const float *restrict bias, const uint16_t *r
     const float *i = g, *j = g + hid, *f = g + 2 * hid, *o = g + 3 * hid;
     for (int64_t k = 0; k < hid; k++) {
         float v = c[k] * f[k] + i[k] * j[k];
-        if (cell_clip > 0.0f) v = fminf(fmaxf(v, -cell_clip), cell_clip);
+        if (cell_clip > 0.0f) v = clip_keep_nan(v, cell_clip);
         c[k] = v;
     }
     for (int64_t k = 0; k < hid; k++) m[k] = store_bf16(tanhf(c[k]) * o[k]);

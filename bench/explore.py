@@ -1,0 +1,338 @@
+"""The explore page: its size and load time at scale, and a screenshot of it on real data.
+
+    python bench/explore.py size --text BOOKS... --word time --n 5000
+        5,000 occurrences (sentences of WORD from the text files, vectors synthetic: 1,024 dims in
+        6 clusters): writes the page, then loads it 5 times in headless Chromium with the network
+        off; reports the file size, the time to write it and, per load, the time from navigation
+        to the chart drawn and wired (median). bench/results/explore-size.json.
+
+    python bench/explore.py screenshot --text BOOKS... --word bank --n 400 --out docs/img/explore.png
+        Occurrences of WORD in the text files, embedded with the default model (top layer); senses:
+        spherical k-means clusters of the vectors, named by their most distinctive context words
+        (a stand-in for sense induction, which the explore command will run); writes the page
+        and a screenshot of it with one point clicked and another hovered.
+
+Text files: plain text or .gz, paragraphs separated by blank lines. Needs plotly, selenium and
+Chromium (apt-get install chromium chromium-driver).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import platform
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Iterator, List, Sequence, Tuple
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from spacy_elmo.senses.explore import WEBGL_FROM, write_explore_page  # noqa: E402
+from spacy_elmo.senses.induced import Occurrence, Sense, WordSenses, save_word_senses  # noqa: E402
+
+
+def paragraphs(files: Sequence[Path]) -> Iterator[Tuple[str, str]]:
+    """(source, paragraph) of each text file, lines of a paragraph joined."""
+    for path in files:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as handle:
+            text = handle.read()
+        for number, block in enumerate(re.split(r"\n\s*\n", text)):
+            block = " ".join(block.split())
+            if block:
+                yield f"{path.name}:{number}", block
+
+
+def sentences_with(files: Sequence[Path], word: str, n: int, max_chars: int = 300) -> List[Tuple[str, str]]:
+    """Up to ``n`` distinct (source, sentence) with ``word`` in them, taken round-robin over the files."""
+    import spacy
+
+    splitter = spacy.blank("en")
+    splitter.add_pipe("sentencizer")
+    pattern = re.compile(rf"\b{re.escape(word)}\b", re.IGNORECASE)
+    per_file = []
+    for path in files:
+        found, seen = [], set()
+        for source, block in paragraphs([path]):
+            if not pattern.search(block):
+                continue
+            for sent in splitter(block).sents:
+                text = sent.text.strip()
+                if pattern.search(text) and 20 <= len(text) <= max_chars and text not in seen:
+                    seen.add(text)
+                    found.append((source, text))
+        per_file.append(found)
+    out: List[Tuple[str, str]] = []
+    for row in range(max((len(f) for f in per_file), default=0)):
+        out.extend(f[row] for f in per_file if row < len(f))
+    return out[:n]
+
+
+def occurrence(source: str, text: str, word: str) -> Occurrence:
+    match = re.search(rf"\b{re.escape(word)}\b", text, re.IGNORECASE)
+    assert match is not None
+    return Occurrence(text, match.start(), match.end(), source)
+
+
+def synthetic_senses(pairs: List[Tuple[str, str]], word: str, n: int, dim: int, k: int, seed: int = 0) -> WordSenses:
+    """``n`` occurrences (the sentences reused in turn if there are fewer), vectors in ``k`` clusters."""
+    rng = np.random.default_rng(seed)
+    occurrences = [occurrence(*pairs[i % len(pairs)], word) for i in range(n)]
+    centres = rng.normal(size=(k, dim)).astype(np.float32)
+    labels = rng.integers(0, k, size=n)
+    vectors = centres[labels] + rng.normal(scale=0.8, size=(n, dim)).astype(np.float32)
+    weights = soft_assign(vectors, centres)
+    return named_senses(word, occurrences, vectors, weights, [[f"sub{j}a", f"sub{j}b", f"sub{j}c"] for j in range(k)], "synthetic")
+
+
+def soft_assign(vectors: np.ndarray, centres: np.ndarray, temperature: float = 0.05) -> np.ndarray:
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cunit = centres / np.linalg.norm(centres, axis=1, keepdims=True)
+    logits = unit @ cunit.T / temperature
+    logits -= logits.max(axis=1, keepdims=True)
+    weights = np.exp(logits)
+    return (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def named_senses(word, occurrences, vectors, weights, words: List[List[str]], representation: str) -> WordSenses:
+    labels = weights.argmax(axis=1)
+    senses = []
+    for j, top in enumerate(words):
+        members = np.flatnonzero(labels == j)
+        examples = members[np.argsort(-weights[members, j], kind="stable")][:10].tolist()
+        senses.append(Sense(j, f"{word}: {' / '.join(top[:3])}", top, len(members), examples))
+    return WordSenses(
+        word, sorted({o.text[o.start : o.end].lower() for o in occurrences}), occurrences, senses, weights, vectors, representation
+    )
+
+
+def kmeans(vectors: np.ndarray, k: int, seed: int = 0, iterations: int = 50) -> np.ndarray:
+    """Spherical k-means (k-means++ start): the k centroids."""
+    rng = np.random.default_rng(seed)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    centres = [unit[rng.integers(len(unit))]]
+    for _ in range(k - 1):
+        distance = 1 - np.max(unit @ np.array(centres).T, axis=1)
+        centres.append(unit[rng.choice(len(unit), p=distance / distance.sum())])
+    c = np.array(centres)
+    for _ in range(iterations):
+        labels = np.argmax(unit @ c.T, axis=1)
+        new = np.array([unit[labels == j].mean(axis=0) if np.any(labels == j) else c[j] for j in range(k)])
+        new /= np.linalg.norm(new, axis=1, keepdims=True)
+        if np.allclose(new, c):
+            break
+        c = new
+    return c
+
+
+def distinctive_words(occurrences: List[Occurrence], labels: np.ndarray, k: int, top: int = 5) -> List[List[str]]:
+    """Per cluster, the context words (3 either side) most over-represented in it, by smoothed ratio."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    counts = [Counter() for _ in range(k)]
+    for o, label in zip(occurrences, labels):
+        left = re.findall(r"[a-z]+", o.text[: o.start].lower())[-3:]
+        right = re.findall(r"[a-z]+", o.text[o.end :].lower())[:3]
+        counts[label].update({w for w in left + right if w not in STOP_WORDS and len(w) > 2})
+    sizes = np.bincount(labels, minlength=k) + 1
+    out = []
+    for j in range(k):
+        rest = sum((counts[i] for i in range(k) if i != j), Counter())
+        rest_size = sizes.sum() - sizes[j]
+        scored = sorted(
+            counts[j], key=lambda w: (-((counts[j][w] + 0.5) / sizes[j]) / ((rest[w] + 0.5) / rest_size) * (counts[j][w] >= 3), w)
+        )
+        out.append(scored[:top] or [f"cluster {j + 1}"])
+    return out
+
+
+def real_senses(pairs: List[Tuple[str, str]], word: str, k: int, layer: str) -> WordSenses:
+    """The default model's vectors of each occurrence; senses by k-means (see the module docstring)."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"store_layers": layer != "mix"})
+    from spacy_elmo.senses.vectors import token_vector
+
+    occurrences, vectors = [], []
+    for (source, text), doc in zip(pairs, nlp.pipe(text for _, text in pairs)):
+        o = occurrence(source, text, word)
+        token = doc.char_span(o.start, o.end, alignment_mode="expand")[0]  # the token the word is in
+        occurrences.append(o)
+        vectors.append(token_vector(token, None if layer == "mix" else layer))
+    matrix = np.array(vectors, dtype=np.float32)
+    centres = kmeans(matrix, k)
+    weights = soft_assign(matrix, centres)
+    words = distinctive_words(occurrences, weights.argmax(axis=1), k)
+    ws = named_senses(word, occurrences, matrix, weights, words, f"default model, {layer}; k-means, k = {k}")
+    ws.note = "senses: k-means clusters of the vectors, named by their most distinctive context words (bench/explore.py)"
+    return ws
+
+
+def chromium(width: int = 1400, height: int = 1000):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser") or ""
+    arguments = ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},{height}", "--hide-scrollbars")
+    for argument in arguments + ("--enable-unsafe-swiftshader",):  # software WebGL: there is no GPU
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd(
+        "Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+    )
+    return driver
+
+
+def load(driver, path: Path) -> dict:
+    driver.get("about:blank")
+    driver.get(path.resolve().as_uri())
+    while not driver.execute_script("return Boolean(window.spacyElmoExplorer)"):
+        time.sleep(0.01)
+    return driver.execute_script(
+        "const t = performance.getEntriesByType('navigation')[0];"
+        "return {ready_ms: window.spacyElmoExplorer.ready, dom_content_loaded_ms: t.domContentLoadedEventEnd, load_ms: t.loadEventEnd,"
+        " points: document.getElementById('explore-map')._fullData.reduce((n, tr) => n + tr.x.length, 0)}"
+    )
+
+
+def command_line() -> str:
+    """The arguments, with the text files named by their folder's last part (no machine paths)."""
+    out, skipping = [], False
+    for arg in sys.argv[2:]:
+        if arg == "--text":
+            out.append("--text BOOKS/*")
+            skipping = True
+        elif skipping and not arg.startswith("--"):
+            continue
+        else:
+            skipping = False
+            out.append(arg)
+    return " ".join(out)
+
+
+def machine() -> str:
+    return f"{platform.processor() or platform.machine()}, {__import__('os').cpu_count()} cores visible"
+
+
+def cmd_size(args) -> None:
+    pairs = sentences_with(args.text, args.word, args.n)
+    ws = synthetic_senses(pairs, args.word, args.n, args.dim, args.senses)
+    out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="explore-bench-"))
+    out = out_dir / f"explore-{args.n}.html"
+    start = time.perf_counter()
+    write_explore_page(ws, out, neighbours=args.neighbours)
+    write_s = time.perf_counter() - start
+    driver = chromium()
+    try:
+        loads = [load(driver, out) for _ in range(args.loads)]
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    finally:
+        driver.quit()
+    assert all(run["points"] == args.n for run in loads), loads
+    report = {
+        "command": "python bench/explore.py size " + command_line(),
+        "text_files": len(args.text),
+        "occurrences": args.n,
+        "distinct_sentences": len(pairs),
+        "mean_sentence_chars": round(float(np.mean([len(o.text) for o in ws.occurrences])), 1),
+        "dim": args.dim,
+        "senses": args.senses,
+        "neighbours": args.neighbours,
+        "bytes": out.stat().st_size,
+        "write_s": round(write_s, 2),
+        "loads": loads,
+        "median_ready_ms": round(statistics.median(run["ready_ms"] for run in loads), 1),
+        "fastest_ready_ms": round(min(run["ready_ms"] for run in loads), 1),
+        "trace_type": "scattergl" if args.n >= WEBGL_FROM else "scatter",
+        "load_average_1min": round(__import__("os").getloadavg()[0], 1),
+        "median_load_event_ms": round(statistics.median(run["load_ms"] for run in loads), 1),
+        "console_errors": len(errors),
+        "browser": driver.capabilities.get("browserVersion"),
+        "machine": machine(),
+    }
+    print(json.dumps(report, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+
+
+def cmd_screenshot(args) -> None:
+    pairs = sentences_with(args.text, args.word, args.n, max_chars=220)
+    ws = real_senses(pairs, args.word, args.k, args.layer)
+    print(f"{len(ws.occurrences)} occurrences; senses: " + "; ".join(f"{s.name} ({s.count})" for s in ws.senses))
+    page = args.page or Path(tempfile.mkdtemp(prefix="explore-bench-")) / f"explore-{args.word}.html"
+    write_explore_page(ws, page, neighbours=10)
+    if args.save:
+        save_word_senses(ws, args.save)
+    driver = chromium(args.width, args.height)
+    try:
+        load(driver, page)
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        def at(i):
+            return driver.execute_script(
+                "const gd = document.getElementById('explore-map'), L = gd._fullLayout, b = gd.getBoundingClientRect();"
+                "for (const t of gd._fullData) { const j = Array.from(t.customdata).indexOf(arguments[0]);"
+                " if (j >= 0) return [b.left + L.xaxis._offset + L.xaxis.d2p(t.x[j]), b.top + L.yaxis._offset + L.yaxis.d2p(t.y[j])]; }",
+                i,
+            )
+
+        clicked, hovered = ws.senses[0].examples[0], ws.senses[-1].examples[0]
+        for i, click in ((clicked, True), (hovered, False)):
+            x, y = at(i)
+            actions = ActionChains(driver)
+            actions.w3c_actions.pointer_action.move_to_location(int(x), int(y))
+            if click:
+                actions.w3c_actions.pointer_action.click()
+            actions.perform()
+            time.sleep(0.5)
+        driver.save_screenshot(str(args.out))
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        print(f"wrote {args.out} and {page}; console errors: {len(errors)}")
+    finally:
+        driver.quit()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    size = sub.add_parser("size", help="size and load time of a page of N occurrences")
+    size.add_argument("--text", type=Path, nargs="+", required=True, help="text files the sentences come from")
+    size.add_argument("--word", default="time")
+    size.add_argument("--n", type=int, default=5000)
+    size.add_argument("--dim", type=int, default=1024)
+    size.add_argument("--senses", type=int, default=6)
+    size.add_argument("--neighbours", type=int, default=10)
+    size.add_argument("--loads", type=int, default=7)
+    size.add_argument("--out-dir", type=Path, default=None, help="where the page goes (default: a temporary folder)")
+    size.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "explore-size.json")
+    shot = sub.add_parser("screenshot", help="the page on real data, and a screenshot of it")
+    shot.add_argument("--text", type=Path, nargs="+", required=True)
+    shot.add_argument("--word", default="bank")
+    shot.add_argument("--n", type=int, default=400)
+    shot.add_argument("--k", type=int, default=3)
+    shot.add_argument("--layer", default="layer:2", help="mix (token._.elmo) or a layer spec such as layer:2")
+    shot.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "explore.png")
+    shot.add_argument("--page", type=Path, default=None, help="where the page goes (default: a temporary folder)")
+    shot.add_argument("--save", type=Path, default=None, help="also save the WordSenses here (NAME.json + NAME.npz)")
+    shot.add_argument("--width", type=int, default=1400)
+    shot.add_argument("--height", type=int, default=900)
+    args = parser.parse_args()
+    {"size": cmd_size, "screenshot": cmd_screenshot}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

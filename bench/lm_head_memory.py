@@ -1,0 +1,73 @@
+"""Peak memory and time of load_lm_head on a head of the published shape (793,471 x 512).
+
+Writes a random head of the authors' layout (softmax/W, softmax/b float32 + a vocabulary; 1.6 GB)
+into a folder, then loads it in a fresh process per setting and reports the peak resident memory
+(ru_maxrss) and the seconds. Usage: ``python bench/lm_head_memory.py FOLDER [--out results.json]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROWS, DIM = 793_471, 512
+SETTINGS = {
+    "float32": "dict()",
+    "bfloat16": "dict(dtype=torch.bfloat16)",
+    "top 100k, float32": "dict(top_n=100_000)",
+    "top 100k, bfloat16": "dict(top_n=100_000, dtype=torch.bfloat16)",
+    "mmap (float32, untouched)": "dict(mmap=True)",
+}
+CHILD = """
+import json, resource, sys, time, torch
+from pathlib import Path
+from spacy_elmo.hub.lm_head import read_hdf5_head
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+folder = Path(sys.argv[1])
+start = time.perf_counter()
+head = read_hdf5_head(folder / "softmax.hdf5", folder / "vocab.txt", dim=512, **{kwargs})
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"words": len(head.vocab), "dtype": str(head.weight.dtype), "seconds": round(seconds, 2), "grew_mb": round((peak - base) / 1024), "peak_mb": round(peak / 1024)}))
+"""
+
+
+def write_head(folder: Path) -> None:
+    import h5py
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if (folder / "softmax.hdf5").is_file():
+        return
+    rng = np.random.default_rng(0)
+    with h5py.File(folder / "softmax.hdf5", "w") as handle:
+        weight = handle.create_dataset("softmax/W", (ROWS, DIM), dtype="float32")
+        for start in range(0, ROWS, 1 << 16):
+            stop = min(ROWS, start + (1 << 16))
+            weight[start:stop] = rng.normal(size=(stop - start, DIM)).astype(np.float32)
+        handle.create_dataset("softmax/b", data=rng.normal(size=ROWS).astype(np.float32))
+    (folder / "vocab.txt").write_text("".join(f"w{i}\n" for i in range(ROWS)), encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    write_head(args.folder)
+    rows = []
+    for name, kwargs in SETTINGS.items():
+        command = [sys.executable, "-c", CHILD.replace("{kwargs}", kwargs), str(args.folder)]
+        out = subprocess.run(command, capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        row = {"setting": name, **json.loads(out.stdout.strip().splitlines()[-1])}
+        rows.append(row)
+        print(json.dumps(row))
+    if args.out:
+        args.out.write_text(json.dumps({"shape": [ROWS, DIM], "threads": 1, "rows": rows}, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,364 @@
+"""The explore page: one self-contained HTML file that shows a word's induced senses.
+
+Every occurrence of the word is a point on a 2-D map of its vectors (:func:`.projection.project_2d`),
+coloured by its strongest sense; the legend names each sense with its size. Hovering a point shows
+its sentence with the word marked; clicking it lists its nearest occurrences (cosine in the
+original vector space, precomputed, :func:`.projection.nearest_occurrences`). Below the map, a
+table per sense of its most representative examples.
+
+The chart is Plotly's, with plotly.js inlined: the page opens from disk with no network. All
+corpus text is escaped: it reaches the page as escaped HTML, or as JSON that the page's script
+puts into text nodes (or escapes, for Plotly's hover labels), never as markup.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .induced import Occurrence, WordSenses, check_word_senses
+from .projection import nearest_occurrences, project_2d
+
+HOVER_CONTEXT = 70  # characters of the sentence shown either side of the word in the hover label
+HOVER_LINE = 60  # the hover label wraps at about this many characters
+WEBGL_FROM = 1000  # from this many occurrences the map is drawn with WebGL (scattergl), about twice as fast to load as SVG
+TABLE_EXAMPLES = 8  # examples per sense in the table below the map
+PLOTLY_MISSING = "the explore page needs Plotly: pip install 'spacy-elmo[explore]' (or pip install plotly)"
+
+
+def sense_colours(n: int) -> List[str]:
+    """``n`` distinct colours: Plotly's qualitative palettes (10 up to 10 senses, then 24, then cycled)."""
+    from plotly.colors import qualitative
+
+    palette = qualitative.Plotly if n <= 10 else qualitative.Dark24 + qualitative.Light24
+    return [palette[i % len(palette)] for i in range(n)]
+
+
+def marked_html(occurrence: Occurrence, context: Optional[int] = None) -> str:
+    """The occurrence's sentence as escaped HTML with the word in ``<mark>`` (for the sense tables);
+    with ``context``, only that many characters either side of the word."""
+    before, word, after = _window(occurrence, context)
+    return f"{html.escape(before)}<mark>{html.escape(word)}</mark>{html.escape(after)}"
+
+
+def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[float], colours: Sequence[str]) -> Any:
+    """The Plotly figure: one scatter trace per sense (so that the legend lists the senses), each
+    point's ``customdata`` its occurrence index; SVG up to WEBGL_FROM occurrences, WebGL from there.
+    The hover labels are not in it: the page's script builds them from its data, so that the page
+    holds each sentence once."""
+    import plotly.graph_objects as go
+
+    labels = senses.labels
+    scatter = go.Scattergl if len(senses.occurrences) >= WEBGL_FROM else go.Scatter
+    fig = go.Figure()
+    for sense, colour in zip(senses.senses, colours):
+        members = np.flatnonzero(labels == sense.id)
+        fig.add_trace(
+            scatter(
+                x=coords[members, 0],
+                y=coords[members, 1],
+                mode="markers",
+                name=f"{sense.name} ({len(members)})",
+                customdata=members.astype(np.int32),
+                hovertemplate="%{hovertext}<extra></extra>",  # the page's script writes the labels from its data
+                marker={"color": colour, "size": 8, "opacity": 0.85, "line": {"width": 0.5, "color": "white"}},
+            )
+        )
+    axis = {"zeroline": False, "showticklabels": False}
+    fig.update_layout(
+        template="plotly_white",
+        hovermode="closest",
+        hoverlabel={"align": "left", "bgcolor": "white", "font": {"size": 13}},
+        font={"color": "#222"},
+        # above the map, one sense a line (a horizontal legend cuts long names off)
+        legend={
+            "title": {"text": "Senses (occurrences)", "side": "top"},
+            "yanchor": "bottom",
+            "y": 1.02,
+            "x": 0,
+            "font": {"size": 13},
+        },
+        margin={"l": 30, "r": 10, "t": 10, "b": 40},
+        xaxis={**axis, "title": {"text": f"PCA 1 ({explained[0]:.0%} of variance)"}},
+        yaxis={**axis, "title": {"text": f"PCA 2 ({explained[1]:.0%} of variance)"}},
+    )
+    return fig
+
+
+def page_data(senses: WordSenses, indices: np.ndarray, cosines: np.ndarray, colours: Sequence[str]) -> Dict[str, Any]:
+    """What the page's script reads: the occurrences, their senses and their neighbour lists."""
+    weights = np.asarray(senses.weights)
+    labels = senses.labels
+    return {
+        "word": senses.word,
+        "senses": [{"name": sense.name, "colour": colour} for sense, colour in zip(senses.senses, colours)],
+        "occurrences": [[o.text, o.start, o.end, o.source] for o in senses.occurrences],
+        "sense": labels.astype(int).tolist(),
+        "weight": [round(float(weights[i, label]), 3) for i, label in enumerate(labels)] if len(labels) else [],
+        "neighbours": indices.astype(int).tolist(),
+        "cosines": np.round(cosines.astype(np.float64), 3).tolist(),
+        "hover": {"context": HOVER_CONTEXT, "line": HOVER_LINE},
+    }
+
+
+def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[str] = None) -> str:
+    """The explore page of ``senses`` as one HTML document (see :func:`write_explore_page`)."""
+    if not senses.occurrences:
+        raise ValueError(f"no occurrences of {senses.word!r} to explore")
+    check_word_senses(senses)
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        raise ImportError(PLOTLY_MISSING) from None
+    if neighbours < 1:
+        raise ValueError(f"neighbours must be 1 or more, got {neighbours}")
+    colours = sense_colours(len(senses.senses))
+    coords, explained = project_2d(senses.vectors)
+    indices, cosines = nearest_occurrences(senses.vectors, neighbours)
+    figure = explore_figure(senses, coords, explained, colours)
+    chart = figure.to_html(
+        full_html=False,
+        include_plotlyjs=True,
+        div_id="explore-map",
+        default_height="600px",
+        config={"displaylogo": False, "responsive": True, "displayModeBar": "hover"},
+        post_script="spacyElmoExplore(document.getElementById('{plot_id}'));",
+    )
+    title = title or f"Senses of “{senses.word}”"
+    data = _script_json(page_data(senses, indices, cosines, colours))
+    return _TEMPLATE.format(
+        title=html.escape(title),
+        summary=_summary(senses),
+        chart=chart,
+        data=data,
+        glue=_GLUE,
+        style=_STYLE,
+        tables=_sense_tables(senses, colours),
+        k=len(indices[0]) if len(indices) else 0,
+    )
+
+
+def write_explore_page(
+    senses: WordSenses, path: Union[str, "os.PathLike[str]"], *, neighbours: int = 10, title: Optional[str] = None
+) -> Path:
+    """Write the explore page of ``senses`` to ``path`` (one HTML file that needs no network) and
+    return the path. ``neighbours``: how many nearest occurrences a click lists; ``title``: the
+    page's title (default "Senses of “WORD”")."""
+    from ..files import write_bytes
+
+    page = explore_page(senses, neighbours=neighbours, title=title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_bytes(path, page.encode("utf-8"))
+
+
+def _window(occurrence: Occurrence, context: Optional[int]) -> Tuple[str, str, str]:
+    text, start, end = occurrence.text, occurrence.start, occurrence.end
+    before, word, after = text[:start], text[start:end], text[end:]
+    if context is not None:
+        if len(before) > context:
+            before = "…" + before[len(before) - context :].lstrip()
+        if len(after) > context:
+            after = after[:context].rstrip() + "…"
+    return before, word, after
+
+
+def _wrap(text: str, width: int) -> List[str]:
+    """Break ``text`` into lines of about ``width`` characters at spaces (newlines become spaces)."""
+    lines: List[str] = []
+    line = ""
+    for word in " ".join(text.split()).split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return lines
+
+
+def _script_json(data: Dict[str, Any]) -> str:
+    """JSON that is safe inside ``<script type="application/json">``: no ``<``, ``>`` or ``&`` in it."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _summary(senses: WordSenses) -> str:
+    forms = ", ".join(sorted(set(senses.forms))) or senses.word
+    parts = [
+        f"{len(senses.occurrences):,} occurrences ({html.escape(forms)})",
+        f"{len(senses.senses)} senses",
+        f"clustered by {html.escape(senses.representation)}",
+    ]
+    note = f'<p class="note">{html.escape(senses.note)}</p>' if senses.note else ""
+    return f"<p>{' · '.join(parts)}</p>{note}"
+
+
+def _sense_tables(senses: WordSenses, colours: Sequence[str]) -> str:
+    labels = senses.labels
+    weights = np.asarray(senses.weights)
+    out = []
+    for sense, colour in zip(senses.senses, colours):
+        size = int(np.sum(labels == sense.id))
+        rows = "".join(
+            f"<tr><td>{weights[i, sense.id]:.2f}</td><td>{marked_html(senses.occurrences[i], 200)}</td>"
+            f'<td class="source">{html.escape(senses.occurrences[i].source)}</td></tr>'
+            for i in sense.examples[:TABLE_EXAMPLES]
+        )
+        substitutes = html.escape(", ".join(sense.substitutes)) or "–"
+        out.append(
+            f'<section class="sense" data-sense="{sense.id}"><h3><span class="swatch" style="background:{colour}"></span>'
+            f"{html.escape(sense.name)} <small>({size} occurrences)</small></h3>"
+            f'<p class="substitutes">Substitutes: {substitutes}</p>'
+            f"<table><thead><tr><th>weight</th><th>example</th><th>source</th></tr></thead><tbody>{rows}</tbody></table></section>"
+        )
+    return "".join(out)
+
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.2em 2em; color: #222; }
+h1 { font-size: 1.5em; margin: 0 0 .2em; }
+.note { color: #8a5a00; }
+.explore { display: grid; grid-template-columns: minmax(0, 3fr) minmax(300px, 2fr); gap: 1.5em; align-items: start; }
+.map { min-width: 0; }
+.panel { max-height: 640px; overflow-y: auto; font-size: .92em; }
+.panel h2 { font-size: 1.05em; margin: .6em 0 .3em; }
+.occurrence { padding: .4em .6em; border-left: 4px solid #ccc; background: #fafafa; }
+.hint { color: #777; }
+mark { background: #ffe680; padding: 0 .1em; }
+ol#neighbours { padding-left: 2.2em; margin: .3em 0; }
+ol#neighbours li { margin: .25em 0; cursor: pointer; }
+ol#neighbours li:hover { background: #f0f4ff; }
+.swatch { display: inline-block; width: .8em; height: .8em; border-radius: 50%; margin-right: .35em; vertical-align: baseline; }
+.cosine { color: #555; font-variant-numeric: tabular-nums; margin-right: .4em; }
+.source { color: #888; font-size: .85em; }
+section.sense h3 { font-size: 1.05em; margin: 1.2em 0 .2em; }
+.substitutes { margin: .2em 0 .4em; color: #444; }
+table { border-collapse: collapse; width: 100%; font-size: .92em; }
+th, td { text-align: left; padding: .25em .5em; border-bottom: 1px solid #eee; vertical-align: top; }
+td:first-child { font-variant-numeric: tabular-nums; width: 4em; }
+"""
+
+# The glue between the chart and the panel: hover shows a sentence, click lists its neighbours.
+# Corpus text only ever goes into text nodes (textContent / append of strings).
+_GLUE = r"""
+function spacyElmoExplore(gd) {
+  const data = JSON.parse(document.getElementById('explore-data').textContent);
+  function sentence(i) {
+    const [text, start, end] = data.occurrences[i];
+    const span = document.createElement('span');
+    const mark = document.createElement('mark');
+    mark.textContent = text.slice(start, end);
+    span.append(text.slice(0, start), mark, text.slice(end));
+    return span;
+  }
+  function senseLabel(i) {
+    const sense = data.senses[data.sense[i]];
+    const label = document.createElement('span');
+    const swatch = document.createElement('span');
+    swatch.className = 'swatch';
+    swatch.style.background = sense.colour;
+    label.append(swatch, sense.name + ' (' + data.weight[i].toFixed(2) + ')');
+    return label;
+  }
+  // Plotly's hover label: the sense, then the sentence around the word (escaped, wrapped, the word
+  // in bold). Plotly reads a little HTML in labels and decodes &lt; &gt; &amp;: with every < escaped
+  // no tag of the corpus's can open.
+  function escapeText(text) {
+    return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  }
+  function hoverLabel(i) {
+    const [text, start, end] = data.occurrences[i];
+    const {context, line: width} = data.hover;
+    let before = text.slice(0, start), after = text.slice(end);
+    if (before.length > context) before = '\u2026' + before.slice(before.length - context).trimStart();
+    if (after.length > context) after = after.slice(0, context).trimEnd() + '\u2026';
+    const words = (before + '\u0000' + text.slice(start, end) + '\u0001' + after).split(/\s+/).filter(Boolean);
+    const lines = [];
+    let line = '';
+    for (const word of words) {
+      if (line && line.length + 1 + word.length > width) { lines.push(line); line = word; }
+      else line = line ? line + ' ' + word : word;
+    }
+    if (line) lines.push(line);
+    let bold = false;  // the word may wrap onto a second line: close and reopen <b> around the break
+    const body = lines.map((part) => {
+      const opened = bold ? '<b>' : '';
+      bold = (bold || part.includes('\u0000')) && !part.includes('\u0001');
+      return opened + escapeText(part).replace('\u0000', '<b>').replace('\u0001', '</b>') + (bold ? '</b>' : '');
+    }).join('<br>');
+    return '<i>' + escapeText(data.senses[data.sense[i]].name) + '</i> (' + data.weight[i].toFixed(2) + ')<br>' + body;
+  }
+  function describe(target, i) {
+    target.replaceChildren(senseLabel(i), document.createElement('br'), sentence(i));
+    const source = data.occurrences[i][3];
+    if (source) {
+      const where = document.createElement('div');
+      where.className = 'source';
+      where.textContent = source;
+      target.append(where);
+    }
+    target.dataset.occurrence = i;
+  }
+  function select(i) {
+    describe(document.getElementById('selected'), i);
+    const list = document.getElementById('neighbours');
+    list.replaceChildren(...data.neighbours[i].map((j, rank) => {
+      const item = document.createElement('li');
+      const cosine = document.createElement('span');
+      cosine.className = 'cosine';
+      cosine.textContent = data.cosines[i][rank].toFixed(3);
+      const swatch = document.createElement('span');
+      swatch.className = 'swatch';
+      swatch.style.background = data.senses[data.sense[j]].colour;
+      swatch.title = data.senses[data.sense[j]].name;
+      item.append(cosine, swatch, sentence(j));
+      item.dataset.occurrence = j;
+      item.addEventListener('click', () => select(j));
+      return item;
+    }));
+  }
+  const members = data.senses.map(() => []);
+  data.sense.forEach((sense, i) => members[sense].push(i));
+  Plotly.restyle(gd, {hovertext: members.map((ids) => ids.map(hoverLabel))});
+  gd.on('plotly_hover', (event) => describe(document.getElementById('hovered'), event.points[0].customdata));
+  gd.on('plotly_click', (event) => select(event.points[0].customdata));
+  window.spacyElmoExplorer = {data: data, select: select, ready: performance.now()};
+}
+"""
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>{style}</style>
+<script>{glue}</script>
+</head>
+<body>
+<h1>{title}</h1>
+{summary}
+<script type="application/json" id="explore-data">{data}</script>
+<div class="explore">
+  <div class="map">{chart}</div>
+  <div class="panel">
+    <h2>Hovered</h2>
+    <div id="hovered" class="occurrence"><span class="hint">Hover a point to read its sentence.</span></div>
+    <h2>Selected, and its {k} nearest occurrences</h2>
+    <div id="selected" class="occurrence"><span class="hint">Click a point to list the occurrences nearest to it
+    (cosine similarity of their vectors); click one of those to move to it.</span></div>
+    <ol id="neighbours"></ol>
+  </div>
+</div>
+<h2>Senses and their most representative examples</h2>
+{tables}
+</body>
+</html>
+"""
