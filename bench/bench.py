@@ -11,8 +11,10 @@ One command reproduces every figure of the benchmark tables (README, docs/benchm
 books of the spaCy project's assets (project/assets/data; split by spaCy's sentencizer); ``--text ud`` the UD English EWT test
 sentences (gold tokens); ``--text synthetic`` the generated English-like sentences (615 word
 types: a token cache warms up on them far faster than on real text). Every cached figure
-carries its cache hit rate. (``--ref-python`` is optional: the reference venv recipe is at the top of
-../shared/tools/ref_elmo.py). It writes bench/results/bench.json and bench/results/bench.md.
+carries its cache hit rate. (``--ref-python`` is optional: the reference virtualenv's recipe is at the
+top of bench/allennlp_ref.py.) ``--text books`` and ``--text ud`` read the downloaded assets
+(``spacy project assets project/`` then ``spacy project run data project/``); ``--text synthetic``
+needs nothing beyond the clone. It writes bench/results/bench.json and bench/results/bench.md.
 
 What is measured, each configuration in a fresh process (so peak RSS is its own):
 * the machine's fp32 matmul rate (2048^3, the chosen thread count) and, from each model's
@@ -24,7 +26,7 @@ What is measured, each configuration in a fresh process (so peak RSS is its own)
 * RSS over a long ``nlp.pipe`` stream (growth after warm-up);
 * training throughput of the LM objective on the small shapes (forward + backward ~ 3x the
   inference FLOPs of the biLM, plus the softmax);
-* AllenNLP 2.10.1 (``ref_elmo.py --bench``) at batch 64 and batch 1.
+* AllenNLP 2.10.1 (``bench/allennlp_ref.py --bench``) at batch 64 and batch 1.
 """
 from __future__ import annotations
 
@@ -41,26 +43,28 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 REPO = Path(__file__).resolve().parent.parent
-TOOLS = REPO.parent / "shared" / "tools"
+BENCH = REPO / "bench"
 RESULTS = REPO / "bench" / "results"
+# --shapes names -> what `random-weights` takes
+SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-original"}
 
 
 # ------------------------------------------------------------------------------------------ setup
 
 
 def make_inputs(work: Path, shapes: List[str], n_sentences: int, text: str = "books") -> Dict[str, Path]:
-    """Random weights per shape (made by the shared tools) and the benchmark sentences."""
+    """Random weights per shape (``random-weights``, seed 1) and the benchmark sentences."""
     paths: Dict[str, Path] = {}
     for shape in shapes:
         target = work / f"elmo-{shape}"
         if not (target / "weights.hdf5").is_file():
-            subprocess.run([sys.executable, str(TOOLS / "make_elmo_weights.py"), "--preset", shape, "--seed", "1",
-                            "--out-dir", str(target)], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([sys.executable, "-m", "spacy_elmo", "random-weights", SHAPES.get(shape, shape), str(target),
+                            "--seed", "1"], check=True, stdout=subprocess.DEVNULL)
         paths[shape] = target
     sentences = work / f"sentences-{text}-{n_sentences}.txt"
     if not sentences.is_file():
         if text == "synthetic":
-            subprocess.run([sys.executable, str(TOOLS / "make_bench_sentences.py"), "--sentences", str(n_sentences),
+            subprocess.run([sys.executable, str(BENCH / "sentences.py"), "--sentences", str(n_sentences),
                             "--out", str(sentences)], check=True, stdout=subprocess.DEVNULL)
         else:
             lines = real_sentences(text, n_sentences)
@@ -340,7 +344,7 @@ def median_run(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 
 def run_reference(ref_python: str, model: Path, sentences: Path, batch: int, threads: int) -> Dict[str, Any]:
-    cmd = [ref_python, str(TOOLS / "ref_elmo.py"), "--options", str(model / "options.json"), "--weights", str(model / "weights.hdf5"),
+    cmd = [ref_python, str(BENCH / "allennlp_ref.py"), "--options", str(model / "options.json"), "--weights", str(model / "weights.hdf5"),
            "--input", str(sentences), "--bench", "--batch-size", str(batch), "--threads", str(threads)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
     if out.returncode != 0:
@@ -364,7 +368,7 @@ def main() -> None:
     ap.add_argument("--stream-tokens", type=int, default=1_000_000, help="tokens for the RSS stream (small shapes)")
     ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each headline figure (the median is reported)")
-    ap.add_argument("--ref-python", help="python of a venv with allennlp==2.10.1 (see ../shared/tools/ref_elmo.py)")
+    ap.add_argument("--ref-python", help="python of a venv with allennlp==2.10.1 (recipe: bench/allennlp_ref.py)")
     ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spacy-elmo-bench")
     ap.add_argument("--out", type=Path, default=RESULTS / "bench.json")
     args = ap.parse_args()

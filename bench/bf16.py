@@ -14,7 +14,7 @@
   against float32 ones (the text's tokens, average of the layers, exact cosine search); WiC test
   accuracy (``spacy_elmo.senses.wic``) and the sense probe (``bench/senses.py``) per precision.
 
-``--text``: ``books`` (the Gutenberg test books in ../shared/data, else the project's in-repo
+``--text``: ``books`` (the Gutenberg test books of the project's assets, else the project's in-repo
 general sample), ``ud`` (UD English EWT test), or a path (one whitespace-tokenised sentence per
 line, or a ``.conllu``/``.conllu.gz`` file). Writes ``--json`` and prints a markdown table.
 """
@@ -34,12 +34,12 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "project" / "assets" / "data"  # `spacy project assets project/` + `spacy project run data project/`
 SAMPLE_BOOKS = REPO / "project" / "assets" / "general_sample"
 
 
 def book_sentences(n: int, max_tokens: int = 100) -> List[List[str]]:
-    """Sentences of the test split of the Gutenberg books (shared data, else the in-repo sample)."""
+    """Sentences of the test split of the Gutenberg books (the project's assets, else the in-repo sample)."""
     from spacy_elmo.training.corpus import SplitStats, read_units, sentences_of
 
     folder = DATA / "gutenberg_en_books"
@@ -77,7 +77,8 @@ def conllu_sentences(path: Path, n: Optional[int] = None, with_tags: bool = Fals
 
 
 def ud_path(split: str) -> Path:
-    path = DATA / "ud_english_ewt" / f"en_ewt-ud-{split}.conllu.gz"
+    path = DATA / "ud_english_ewt" / f"en_ewt-ud-{split}.conllu"
+    path = path if path.is_file() else path.with_name(path.name + ".gz")
     if not path.is_file():
         raise SystemExit(f"UD English EWT not found at {path}: pass --text PATH (or leave out --downstream)")
     return path

@@ -3,13 +3,12 @@
 
 What it measures. For each weight shape in CONFIGS (the "tiny" and "small" presets and an odd
 custom shape: 3 layers, tanh char-CNN, one highway, unusual clips), it writes random weights in
-the original options.json + weights.hdf5 layout (../shared/tools/make_elmo_weights.py), a file
-of random sentences plus the hard lines of ``--edge-cases`` (literal <S>/</S>, words cut at 48
-bytes, a blank line, non-ASCII, a 151-token sentence; ../shared/tools/make_bench_sentences.py)
-and EXTRA_LINES below (words cut at 48 bytes inside a 2-, 3- and 4-byte UTF-8 character, lines
-of only literal <S>/</S>), and runs:
+the original options.json + weights.hdf5 layout (``python -m spacy_elmo random-weights``), a file
+of seeded sentences plus the hard lines of bench/sentences.py (literal <S>/</S>, words cut at 48
+bytes between and inside UTF-8 characters, a blank line, non-ASCII, a 151-token sentence), and
+runs:
 
-  ref64   AllenNLP in float64 (``ref_elmo.py --double``): the near-exact answer;
+  ref64   AllenNLP in float64 (``bench/allennlp_ref.py --double``): the near-exact answer;
   ref32   AllenNLP in float32;
   ours32  spacy_elmo in float32 (``load_bilm(...).embed_sentences``);
   ours64  spacy_elmo in float64 (``model.double()``; its output is cast to float32).
@@ -30,7 +29,7 @@ Run from the repository root (2 CPU threads, a few minutes):
     python3 bench/compare_allennlp.py --ref-python REF_VENV/bin/python
 
 REF_VENV is a virtualenv with AllenNLP 2.10.1 on a CPU torch, kept outside the repository; the
-recipe is in the docstring of ../shared/tools/ref_elmo.py. Prints a markdown table and writes
+recipe (five commands) is in the docstring of bench/allennlp_ref.py and in docs/benchmarks.md. Prints a markdown table and writes
 bench/results/compare_allennlp.json. ``--configs tiny,odd`` runs a subset.
 """
 from __future__ import annotations
@@ -49,29 +48,62 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-TOOLS = REPO.parent / "shared" / "tools"
+BENCH = REPO / "bench"
 DEFAULT_JSON = REPO / "bench" / "results" / "compare_allennlp.json"
+sys.path.insert(0, str(BENCH))
+from sentences import EDGE_CASES, synthetic  # noqa: E402  (bench/sentences.py)
 
-# name -> make_elmo_weights.py arguments (besides --seed / --out-dir)
-CONFIGS: Dict[str, List[str]] = {
-    "tiny": ["--preset", "tiny"],
-    "small": ["--preset", "small"],
-    "odd": [
-        "--preset", "tiny", "--n-layers", "3", "--lstm-dim", "96", "--proj-dim", "24",
-        "--n-highway", "1", "--activation", "tanh", "--char-dim", "8",
-        "--filters", "[[1,8],[3,16],[7,32]]", "--proj-clip", "2", "--cell-clip", "5",
-    ],
+
+def _options(layers: int, cell: int, proj: int, filters: List[List[int]], highway: int, char_dim: int,
+             activation: str = "relu", cell_clip: float = 3, proj_clip: float = 3) -> dict:
+    return {
+        "lstm": {"n_layers": layers, "dim": cell, "projection_dim": proj, "cell_clip": cell_clip, "proj_clip": proj_clip,
+                 "use_skip_connections": True},
+        "char_cnn": {"filters": filters, "n_highway": highway, "embedding": {"dim": char_dim}, "activation": activation,
+                     "n_characters": 262, "max_characters_per_token": 50},
+    }
+
+
+# name -> what `random-weights` reads: a published model's name, or options written to options.json
+CONFIGS: Dict[str, object] = {
+    # the shapes of AllenNLP's own test fixture
+    "tiny": _options(2, 64, 16, [[1, 4], [2, 8], [3, 16], [4, 32], [5, 64]], 2, 4),
+    "small": "elmo-small",
+    # what no published model has: 3 layers, tanh char-CNN, one highway, unusual clips
+    "odd": _options(3, 96, 24, [[1, 8], [3, 16], [7, 32]], 1, 8, activation="tanh", cell_clip=5, proj_clip=2),
 }
 
 
-# Appended after the tool's --edge-cases lines. Its 48-byte line cuts only between characters
-# (30 x 2-byte "é", 6 x 9-byte "日本語"), so these cut inside one: BOW + 48 bytes + EOW = 50 ids.
-EXTRA_LINES = [
-    "a" + "é" * 30 + " x" + "日本語" * 6 + " ab" + "🙂" * 12 + " " + "z" * 47 + "é",
-    "<S> </S>",
-    "</S> <S> <s> <S>x </S>. <S>",
-    "<S>",
-]
+def run_tool(python: str, args: Sequence[str]) -> None:
+    """Run a command; raise with its stderr if it fails."""
+    cmd = [python, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+
+
+def read_lines(path: Path) -> List[str]:
+    """Input lines exactly as allennlp_ref.py splits the file (on '\\n', one trailing '\\r' dropped)."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def make_sentences(path: Path, n: int, seed: int) -> List[str]:
+    """Seeded sentences, then bench/sentences.py's edge cases; returns all lines."""
+    path.write_text("".join(line + "\n" for line in synthetic(n, seed) + EDGE_CASES), encoding="utf-8")
+    return read_lines(path)
+
+
+def make_weights(out_dir: Path, spec: object, seed: int) -> Path:
+    """Random weights of ``spec`` (a published name or options) in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if isinstance(spec, dict):
+        (out_dir / "spec.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
+        spec = str(out_dir / "spec.json")
+    run_tool(sys.executable, ["-m", "spacy_elmo", "random-weights", str(spec), str(out_dir), "--seed", str(seed)])
+    return out_dir
 
 
 @dataclass
@@ -83,46 +115,16 @@ class Outputs:
     seconds: float
 
 
-def run_tool(python: str, script: str, args: Sequence[str]) -> None:
-    """Run one of the ../shared/tools scripts; raise with its stderr if it fails."""
-    cmd = [python, str(TOOLS / script), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-
-
-def read_lines(path: Path) -> List[str]:
-    """Input lines exactly as ref_elmo.py splits the file (on '\\n', one trailing '\\r' dropped)."""
-    lines = path.read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
-
-
-def make_sentences(path: Path, n: int, seed: int) -> List[str]:
-    """The tool's random sentences and --edge-cases lines, then EXTRA_LINES; returns all lines."""
-    run_tool(sys.executable, "make_bench_sentences.py",
-             ["--sentences", str(n), "--seed", str(seed), "--edge-cases", "--out", str(path)])
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write("".join(line + "\n" for line in EXTRA_LINES))
-    return read_lines(path)
-
-
-def make_weights(out_dir: Path, args: Sequence[str], seed: int) -> Path:
-    run_tool(sys.executable, "make_elmo_weights.py", [*args, "--seed", str(seed), "--out-dir", str(out_dir)])
-    return out_dir
-
-
 def run_ref(ref_python: str, weights_dir: Path, text: Path, out: Path, n_lines: int,
             double: bool, threads: int, batch_size: int) -> Outputs:
-    """AllenNLP's ELMo through ref_elmo.py (stateless: zero state per batch)."""
+    """AllenNLP's ELMo through bench/allennlp_ref.py (stateless: zero state per batch)."""
     args = ["--options", str(weights_dir / "options.json"),
             "--weights", str(weights_dir / "weights.hdf5"), "--input", str(text), "--out", str(out),
             "--threads", str(threads), "--batch-size", str(batch_size)]
     if double:
         args.append("--double")
     start = time.perf_counter()
-    run_tool(ref_python, "ref_elmo.py", args)
+    run_tool(ref_python, [str(BENCH / "allennlp_ref.py"), *args])
     seconds = time.perf_counter() - start
     with np.load(out) as npz:
         keys = set(npz.files)
@@ -229,7 +231,7 @@ def find_mismatches(d_ours: Diff, d_ref: Diff, d_ours64: Optional[Diff], tol: fl
     return [int(i) for i in np.argsort(-excess) if excess[i] > 0]
 
 
-def compare_config(name: str, weight_args: Sequence[str], text: Path, lines: List[str],
+def compare_config(name: str, weight_args: object, text: Path, lines: List[str],
                    n_edge: int, work: Path, a: argparse.Namespace) -> dict:
     """All four runs for one weight shape, and the per-layer statistics."""
     sentences = [line.split() for line in lines]
@@ -338,7 +340,7 @@ def summary_lines(results: List[dict], tol: float) -> List[str]:
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ref-python", required=True,
-                    help="python of a virtualenv with AllenNLP 2.10.1 (see ../shared/tools/ref_elmo.py)")
+                    help="python of a virtualenv with AllenNLP 2.10.1 (recipe: bench/allennlp_ref.py)")
     ap.add_argument("--configs", default=",".join(CONFIGS),
                     help=f"comma-separated subset of {', '.join(CONFIGS)}")
     ap.add_argument("--sentences", type=int, default=200, help="random sentences (edge cases added)")

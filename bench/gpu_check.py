@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "project" / "assets" / "data"  # `spacy project assets project/` + `spacy project run data project/`
 TAGGER_CONFIG = REPO / "project" / "configs" / "downstream" / "tagger-elmo.cfg"
 TINY_RECIPE = REPO / "project" / "configs" / "tiny.json"
 SAMPLE_BOOKS = REPO / "project" / "assets" / "general_sample"
@@ -84,7 +84,8 @@ def training_data(work: Path, dry_run: bool) -> None:
     from spacy.tokens import Doc, DocBin
 
     nlp = spacy.blank("en")
-    ud = DATA / "ud_english_ewt" / "en_ewt-ud-train.conllu.gz"
+    ud = DATA / "ud_english_ewt" / "en_ewt-ud-train.conllu"
+    ud = ud if ud.is_file() else ud.with_name(ud.name + ".gz")
     if ud.is_file() and not dry_run:
         sys.path.insert(0, str(REPO / "project" / "scripts"))
         from downstream_data import read_conllu

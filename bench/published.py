@@ -15,15 +15,14 @@ and served from a loopback HTTP server acting as ``SPACY_ELMO_MIRROR``. Measured
 
     python bench/published.py --work-dir "$(mktemp -d)"   # writes bench/results/published.json
 
-``--weights-tool PATH`` makes the random files with that script (``make_elmo_weights.py``, the
-one the other benchmarks use); without it they come from a randomly initialised :class:`BiLM`.
+The random files come from ``python -m spacy_elmo random-weights NAME ROOT --mirror --seed 1``
+(the published layout, served as a mirror), the weights the other benchmarks use.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,33 +35,15 @@ RESULTS = REPO / "bench" / "results"
 SHAPES = {"elmo-small": "small", "elmo-medium": "medium", "elmo-original": "original"}
 
 
-def make_weights(name: str, root: Path, tool: Any) -> Path:
-    """Random weights of ``name``'s shape under its published path below ``root``."""
+def make_weights(name: str, root: Path) -> Path:
+    """Random weights of ``name``'s shape under its published path below ``root``/allennlp."""
     from spacy_elmo.hub import published
+    from spacy_elmo.hub.random_weights import write_mirror
 
     model = published.PUBLISHED[name]
     folder = root / "allennlp" / model.folder
-    if (folder / model.weights_name).is_file():
-        return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    if tool is not None:
-        subprocess.run(
-            [sys.executable, str(tool), "--preset", SHAPES[name], "--seed", "1", "--out-dir", str(folder),
-             "--options-name", model.options_name, "--weights-name", model.weights_name],
-            check=True, stdout=subprocess.DEVNULL,
-        )
-        return folder
-    import torch
-
-    from spacy_elmo.bilm import BiLM, BiLMConfig, save_original
-
-    torch.manual_seed(1)
-    bilm = BiLM(BiLMConfig.from_options(published.shape_options(model.shape)))
-    with torch.no_grad():
-        for param in bilm.parameters():
-            param.normal_(0, 0.05)
-    options, weights = save_original(bilm, folder, weights_name=model.weights_name)
-    os.replace(options, folder / model.options_name)
+    if not (folder / model.weights_name).is_file():
+        write_mirror(name, root / "allennlp", seed=1)
     return folder
 
 
@@ -74,7 +55,6 @@ def sentences(repeat: int) -> List[List[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spacy-elmo-published")
-    parser.add_argument("--weights-tool", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=2, help="passes over the 30 sentences per shape")
     parser.add_argument("--out", type=Path, default=RESULTS / "published.json")
     parser.add_argument("--note", default="", help="a line on the machine's state, stored with the results")
@@ -90,7 +70,7 @@ def main() -> None:
 
     served = args.work_dir / "served"
     for name in SHAPES:
-        make_weights(name, served, args.weights_tool)
+        make_weights(name, served)
     cache = args.work_dir / "cache"
     server = LoopbackServer(served)
     os.environ[published.MIRROR_ENV] = server.url + "allennlp/"

@@ -40,6 +40,8 @@ class LineProgress:
         disable: bool = False,
         file: Optional[TextIO] = None,
         every: Optional[float] = None,
+        unit_scale: Any = False,
+        unit_divisor: float = 1000,
         **_ignored: Any,
     ) -> None:
         self.iterable = iterable
@@ -49,6 +51,7 @@ class LineProgress:
         self.disable = disable
         self.file = file
         self.every = float(os.environ.get(EVERY_ENV, "30")) if every is None else every
+        self.unit_scale, self.unit_divisor = unit_scale, unit_divisor
         self.postfix: Dict[str, Any] = {}
         self.start = self.last = time.monotonic()
         self.closed = False
@@ -69,17 +72,27 @@ class LineProgress:
     def _stream(self) -> TextIO:
         return self.file if self.file is not None else sys.stderr
 
+    def _amount(self, value: float) -> str:
+        """``value`` as a person reads it: 51.9MB with ``unit_scale`` (tqdm's prefixes), else 54,401,872."""
+        if self.unit_scale:
+            scaled = value * self.unit_scale if not isinstance(self.unit_scale, bool) else value
+            return tqdm.format_sizeof(scaled, divisor=self.unit_divisor) + self.unit
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
     def line(self) -> str:
         elapsed = time.monotonic() - self.start
         done = self.n - self.initial
         rate = done / elapsed if elapsed > 0 else 0.0
-        units = self.unit if self.unit.endswith("s") else self.unit + "s"
+        # a count of steps reads "steps"; a scaled amount (51.9MB) or a symbol (B) takes no plural
+        units = self.unit if self.unit_scale or len(self.unit) <= 2 or self.unit.endswith("s") else self.unit + "s"
+        label = "" if self.unit_scale else f" {units}"
         parts = [f"{self.desc}: " if self.desc else ""]
         if self.total:
-            parts.append(f"{self.n:g}/{self.total:g} {units} ({100 * self.n / self.total:.0f}%)")
+            parts.append(f"{self._amount(self.n)}/{self._amount(self.total)}{label} ({100 * self.n / self.total:.0f}%)")
         else:
-            parts.append(f"{self.n:g} {units}")
-        parts.append(f", {rate:.2f} {units}/s, elapsed {_clock(elapsed)}")
+            parts.append(f"{self._amount(self.n)}{label}")
+        speed = f"{self._amount(rate)}/s" if self.unit_scale else f"{rate:.2f} {units}/s"
+        parts.append(f", {speed}, elapsed {_clock(elapsed)}")
         if self.total and rate > 0 and self.n < self.total:
             parts.append(f", left ~{_clock((self.total - self.n) / rate)}")
         if self.postfix:

@@ -1,9 +1,11 @@
 """A release: ``python -m build`` makes an sdist and a wheel that install in a fresh virtualenv and
 work there, and a ``spacy package`` pipeline installs beside the spacy-elmo wheel and loads offline.
 
-The virtualenvs see the current site-packages (``--system-site-packages``) for torch, spaCy and the
-rest; spacy-elmo itself and the pipeline are installed into them from the wheels just built, and
-every check runs outside the repository, so the copy under test is the installed one.
+Each test virtualenv is isolated (no ``--system-site-packages``, which would show the *base*
+interpreter's packages, not those of a virtualenv that runs the tests) and sees the running
+interpreter's own site directories through a ``.pth`` file, for torch, spaCy and the rest; spacy-elmo
+itself and the pipeline are installed into it from the wheels just built, and every check runs
+outside the repository, so the copy under test is the installed one.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
+import textwrap
 import venv
 import zipfile
 from pathlib import Path
@@ -56,9 +60,66 @@ def dist(tmp_path_factory):
     return out
 
 
+def outer_site_dirs() -> list:
+    """The site directories the running interpreter imports from (a virtualenv's own among them)."""
+    dirs = [p for p in sys.path if p and Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")]
+    dirs += [p for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]) if Path(p).is_dir()]
+    return list(dict.fromkeys(str(Path(p).resolve()) for p in dirs))
+
+
 def fresh_venv(path: Path) -> Path:
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(path)
-    return path / "bin" / "python"
+    """An isolated virtualenv whose packages come after those of the running interpreter's site
+    directories (listed in a ``.pth`` file, so that their own ``.pth`` files, an editable install of
+    spacy-elmo among them, are not run: the copy under test is the one installed into the venv)."""
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(path)
+    python = path / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip()
+    Path(purelib, "_outer_site_packages.pth").write_text("".join(f"{d}\n" for d in outer_site_dirs()), encoding="utf-8")
+    return python
+
+
+def test_fresh_venv_sees_the_packages_of_a_virtualenv_that_runs_the_tests(tmp_path):
+    """Run from inside a virtualenv (isolated, as ``python -m venv`` makes it) that holds a package
+    of its own, ``fresh_venv`` gives a virtualenv that imports it: the base interpreter lacks it."""
+    outer = tmp_path / "outer"
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(outer)
+    outer_python = outer / "bin" / "python"
+    purelib = Path(subprocess.run([str(outer_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    (purelib / "only_in_outer_venv.py").write_text("VALUE = 7\n", encoding="utf-8")
+    # the packages the outer venv "installed": the current interpreter's, placed on its path
+    (purelib / "_installed.pth").write_text("".join(f"{d}\n" for d in outer_site_dirs()), encoding="utf-8")
+    script = textwrap.dedent(
+        f"""
+        import subprocess, sys
+        sys.path.insert(0, {str(REPO)!r})
+        from tests.test_packaging import fresh_venv
+        inner = fresh_venv(__import__("pathlib").Path({str(tmp_path / "inner")!r}))
+        out = subprocess.run([str(inner), "-c", "import only_in_outer_venv, spacy; print(only_in_outer_venv.VALUE)"], capture_output=True, text=True)
+        print(out.returncode, out.stdout.strip(), out.stderr.strip()[-300:])
+        """
+    )
+    result = subprocess.run([str(outer_python), "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[:2] == ["0", "7"], result.stdout
+
+
+def test_package_without_an_extra_says_so_in_one_line(tmp_path):
+    """``package`` of an .hdf5 model without h5py: one line that names the extra, exit status 2,
+    no traceback."""
+    missing = "h5py"
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / f"{missing}.py").write_text(f"raise ModuleNotFoundError(\"No module named '{missing}'\", name='{missing}')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hidden), str(REPO)])}
+    fixture = REPO / "tests" / "data" / "elmo-fixture" / "allennlp"
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "package", fixture, tmp_path / "out"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert missing in lines[0] and "spacy-elmo[" in lines[0], lines[0]
 
 
 def test_version_in_one_place():

@@ -244,3 +244,17 @@ def test_docs_block(scratch, monkeypatch, page, line, lang, code, not_run):
         assert result.returncode == 0, f"{where}: the config does not fill:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     else:  # text, tables, output samples: nothing to run
         pytest.skip(f"a {lang or 'plain'} block is not code")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES, ids=[_page_name(page) for page in PAGES])
+def test_docs_blocks_write_only_under_out(page):
+    """What a page's blocks write goes under ``out/`` (ignored by git), never into the clone's root.
+    Runs after that page's blocks (skipped when they did not run in this session)."""
+    if page not in _SCRATCH:
+        pytest.skip(f"{_page_name(page)}: its blocks did not run in this session")
+    scratch = _SCRATCH[page]
+    own = re.compile(rf"^{re.escape(page.stem)}_\d+(\.full)?\.(py|cfg)$")  # the scripts and configs this test writes
+    allowed = {"out", ".venv"}  # the examples' outputs; the README's setup virtualenv (both git-ignored)
+    stray = sorted(p.name for p in scratch.iterdir() if p.name not in LINKED and p.name not in allowed and not own.match(p.name))
+    assert not stray, f"{_page_name(page)}: its examples write into the clone's root: {stray} (write under out/ instead)"

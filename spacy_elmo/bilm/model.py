@@ -136,6 +136,9 @@ class BiLMConfig:
         return sum(n for _, n in self.filters)
 
 
+# sentences sorted by length together by iter_embeddings: the most outputs it holds at once
+ORDER_WINDOW = 2048
+
 FILTERS_SHAPE = "a non-empty list [[width, n], ...] of positive whole numbers (convolution width, number of filters)"
 
 
@@ -348,7 +351,9 @@ class BiLM(nn.Module):
         """
         sentences = [list(s) for s in sentences]
         result: List[Optional[np.ndarray]] = [None] * len(sentences)
-        for index, array in self.iter_embeddings(sentences, batch_size, keep_boundaries, max_batch_tokens):
+        # one window over the whole input: sorted and batched as a whole (its outputs are all kept anyway)
+        window = max(1, len(sentences))
+        for index, array in self.iter_embeddings(sentences, batch_size, keep_boundaries, max_batch_tokens, window=window):
             result[index] = array
         return result  # type: ignore[return-value]
 
@@ -358,19 +363,42 @@ class BiLM(nn.Module):
         batch_size: int = 64,
         keep_boundaries: bool = False,
         max_batch_tokens: Optional[int] = None,
+        window: int = ORDER_WINDOW,
     ) -> Iterator[Tuple[int, np.ndarray]]:
-        """:meth:`embed_sentences` as a stream: yields ``(input index, array)`` batch by batch
-        (shortest sentences first), so a large input never has all its outputs in memory."""
+        """:meth:`embed_sentences` as a stream: yields ``(input index, array)`` in input order.
+
+        Sentences are sorted by length and batched within windows of ``window`` consecutive
+        sentences, and each window's outputs are yielded in order as they complete, so a large
+        input holds at most one window's outputs in memory."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_batch_tokens is not None and max_batch_tokens < 3:
             raise ValueError(f"max_batch_tokens must be >= 3, got {max_batch_tokens}")
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
         lengths = [len(s) for s in sentences]
         if self.stateful:  # the carried state belongs to each row: keep order and batch_size
-            chunks = plan_batches(lengths, batch_size, sort=False)
-        else:
-            chunks = plan_batches(lengths, batch_size, max_batch_tokens)
-        return self._embed_chunks(sentences, chunks, keep_boundaries)
+            return self._embed_chunks(sentences, plan_batches(lengths, batch_size, sort=False), keep_boundaries)
+        return self._embed_windows(sentences, lengths, batch_size, max_batch_tokens, window, keep_boundaries)
+
+    def _embed_windows(
+        self,
+        sentences: Sequence[Sequence[str]],
+        lengths: List[int],
+        batch_size: int,
+        max_batch_tokens: Optional[int],
+        window: int,
+        keep_boundaries: bool,
+    ) -> Iterator[Tuple[int, np.ndarray]]:
+        for start in range(0, len(sentences), window):
+            local = plan_batches(lengths[start : start + window], batch_size, max_batch_tokens)
+            done: Dict[int, np.ndarray] = {}
+            following = start
+            for index, array in self._embed_chunks(sentences, [[start + i for i in chunk] for chunk in local], keep_boundaries):
+                done[index] = array
+                while following in done:
+                    yield following, done.pop(following)
+                    following += 1
 
     def _embed_chunks(
         self, sentences: Sequence[Sequence[str]], chunks: List[List[int]], keep_boundaries: bool

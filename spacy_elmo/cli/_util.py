@@ -90,6 +90,27 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+# the optional modules a command may need, and the extra (setup.cfg) that installs each
+OPTIONAL_MODULES = {
+    "h5py": "hdf5",
+    "matplotlib": "train",
+    "hnswlib": "ann",
+    "dask": "cluster",
+    "distributed": "cluster",
+    "build": "package",
+}
+
+
+def missing_extra(err: ImportError) -> str:
+    """One line for a missing optional module (the extra that installs it), or "" when ``err`` is
+    not about one (a broken install, a bug: those keep their traceback)."""
+    name = (err.name or "").split(".")[0]
+    if isinstance(err, ModuleNotFoundError) and name in OPTIONAL_MODULES:
+        return f"this command needs {name}, which is not installed: pip install 'spacy-elmo[{OPTIONAL_MODULES[name]}]'"
+    text = str(err)
+    return text if "pip install" in text and "spacy-elmo[" in text else ""
+
+
 def user_errors(func: F) -> F:
     """Report the errors a user can cause (and fix) as one line instead of a traceback."""
 
@@ -97,6 +118,11 @@ def user_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except ImportError as err:  # an optional extra is missing (h5py for the .hdf5 format, ...)
+            line = missing_extra(err)
+            if not line:
+                raise
+            fail(line)
         except (UserError, WeightsError) as err:
             fail(str(err))
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as err:

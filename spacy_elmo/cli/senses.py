@@ -134,19 +134,23 @@ def index_cli(
         None, "--layer", "-l", help="Vectors to index: average, top, layer:N or weights (default: the component's mix)"
     ),
     backend: str = Opt("exact", "--backend", "-b", help='exact, or hnswlib (approximate; pip install "spacy-elmo[ann]")'),
-    max_tokens: int = Opt(0, "--max-tokens", help="Stop after this many token occurrences (0 = all)"),
+    max_tokens: int = Opt(
+        0, "--max-tokens", help="Index exactly this many token occurrences (non-space tokens; the last paragraph is cut), 0 = all"
+    ),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     # fmt: on
 ) -> None:
     """Embed texts and build a nearest-neighbour index over their token occurrences."""
     from ..senses.index import TokenIndex
 
+    if max_tokens < 0:
+        raise UserError(f"--max-tokens must be 0 (all) or more, got {max_tokens}")
     files = _text_files(texts)
     apply_threads(threads)
     nlp, fingerprint = _elmo_pipeline(weights, store_layers=layer is not None)
     index = TokenIndex(layer=mix_spec(layer) if layer else None, backend=backend, fingerprint=fingerprint)
     for doc in nlp.pipe(_paragraphs(files), batch_size=64):
-        index.add_docs([doc])
+        index.add_docs([doc], max_total=max_tokens or None)
         if max_tokens and len(index) >= max_tokens:
             break
     index.save(out)

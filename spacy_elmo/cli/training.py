@@ -84,6 +84,7 @@ def prepare_cli(
 TRAIN_OVERRIDES = (
     "max_steps",
     "max_minutes",
+    "time_cap_minutes",
     "lr",
     "warmup_steps",
     "threads",
@@ -134,8 +135,14 @@ def _train(
         if warning:
             msg.warn(warning)
     use_line_progress()
-    result = train(TrainConfig(**values), resume=resume, dump_weights=dump_weights)
+    train_config = TrainConfig(**values)
+    result = train(train_config, resume=resume, dump_weights=dump_weights)
     if os.environ.get("RANK", "0") == "0":  # one line, from the first process of a torchrun job
+        if result.get("stopped_by") == "time_cap_minutes":
+            msg.warn(
+                f"stopped by the time cap ({train_config.time_cap_minutes:g} minutes) at step {result['step']:,} of "
+                f"{train_config.max_steps:,}: not the planned run; --resume continues it"
+            )
         print(json.dumps(result))
 
 
@@ -160,7 +167,14 @@ _TRAIN_OPTIONS = {  # one definition each; typer needs the parameters spelled ou
     "resume": Opt(False, "--resume", help=_RESUME_HELP),
     "max_steps": Opt(None, "--max-steps", help=f"Optimiser steps. {_FROM_CONFIG} {_train_default('max_steps')}"),
     "max_minutes": Opt(
-        None, "--max-minutes", help=f"Stop and export after this wall time; 0 = no limit. {_FROM_CONFIG} {_train_default('max_minutes')}"
+        None,
+        "--max-minutes",
+        help=f"Stop and export after this wall time, the decay following the clock (not reproducible on another machine); 0 = no limit. {_FROM_CONFIG} {_train_default('max_minutes')}",
+    ),
+    "time_cap_minutes": Opt(
+        None,
+        "--time-cap-minutes",
+        help=f"Safety cap on wall time: stop there (resumable) without changing the step schedule, and say so; 0 = none. {_FROM_CONFIG} {_train_default('time_cap_minutes')}",
     ),
     "lr": Opt(None, "--lr", help=f"Peak learning rate. {_FROM_CONFIG} {_train_default('lr')}"),
     "warmup_steps": Opt(None, "--warmup-steps", help=f"Linear warm-up steps. {_FROM_CONFIG} {_train_default('warmup_steps')}"),
@@ -194,6 +208,7 @@ def pretrain_cli(
     resume: bool = _TRAIN_OPTIONS["resume"],
     max_steps: Optional[int] = _TRAIN_OPTIONS["max_steps"],
     max_minutes: Optional[float] = _TRAIN_OPTIONS["max_minutes"],
+    time_cap_minutes: Optional[float] = _TRAIN_OPTIONS["time_cap_minutes"],
     lr: Optional[float] = _TRAIN_OPTIONS["lr"],
     warmup_steps: Optional[int] = _TRAIN_OPTIONS["warmup_steps"],
     threads: Optional[int] = _TRAIN_OPTIONS["threads"],
@@ -221,6 +236,7 @@ def finetune_cli(
     resume: bool = _TRAIN_OPTIONS["resume"],
     max_steps: Optional[int] = _TRAIN_OPTIONS["max_steps"],
     max_minutes: Optional[float] = _TRAIN_OPTIONS["max_minutes"],
+    time_cap_minutes: Optional[float] = _TRAIN_OPTIONS["time_cap_minutes"],
     lr: Optional[float] = _TRAIN_OPTIONS["lr"],
     warmup_steps: Optional[int] = _TRAIN_OPTIONS["warmup_steps"],
     threads: Optional[int] = _TRAIN_OPTIONS["threads"],

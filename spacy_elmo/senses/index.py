@@ -223,10 +223,16 @@ class TokenIndex:
             self._context_of.append(ids)
         self._next_doc = max(self._next_doc, int(np.max(docs)) + 1 if n else 0)
 
-    def add_docs(self, docs: Iterable[Doc], doc_ids: Optional[Iterable[int]] = None) -> None:
-        """Add every non-whitespace token of Docs processed by ``elmo`` (ids: 0, 1, ... unless given)."""
+    def add_docs(self, docs: Iterable[Doc], doc_ids: Optional[Iterable[int]] = None, max_total: Optional[int] = None) -> None:
+        """Add every non-whitespace token of Docs processed by ``elmo`` (ids: 0, 1, ... unless given).
+
+        ``max_total``: stop when the index holds exactly that many occurrences (the last Doc is cut)."""
+        if max_total is not None and max_total < 0:
+            raise ValueError(f"max_total must be >= 0, got {max_total}")
         ids = iter(doc_ids) if doc_ids is not None else None
         for doc in docs:
+            if max_total is not None and self._n >= max_total:
+                break
             doc_id = next(ids) if ids is not None else self._next_doc
             vectors = doc_vectors(doc, self.layer)
             sentence_of = np.full(len(doc), -1, np.int64)
@@ -236,6 +242,8 @@ class TokenIndex:
                     sentence_of[sent.start : sent.end] = number
                     sentence_text[sent.start : sent.end] = [sent.text.strip()] * len(sent)
             rows = [t.i for t in doc if not t.is_space]
+            if max_total is not None:
+                rows = rows[: max_total - self._n]
             self.add(
                 vectors[rows],
                 [doc_id] * len(rows),

@@ -25,6 +25,8 @@ RESUME_MAY_CHANGE = (
     "eval_sentences",
     "checkpoint_every",
     "precision",
+    "lr_horizons",
+    "time_cap_minutes",
 )
 _PATH_FIELDS = ("data_dir", "out_dir", "init_model")
 _REQUIRED = ("model", "optimizer", "step", "tokens", "position", "config", "rng")

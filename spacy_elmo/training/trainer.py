@@ -91,6 +91,16 @@ class TrainConfig:
     # training products: fp32, bf16, or auto (bf16 only on a CPU with native bf16); None: fp32 for a new
     # run, the checkpoint's on resume (a value that differs from the checkpoint's is used, with a warning)
     precision: Optional[str] = None
+    # the learning-rate schedule written out: [[from_step, horizon], ...]; from each from_step on, the
+    # cosine decay runs to step ``horizon`` (a warm restart where the horizon moves out, a steeper
+    # decay where it moves in). Empty: ``max_steps`` throughout. See :func:`horizon_at`.
+    lr_horizons: List[List[int]] = field(default_factory=list)
+    # a safety cap on wall time (0 = none): the run stops there (checkpoint and export, resumable)
+    # without changing its schedule, and its result says so (``stopped_by``)
+    time_cap_minutes: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_horizons(self.lr_horizons, self.warmup_steps)
 
 
 def _distributed() -> Tuple[int, int]:
@@ -136,8 +146,33 @@ def training_vocab(config: TrainConfig) -> Vocabulary:
     return Vocabulary.load(Path(config.data_dir) / VOCAB_NAME)
 
 
+def check_horizons(horizons: List[List[int]], warmup_steps: int) -> None:
+    """``lr_horizons`` must be ``[from_step, horizon]`` pairs, from_steps rising, horizons past the warm-up."""
+    previous = -1
+    for pair in horizons:
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(v, int) and v >= 0 for v in pair)):
+            raise ValueError(f"lr_horizons: each entry must be [from_step, horizon] (whole numbers >= 0), got {pair!r}")
+        if pair[0] <= previous:
+            raise ValueError(f"lr_horizons: from_steps must rise, got {pair[0]} after {previous}")
+        if pair[1] <= warmup_steps:
+            raise ValueError(f"lr_horizons: horizon {pair[1]} must be past the warm-up ({warmup_steps} steps)")
+        previous = pair[0]
+
+
+def horizon_at(step: int, config: TrainConfig) -> int:
+    """The step the cosine decay ends at, as seen from ``step``: the last ``lr_horizons`` entry whose
+    from_step is at or before it, else ``max_steps``."""
+    horizon = config.max_steps
+    for start, end in config.lr_horizons:
+        if start > step:
+            break
+        horizon = end
+    return horizon
+
+
 def lr_at(step: int, config: TrainConfig, elapsed_minutes: float = 0.0) -> float:
-    """Linear warm-up, then cosine decay to 10% of ``lr`` at ``max_steps``.
+    """Linear warm-up, then cosine decay to 10% of ``lr`` at the horizon (``max_steps``, or the
+    ``lr_horizons`` entry in force at ``step``).
 
     With a time budget (``max_minutes``) the decay follows whichever runs out first, steps or
     time, so a budgeted run still ends at the low learning rate (such runs are not bit-for-bit
@@ -145,7 +180,8 @@ def lr_at(step: int, config: TrainConfig, elapsed_minutes: float = 0.0) -> float
     """
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
-    progress = min(1.0, (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps))
+    horizon = horizon_at(step, config)
+    progress = min(1.0, (step - config.warmup_steps) / max(1, horizon - config.warmup_steps))
     if config.max_minutes:
         progress = max(progress, min(1.0, elapsed_minutes / config.max_minutes))
     return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
@@ -279,10 +315,14 @@ def train(
     progress = tqdm(total=config.max_steps, initial=run.step, desc="train", unit="step", disable=not main, dynamic_ncols=True)
     model.train()
     stopped_early = False
+    stopped_by: Optional[str] = None
     while run.step < config.max_steps:
         minutes = _agreed_minutes(run, config, world, device)
         if config.max_minutes and minutes >= config.max_minutes:
             stopped_early = True
+            break
+        if config.time_cap_minutes and minutes >= config.time_cap_minutes:
+            stopped_early, stopped_by = True, "time_cap_minutes"
             break
         # step: one batch, one optimizer update
         run.position, batch = next(stream)
@@ -321,6 +361,8 @@ def train(
     progress.close()
     save()
     result: Dict[str, Any] = {"step": run.step, "tokens": run.tokens, "stopped_early": stopped_early}
+    if stopped_early:
+        result["stopped_by"] = stopped_by or "max_minutes"
     if main:
         result.update({f"valid_{k}": v for k, v in evaluate().items()})
         export_model(model.cpu(), vocab, out / "model")
@@ -344,7 +386,7 @@ def _agreed_minutes(run: _Run, config: TrainConfig, world: int, device: torch.de
     while the others wait for it in the next all-reduce.
     """
     minutes = run.minutes()
-    if world > 1 and config.max_minutes:
+    if world > 1 and (config.max_minutes or config.time_cap_minutes):
         shared = torch.tensor([minutes], dtype=torch.float64, device=device)
         torch.distributed.broadcast(shared, src=0)
         minutes = float(shared.item())
