@@ -34,8 +34,8 @@ from scipy import sparse
 from ..bilm import BiLM
 from ..bilm.batching import plan_batches
 from .clustering import cosine_distances, cut_senses, substitute_bags, tfidf, unit_rows
-from .corpus import Corpus, _is_paths, read_sentences
-from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses
+from .corpus import Corpus, _is_paths, corpus_files, read_sentences
+from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
 from .inventory import SenseInventory
 from .substitutes import LMHead, content_mask, fold_vocabulary, inflection_bases, lm_states
 
@@ -528,7 +528,7 @@ def build_inventory(results: Iterable[WordSenses], fingerprint: Optional[str] = 
 # ---------------------------------------------------------------------------------------------- saving
 
 
-def _file_stem(word: str) -> str:
+def file_stem(word: str) -> str:
     """A file name for a word's saved senses (characters outside letters, digits, ``.``, ``-`` become ``_``)."""
     return re.sub(r"[^\w.-]", "_", word) or "_"
 
@@ -538,7 +538,7 @@ def save_senses(folder: Union[str, Path], results: Sequence[WordSenses]) -> List
     the files ``spacy elmo explore`` reads); returns the JSON paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    stems = [_file_stem(r.word) for r in results]
+    stems = [file_stem(r.word) for r in results]
     if len(set(stems)) != len(stems):
         raise ValueError(f"two target words share a file name in {folder}: {sorted(s for s in stems if stems.count(s) > 1)[:3]}")
     return [save_word_senses(r, folder / stem) for r, stem in zip(results, stems)]
@@ -551,3 +551,55 @@ def load_senses(folder: Union[str, Path]) -> List[WordSenses]:
     if not paths:
         raise FileNotFoundError(f"{folder} holds no saved word senses (WORD.json + WORD.npz)")
     return [load_word_senses(p) for p in paths]
+
+
+def holds_saved_senses(folder: Union[str, Path]) -> bool:
+    """Whether ``folder`` holds word senses saved by :func:`save_senses` (a ``WORD.json`` with its ``WORD.npz``)."""
+    folder = Path(folder)
+    return folder.is_dir() and any(p.with_suffix(".npz").is_file() for p in folder.glob("*.json"))
+
+
+def is_saved_word_senses(path: Union[str, Path]) -> bool:
+    """Whether ``path`` names one word's saved senses: ``WORD.json``, ``WORD.npz``, or the stem ``WORD`` of an existing pair."""
+    path = Path(path)
+    return path.suffix in (".json", ".npz") or (not path.exists() and word_senses_files(path)[0].is_file())
+
+
+def word_senses_from(sources: Sequence[Union[str, Path]], word: Optional[str] = None, **induce_options: Any) -> WordSenses:
+    """One word's senses, from whichever of three inputs ``sources`` is (what ``spacy elmo explore`` reads):
+
+    - one saved ``WORD.json`` (:func:`.induced.save_word_senses`): read; ``word``, if given, must be its word;
+    - one folder that :func:`save_senses` wrote (``induce --out``): ``word``'s file in it;
+    - otherwise a corpus (text files, folders of them, DocBins): ``induce(sources, [word], **induce_options)``.
+
+    Raises ``ValueError`` (one line) for a folder or corpus without ``word``, a word the folder has
+    no file for, or a word that does not occur in the corpus.
+    """
+    paths = [Path(s) for s in sources]
+    if not paths:
+        raise ValueError("no input: give a saved WORD.json, an induce --out folder, or a corpus with a word")
+    first = paths[0]
+    if is_saved_word_senses(first):
+        if len(paths) > 1:
+            raise ValueError(f"{first} is saved word senses: give it alone, not with {paths[1]}")
+        ws = load_word_senses(first)
+        if word is not None and word != ws.word:
+            raise ValueError(f"{first} holds the senses of {ws.word!r}, not {word!r}")
+        return ws
+    if len(paths) == 1 and holds_saved_senses(first):
+        saved = sorted(p.stem for p in first.glob("*.json") if p.with_suffix(".npz").is_file())
+        listed = ", ".join(saved[:10]) + (", ..." if len(saved) > 10 else "")
+        if word is None:
+            raise ValueError(f"{first} is a folder of saved senses: pick a word with --word (word=); it has {listed}")
+        path = first / f"{file_stem(word)}.json"
+        if not path.is_file():
+            raise ValueError(f"{first} holds no saved senses of {word!r}; it has {listed}")
+        return load_word_senses(path)
+    if word is None:
+        names = ", ".join(str(p) for p in paths[:3])
+        raise ValueError(f"{names} is a corpus, not saved senses: name the word to induce with --word (word=)")
+    corpus_files(paths)  # a missing file is one line now, not after loading the model
+    (ws,) = induce(paths, [word], **induce_options)
+    if not ws.occurrences:
+        raise ValueError(ws.note or f"{word!r}: no occurrences in the corpus")
+    return ws
