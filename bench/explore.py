@@ -7,10 +7,12 @@
         to the chart drawn and wired (median). bench/results/explore-size.json.
 
     python bench/explore.py screenshot --text BOOKS... --word bank --n 400 --out docs/img/explore.png
-        Occurrences of WORD in the text files, embedded with the default model (top layer); senses:
-        spherical k-means clusters of the vectors, named by their most distinctive context words
-        (a stand-in for sense induction, which the explore command will run); writes the page
-        and a screenshot of it with one point clicked and another hovered.
+        Up to N sentences with WORD from the text files (round-robin over the files); senses
+        induced from them with the default model (spacy_elmo.senses.induce, what `spacy elmo
+        explore CORPUS --word WORD` runs; --representation as there), or with --kmeans K the
+        older stand-in: spherical k-means clusters of the top layer's vectors, named by their most
+        distinctive context words. Writes the page and a screenshot of it with one point clicked
+        and another hovered.
 
 Text files: plain text or .gz, paragraphs separated by blank lines. Needs plotly, selenium and
 Chromium (apt-get install chromium chromium-driver).
@@ -179,6 +181,21 @@ def real_senses(pairs: List[Tuple[str, str]], word: str, k: int, layer: str) -> 
     return ws
 
 
+def induced_senses(pairs: List[Tuple[str, str]], word: str, representation: str) -> WordSenses:
+    """The senses ``induce`` finds for ``word`` in the sentences (default model), each occurrence's
+    source the book and paragraph it came from."""
+    import dataclasses
+
+    from spacy_elmo.senses.induce import InductionSettings, induce
+
+    with tempfile.TemporaryDirectory() as folder:
+        corpus = Path(folder) / "sentences.txt"
+        corpus.write_text("\n".join(text for _, text in pairs) + "\n", encoding="utf-8")
+        (ws,) = induce(corpus, [word], settings=InductionSettings(representation=representation), log=print)
+    ws.occurrences = [dataclasses.replace(o, source=pairs[int(o.source.rsplit(":", 1)[1]) - 1][0]) for o in ws.occurrences]
+    return ws
+
+
 def chromium(width: int = 1400, height: int = 1000):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -271,7 +288,7 @@ def cmd_size(args) -> None:
 
 def cmd_screenshot(args) -> None:
     pairs = sentences_with(args.text, args.word, args.n, max_chars=220)
-    ws = real_senses(pairs, args.word, args.k, args.layer)
+    ws = real_senses(pairs, args.word, args.kmeans, args.layer) if args.kmeans else induced_senses(pairs, args.word, args.representation)
     print(f"{len(ws.occurrences)} occurrences; senses: " + "; ".join(f"{s.name} ({s.count})" for s in ws.senses))
     page = args.page or Path(tempfile.mkdtemp(prefix="explore-bench-")) / f"explore-{args.word}.html"
     write_explore_page(ws, page, neighbours=10)
@@ -323,8 +340,9 @@ def main() -> None:
     shot.add_argument("--text", type=Path, nargs="+", required=True)
     shot.add_argument("--word", default="bank")
     shot.add_argument("--n", type=int, default=400)
-    shot.add_argument("--k", type=int, default=3)
-    shot.add_argument("--layer", default="layer:2", help="mix (token._.elmo) or a layer spec such as layer:2")
+    shot.add_argument("--representation", default="substitutes", help="what induction clusters: substitutes, vectors or both")
+    shot.add_argument("--kmeans", type=int, default=0, metavar="K", help="instead of induction: K k-means clusters of the vectors")
+    shot.add_argument("--layer", default="layer:2", help="with --kmeans: mix (token._.elmo) or a layer spec such as layer:2")
     shot.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "explore.png")
     shot.add_argument("--page", type=Path, default=None, help="where the page goes (default: a temporary folder)")
     shot.add_argument("--save", type=Path, default=None, help="also save the WordSenses here (NAME.json + NAME.npz)")

@@ -16,7 +16,7 @@ from spacy_elmo.senses.explore import explore_page, marked_html, write_explore_p
 from spacy_elmo.senses.induced import Occurrence, load_word_senses, save_word_senses, word_senses_files
 from spacy_elmo.senses.projection import nearest_occurrences, project_2d
 
-from .explore_data import HOSTILE, real_bank, synthetic
+from .explore_data import HOSTILE, bank_sentences, real_bank, synthetic
 
 pytest.importorskip("plotly", reason="the explore page needs plotly (the test extra installs it)")
 
@@ -311,12 +311,59 @@ def test_explore_command_writes_the_page(capsys, tmp_path):
         (["{saved}", "--neighbours", "0"], "--neighbours 0: must be 1 or more"),
         (["{saved}", "{tmp}/page.png"], "the page is HTML"),
         (["{tmp}/other.json"], "not a saved WordSenses"),
-        (["{tmp}"], "is a folder: pass the NAME.json"),
+        (["{tmp}"], "is a folder of saved senses: pick a word with --word (word=); it has bank"),
+        (["{tmp}", "--word", "cell"], "holds no saved senses of 'cell'; it has bank"),
+        (["{saved}", "--word", "cell"], "holds the senses of 'bank', not 'cell'"),
+        (["{saved}", "--representation", "vectors"], "holds senses induced already: --weights, --representation and --n-senses"),
+        (["{saved}", "{tmp}/page.html", "{tmp}/more.html"], "give it alone, not with"),
+        (["{tmp}/texts"], "is a corpus, not saved senses: name the word to induce with --word"),
+        (["{tmp}/texts", "--word", "bank", "-r", "words"], "--representation 'words': use one of substitutes, vectors, both"),
+        (["{tmp}/texts", "{tmp}/missing.txt", "--word", "bank"], "corpus file not found"),
+        (["{tmp}/texts", "--word", "zebra", "--threads", "1"], "'zebra': no occurrences in the corpus"),
     ],
 )
 def test_explore_command_errors_are_one_line(capsys, tmp_path, argv, expected):
     save_word_senses(synthetic(), tmp_path / "bank")
     (tmp_path / "other.json").write_text("{}")
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.txt").write_text("The bank of the river.\nThe bank lent money.\n", encoding="utf-8")
     argv = [a.format(saved=tmp_path / "bank.json", tmp=tmp_path) for a in argv]
     code, out, err = run_cli(capsys, *argv)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and expected in err, err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("induce: ")]  # the progress bar, when it induces
+    assert code == 2 and len(lines) == 1 and expected in lines[0], err
+
+
+def test_explore_command_induces_from_a_corpus(capsys, tmp_path, monkeypatch):
+    """A corpus and a word: the senses are induced (default model) and shown; text files and folders as induce reads them."""
+    corpus = tmp_path / "texts"
+    corpus.mkdir()
+    sentences = [text for _, text in bank_sentences()]
+    (corpus / "bank.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    page = tmp_path / "out" / "bank-page.html"
+    code, out, err = run_cli(capsys, corpus, "--word", "bank", page, "-k", "3", "--threads", "1", "--title", "Induced")
+    assert code == 0, err
+    data = page_json(page.read_text(encoding="utf-8"))
+    assert f"{len(sentences)} occurrences of 'bank'" in out
+    assert [o[0] for o in data["occurrences"]] == sentences  # every sentence, in corpus order
+    assert all(o[0][o[1] : o[2]].lower() == "bank" for o in data["occurrences"])
+    assert data["senses"] and all(s["name"].startswith("bank: ") for s in data["senses"])
+    assert len(data["neighbours"][0]) == 3
+    # the options reach induction: a fixed number of senses from the vectors; default page name WORD.html here
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, corpus / "bank.txt", "--word", "bank", "-r", "vectors", "--n-senses", "2", "--threads", "1")
+    assert code == 0, err
+    text = (tmp_path / "bank.html").read_text(encoding="utf-8")
+    assert "2 senses" in out and len(page_json(text)["senses"]) == 2 and "clustered by vectors" in text
+
+
+def test_explore_command_reads_an_induce_folder(capsys, tmp_path):
+    """An induce --out folder and --word: that word's saved senses; the page goes into the folder by default."""
+    from spacy_elmo.senses.induce import save_senses
+
+    bank, cell = synthetic(), synthetic((5, 5), seed=1)
+    cell.word = "cell"
+    save_senses(tmp_path / "senses", [bank, cell])
+    code, out, err = run_cli(capsys, tmp_path / "senses", "--word", "cell", "-k", "2")
+    assert code == 0, err
+    data = page_json((tmp_path / "senses" / "cell.html").read_text(encoding="utf-8"))
+    assert "10 occurrences of 'cell', 2 senses" in out and len(data["occurrences"]) == 10

@@ -3,17 +3,51 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
-from ._util import Arg, Opt, UserError, app, msg, user_errors
+from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
+from .induce import REPRESENTATION_HELP
+
+PAGE_SUFFIXES = (".html", ".htm")
+
+
+def _split_output(inputs: List[Path]) -> "tuple[List[Path], Optional[Path]]":
+    """The inputs and the page: after a saved WORD.json the next argument is the page; otherwise a last NAME.html is."""
+    from ..senses.induce import is_saved_word_senses
+
+    if len(inputs) == 2 and is_saved_word_senses(inputs[0]):
+        return inputs[:1], inputs[1]
+    if len(inputs) > 1 and inputs[-1].suffix.lower() in PAGE_SUFFIXES:
+        return inputs[:-1], inputs[-1]
+    return inputs, None
+
+
+def _settings(representation: str, n_senses: int):
+    from ..senses.induce import REPRESENTATIONS, InductionSettings
+
+    if representation not in REPRESENTATIONS:
+        raise UserError(f"--representation {representation!r}: use one of {', '.join(REPRESENTATIONS)}")
+    return InductionSettings(representation=representation, n_senses=n_senses or None)  # a bad value: one-line ValueError
 
 
 @app.command("explore")
 @user_errors
 def explore_cli(
     # fmt: off
-    senses: Path = Arg(..., help="Saved induced senses of a word: NAME.json (with NAME.npz next to it), as save_word_senses writes them"),
-    output: Optional[Path] = Arg(None, help="The HTML page to write. Default: NAME.html next to the senses"),
+    inputs: List[Path] = Arg(
+        ...,
+        help="What to show, then optionally the page (PAGE.html): a saved WORD.json (with WORD.npz next to it); an induce --out "
+        "folder (with --word); or a corpus (text files, folders of them, .spacy DocBins) to induce --word's senses from",
+    ),
+    word: Optional[str] = Opt(
+        None,
+        "--word",
+        help="The word: its file in an induce --out folder, or the word to induce from a corpus. Default: none (needed for both)",
+    ),
+    weights: Path = Opt(Path("en_default"), "--weights", "-w", help="With a corpus: the biLM folder; en_default = the embedded model"),
+    representation: str = Opt("substitutes", "--representation", "-r", help="With a corpus: " + REPRESENTATION_HELP),
+    n_senses: int = Opt(0, "--n-senses", help="With a corpus: a fixed number of senses (0 = chosen from the data)"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="With a corpus: CPU threads for the biLM (0 = one per core)"),
     neighbours: int = Opt(10, "--neighbours", "-k", help="How many nearest occurrences a click on a point lists"),
     title: Optional[str] = Opt(None, "--title", help="The page's title. Default: Senses of “WORD”"),
     # fmt: on
@@ -21,20 +55,29 @@ def explore_cli(
     """Write a page that shows a word's occurrences on a map coloured by sense: hover a point for
     its sentence, click it for its nearest occurrences. One file, opens offline."""
     from ..senses.explore import write_explore_page
-    from ..senses.induced import load_word_senses, word_senses_files
+    from ..senses.induce import file_stem, holds_saved_senses, is_saved_word_senses, word_senses_from
+    from ..senses.induced import word_senses_files
 
-    if senses.is_dir():
-        raise UserError(
-            f"{senses} is a folder: pass the NAME.json of one word's saved senses (save_word_senses writes NAME.json + NAME.npz)"
-        )
     if neighbours < 1:
         raise UserError(f"--neighbours {neighbours}: must be 1 or more")
-    json_path, _ = word_senses_files(senses)
-    if output is None:
-        output = json_path.with_suffix(".html")
-    if output.suffix.lower() not in (".html", ".htm"):
+    sources, output = _split_output(inputs)
+    saved = is_saved_word_senses(sources[0]) or (len(sources) == 1 and holds_saved_senses(sources[0]))
+    if saved and (representation != "substitutes" or n_senses or str(weights) not in ("en_default", "default")):
+        raise UserError(f"{sources[0]} holds senses induced already: --weights, --representation and --n-senses apply to a corpus")
+    settings = None if saved else _settings(representation, n_senses)
+    if output is None:  # next to a saved WORD.json, inside an induce --out folder, or here for a corpus
+        if is_saved_word_senses(sources[0]):
+            output = word_senses_files(sources[0])[0].with_suffix(".html")
+        else:
+            output = (sources[0] if saved else Path()) / f"{file_stem(word or sources[0].name)}.html"
+    if output.suffix.lower() not in PAGE_SUFFIXES:
         raise UserError(f"{output}: the page is HTML; name it NAME.html")
-    word_senses = load_word_senses(senses)
+    if not saved:
+        apply_threads(threads)
+    spec = None if str(weights) in ("en_default", "default") else str(weights)
+    word_senses = word_senses_from(sources, word, weights=spec, settings=settings, log=msg.info)
+    if word_senses.note:
+        msg.warn(word_senses.note)
     try:
         path = write_explore_page(word_senses, output, neighbours=neighbours, title=title)
     except ImportError as err:

@@ -4,7 +4,8 @@ Put it after ``elmo`` (and after whatever sets lemmas, unless ``key = "lower"``)
 whose key (see :func:`~spacy_elmo.senses.inventory.token_key`) the inventory knows, it sets
 ``token._.elmo_sense`` (the sense), ``token._.elmo_sense_score`` (cosine to that sense's centroid,
 None if it has none) and ``token._.elmo_sense_method`` (``"centroid"``, or ``"most_frequent"``
-for the back-off); other tokens get None. The inventory is saved and loaded with the pipeline.
+for the back-off) and ``token._.elmo_sense_name`` (the sense's name, for an inventory that has
+names: induced senses); other tokens get None. The inventory is saved and loaded with the pipeline.
 """
 
 # no ``from __future__ import annotations``: spaCy validates the initialize settings with pydantic,
@@ -24,8 +25,8 @@ CFG_FILE = "cfg"  # written last by to_disk: it says whether an inventory belong
 
 
 def install_sense_extensions() -> None:
-    """Register ``token._.elmo_sense``, ``elmo_sense_score`` and ``elmo_sense_method`` (idempotent)."""
-    for name in ("elmo_sense", "elmo_sense_score", "elmo_sense_method"):
+    """Register ``token._.elmo_sense``, ``elmo_sense_score``, ``elmo_sense_method`` and ``elmo_sense_name`` (idempotent)."""
+    for name in ("elmo_sense", "elmo_sense_score", "elmo_sense_method", "elmo_sense_name"):
         if not Token.has_extension(name):
             Token.set_extension(name, default=None)
 
@@ -33,7 +34,7 @@ def install_sense_extensions() -> None:
 @Language.factory(
     "elmo_senses",
     default_config={"min_score": None, "backoff": True, "prior_weight": None},
-    assigns=["token._.elmo_sense", "token._.elmo_sense_score", "token._.elmo_sense_method"],
+    assigns=["token._.elmo_sense", "token._.elmo_sense_score", "token._.elmo_sense_method", "token._.elmo_sense_name"],
     requires=["doc._.elmo_vectors"],
 )
 def make_elmo_senses(nlp: Language, name: str, min_score: Optional[float], backoff: bool, prior_weight: Optional[float]) -> "ElmoSenses":
@@ -133,7 +134,7 @@ class ElmoSenses:
             raise ValueError(f"'{self.name}': the Doc has no ELMo vectors; put it after the 'elmo' component")
         tokens, keys = [], []
         for token in doc:
-            token._.elmo_sense = token._.elmo_sense_score = token._.elmo_sense_method = None
+            token._.elmo_sense = token._.elmo_sense_score = token._.elmo_sense_method = token._.elmo_sense_name = None
             if token.is_space or not token.lemma_ and inventory.key != "lower":
                 continue
             key = token_key(token, inventory.key)
@@ -149,6 +150,7 @@ class ElmoSenses:
             if prediction is None or (prediction.method != "centroid" and not self.backoff):
                 continue
             token._.elmo_sense, token._.elmo_sense_score, token._.elmo_sense_method = prediction.sense, prediction.score, prediction.method
+            token._.elmo_sense_name = inventory.names.get(prediction.sense)
         return doc
 
     def pipe(self, stream: Iterable[Doc], batch_size: int = 128) -> Iterable[Doc]:

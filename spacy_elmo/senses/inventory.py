@@ -72,6 +72,7 @@ class SenseInventory:
         self._n_vectors: List[int] = []
         self._counts: List[int] = []
         self._cache: Dict[str, Tuple[List[str], np.ndarray]] = {}
+        self.names: Dict[str, str] = {}  # sense label -> a readable name (induced senses: "bank: river / shore / edge")
 
     # ------------------------------------------------------------------ building
 
@@ -270,6 +271,7 @@ class SenseInventory:
                 "counts": [self._counts[r] for _, _, r in rows],
                 "n_vectors": [self._n_vectors[r] for _, _, r in rows],
                 "sums": sums.astype(np.float32).tobytes(),
+                "names": dict(self.names),
             }
         )
 
@@ -285,6 +287,7 @@ class SenseInventory:
             raise ValueError(f"sense inventory format version {msg.get('version')} is not supported (expected 1)")
         inventory = cls(layer=msg["layer"], key=msg["key"], fingerprint=msg.get("fingerprint"))
         inventory.dim = msg["dim"]
+        inventory.names = {str(k): str(v) for k, v in (msg.get("names") or {}).items()}  # absent before names existed
         dim = inventory.dim or 0
         sums = np.frombuffer(msg["sums"], dtype=np.float32).reshape(len(msg["lemmas"]), dim).astype(np.float64)
         for lemma, sense, count, n, total in zip(msg["lemmas"], msg["senses"], msg["counts"], msg["n_vectors"], sums):

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Sense induction: speed and quality on SemEval-2010 Task 14, and on the hand-written sense probe.
+
+    python bench/induce.py --data project/assets/data/wsi_semeval2010 [--threads 1] [--representation substitutes]
+
+Induces the senses of all 100 SemEval-2010 words from their 8,915 test instances with the
+embedded default biLM on ``--threads`` threads (default 1), and reports the wall time (loading
+the model, the biLM and its LM head over every instance, clustering, naming, graded weights)
+beside F-S, V-M, AVG and clusters per word, for each representation asked for. The second set is
+``bench/senses.py``'s 24 hand-written ambiguous words (two senses, six sentences each): words
+that took no part in choosing any setting, scored with the same scorer. Writes
+bench/results/induce.json and bench/results/induce.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def probe(representation: str, temperature: float) -> dict:
+    """Induction on the hand-written probe sentences of bench/senses.py, scored against their two senses."""
+    from senses import SENSES
+
+    from spacy_elmo.senses.induce import InductionSettings, induce
+    from spacy_elmo.senses.wsi_score import score
+
+    sentences, gold = [], {}
+    for word, pairs in SENSES.items():
+        for sense, texts in pairs:
+            for text in texts:
+                gold.setdefault(word, {})[f"text {len(sentences)}"] = sense
+                sentences.append(text)
+    started = time.perf_counter()
+    results = induce(sentences, list(SENSES), settings=InductionSettings(representation=representation, min_occurrences=4, temperature=temperature), progress=False)
+    system = {r.word: {o.source: str(c) for o, c in zip(r.occurrences, r.labels)} for r in results}
+    result = score(system, gold)
+    return {**result.as_dict(), "seconds": round(time.perf_counter() - started, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("project/assets/data/wsi_semeval2010"))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--representation", default="substitutes,vectors,both")
+    parser.add_argument("--context", type=int, default=0, help="context tokens of the surrounding sentences on each side")
+    parser.add_argument("--temperature", type=float, default=0.5, help="temperature of the substitute distributions")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "induce.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from spacy_elmo.senses import wsi_eval
+    from spacy_elmo.senses.induce import InductionSettings
+
+    runs = []
+    for representation in args.representation.split(","):
+        started = time.perf_counter()
+        settings = InductionSettings(representation=representation, temperature=args.temperature)
+        report = wsi_eval.evaluate(args.data, None, settings, context=args.context, progress=False)
+        wall = time.perf_counter() - started
+        runs.append({"representation": representation, "wall_seconds": round(wall, 1), "report": report, "probe": probe(representation, args.temperature)})
+        ours = report["ours"]
+        print(
+            f"{representation}: F-S {ours['F-S']:.1f} V-M {ours['V-M']:.1f} AVG {ours['AVG']:.1f} "
+            f"k/w {ours['clusters_per_word']:.1f}; {wall:.0f} s on {args.threads} thread(s); probe AVG {runs[-1]['probe']['AVG']:.1f}",
+            flush=True,
+        )
+    machine = {"cpu": platform.processor() or platform.machine(), "threads": args.threads, "torch": torch.__version__}
+    out = {"model": "en_default", "machine": machine, "context_tokens": args.context, "temperature": args.temperature, "runs": runs}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1))
+    lines = [
+        "| representation | F-S | V-M | AVG | clusters/word | by centroid AVG | probe F-S / V-M / AVG | seconds (1 thread) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        o, c, p = run["report"]["ours"], run["report"]["ours_by_centroid"], run["probe"]
+        lines.append(
+            f"| {run['representation']} | {o['F-S']:.1f} | {o['V-M']:.1f} | {o['AVG']:.1f} | {o['clusters_per_word']:.1f} | {c['AVG']:.1f} | "
+            f"{p['F-S']:.1f} / {p['V-M']:.1f} / {p['AVG']:.1f} | {run['wall_seconds']:.0f} |"
+        )
+    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

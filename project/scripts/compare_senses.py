@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Compare the senses two models induced for the same words (written by `spacy elmo induce`).
+
+    python scripts/compare_senses.py senses/biomed-general senses/biomed-adapted --out metrics/biomed-senses.md
+
+For each word both folders hold: the number of senses each model found, each sense's name and
+size, and how far the two clusterings agree on the same occurrences (adjusted Rand index over
+the occurrences both kept; 1 = the same partition, about 0 = unrelated). A Markdown report.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+
+from spacy_elmo.senses.induce import load_senses
+
+
+def adjusted_rand(a: np.ndarray, b: np.ndarray) -> float:
+    """The adjusted Rand index of two labelings of the same items."""
+    n = len(a)
+    if n < 2:
+        return 1.0
+    table = np.zeros((a.max() + 1, b.max() + 1))
+    np.add.at(table, (a, b), 1)
+
+    def pairs(x: np.ndarray) -> float:
+        return float((x * (x - 1) / 2).sum())
+
+    index, rows, cols = pairs(table), pairs(table.sum(1)), pairs(table.sum(0))
+    expected = rows * cols / (n * (n - 1) / 2)
+    top = (rows + cols) / 2
+    return 1.0 if top == expected else (index - expected) / (top - expected)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    before = {r.word: r for r in load_senses(args.before)}
+    after = {r.word: r for r in load_senses(args.after)}
+    lines: List[str] = [f"# Induced senses: {args.before} vs {args.after}", ""]
+    for word in [w for w in before if w in after]:
+        a, b = before[word], after[word]
+        key: Dict[tuple, int] = {(o.source, o.text, o.start): i for i, o in enumerate(b.occurrences)}
+        shared = [(i, key[(o.source, o.text, o.start)]) for i, o in enumerate(a.occurrences) if (o.source, o.text, o.start) in key]
+        ari = adjusted_rand(a.labels[[i for i, _ in shared]], b.labels[[j for _, j in shared]]) if shared else float("nan")
+        lines += [f"## {word}", "", f"{len(a.senses)} senses before, {len(b.senses)} after; agreement on {len(shared)} shared occurrences (ARI) {ari:.2f}", ""]
+        lines += ["| before | n | after | n |", "|---|---:|---|---:|"]
+        for k in range(max(len(a.senses), len(b.senses))):
+            left = (a.senses[k].name, a.senses[k].count) if k < len(a.senses) else ("", "")
+            right = (b.senses[k].name, b.senses[k].count) if k < len(b.senses) else ("", "")
+            lines.append(f"| {left[0]} | {left[1]} | {right[0]} | {right[1]} |")
+        lines.append("")
+    text = "\n".join(lines)
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Commands ``induce`` (word senses from a corpus) and ``wsi-eval`` (sense induction on SemEval-2010 Task 14)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
+
+REPRESENTATION_HELP = "substitutes (the LM's predicted words), vectors (ELMo vectors, layers 1-2) or both"
+
+
+def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
+    """``bank,cell`` or ``lie=lay/lain/lying,bank`` -> ``{word: [other forms]}``."""
+    if not words:
+        return None
+    out: Dict[str, List[str]] = {}
+    for item in words.split(","):
+        word, _, forms = item.strip().partition("=")
+        if not word.strip():
+            raise UserError(f"--words {words!r}: an empty word; use e.g. --words bank,cell or --words lie=lay/lain,bank")
+        out[word.strip()] = [f.strip() for f in forms.split("/") if f.strip()]
+    return out
+
+
+def _settings(
+    representation: str, max_senses: int, n_senses: int, separation: float, min_occurrences: int, max_occurrences: int, temperature: float
+):
+    from ..senses.induce import REPRESENTATIONS, InductionSettings
+
+    if representation not in REPRESENTATIONS:
+        raise UserError(f"--representation {representation!r}: use one of {', '.join(REPRESENTATIONS)}")
+    try:
+        return InductionSettings(
+            representation=representation,
+            max_senses=max_senses,
+            n_senses=n_senses or None,
+            separation=separation,
+            min_occurrences=min_occurrences,
+            max_occurrences=max_occurrences,
+            temperature=temperature,
+        )
+    except ValueError as err:
+        raise UserError(str(err)) from None
+
+
+@app.command("induce")
+@user_errors
+def induce_cli(
+    # fmt: off
+    corpus: List[Path] = Arg(..., help="Text files (.txt/.txt.gz, a paragraph per line), folders of them, or .spacy DocBins"),
+    out: Path = Opt(
+        ..., "--out", "-o", help="Folder for WORD.json + WORD.npz per word (the induced senses, for explore) and inventory.bin"
+    ),
+    words: Optional[str] = Opt(
+        None, "--words", help="Target words, comma-separated; extra forms after '=' split by '/': lie=lay/lain,bank. Default: find them"
+    ),
+    n_words: int = Opt(20, "--n-words", "-n", help="Without --words: how many frequent words whose occurrences spread most"),
+    weights: Path = Opt(
+        Path("en_default"),
+        "--weights",
+        "-w",
+        help="biLM folder (with softmax.pt + vocab.txt for substitutes); en_default = the embedded model",
+    ),
+    representation: str = Opt("substitutes", "--representation", "-r", help=REPRESENTATION_HELP),
+    max_senses: int = Opt(10, "--max-senses", help="At most this many senses per word"),
+    n_senses: int = Opt(0, "--n-senses", help="A fixed number of senses per word (0 = chosen per word from the data)"),
+    separation: float = Opt(
+        1.0,
+        "--separation",
+        help="Clusters stay apart when their mean distance exceeds this times the word's mean distance (the stopping rule)",
+    ),
+    temperature: float = Opt(0.5, "--temperature", help="Temperature of the substitute distributions (below 1 sharpens)"),
+    min_occurrences: int = Opt(10, "--min-occurrences", help="A word seen fewer times gets one sense"),
+    max_occurrences: int = Opt(2000, "--max-occurrences", help="Occurrences kept per word (a uniform sample beyond)"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
+    # fmt: on
+) -> None:
+    """Induce word senses from a corpus with the biLM's own language model; print each sense's name and write an inventory for elmo_senses."""
+    from ..bilm.fingerprint import bilm_fingerprint
+    from ..hub.load import load_bilm
+    from ..senses.corpus import corpus_files
+    from ..senses.induce import build_inventory, induce, load_head, save_senses
+
+    settings = _settings(representation, max_senses, n_senses, separation, min_occurrences, max_occurrences, temperature)
+    corpus_files(corpus)  # a missing file is one line now, not after loading the model
+    apply_threads(threads)
+    spec = None if str(weights) in ("en_default", "default") else str(weights)
+    bilm = load_bilm(spec)
+    head = load_head(spec)
+    results = induce(corpus, _words(words), n_words=n_words, bilm=bilm, head=head, settings=settings, log=msg.info)
+    for result in results:
+        if result.note:
+            msg.warn(result.note)
+        for sense in result.senses:
+            example = result.occurrences[sense.examples[0]].text if sense.examples else ""
+            msg.text(f"{sense.name}\t{sense.count}\t{example[:100]}")
+    save_senses(out, results)
+    if any(r.occurrences for r in results):
+        build_inventory(results, bilm_fingerprint(bilm)).to_disk(out / "inventory.bin")
+        msg.good(
+            f"wrote {out}: WORD.json + WORD.npz per word and inventory.bin ({sum(len(r.senses) for r in results)} senses of {len(results)} words)"
+        )
+    else:
+        raise UserError("none of the target words occurs in the corpus: nothing induced")
+
+
+@app.command("wsi-eval")
+@user_errors
+def wsi_eval_cli(
+    # fmt: off
+    data: Path = Opt(
+        Path("assets/data/wsi_semeval2010"),
+        "--data",
+        "-d",
+        help="SemEval-2010 Task 14 folder (test_data/, keys/gold.all.key, keys/baselines/)",
+    ),
+    weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
+    representation: str = Opt("substitutes", "--representation", "-r", help=REPRESENTATION_HELP),
+    max_senses: int = Opt(10, "--max-senses", help="At most this many senses per word"),
+    n_senses: int = Opt(0, "--n-senses", help="A fixed number of senses per word (0 = chosen per word from the data)"),
+    separation: float = Opt(
+        1.0,
+        "--separation",
+        help="Clusters stay apart when their mean distance exceeds this times the word's mean distance (the stopping rule)",
+    ),
+    temperature: float = Opt(0.5, "--temperature", help="Temperature of the substitute distributions (below 1 sharpens)"),
+    context: int = Opt(0, "--context", help="Tokens of the surrounding sentences given to the biLM on each side"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
+    key: Optional[Path] = Opt(None, "--key", help="Also write the system key (graded: label/weight) here. Default: none"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here. Default: none"),
+    # fmt: on
+) -> None:
+    """Word sense induction on SemEval-2010 Task 14: paired F-score, V-measure, AVG and clusters per word, beside the baselines."""
+    from ..senses import wsi_eval
+
+    settings = _settings(representation, max_senses, n_senses, separation, 10, 2000, temperature)
+    if not (data / wsi_eval.GOLD_KEY).is_file():
+        raise UserError(
+            f"{data / wsi_eval.GOLD_KEY} not found: place the SemEval-2010 Task 14 release (test_data/ and keys/) in {data} "
+            "(see docs/senses.md#semeval-2010-task-14), or pass --data"
+        )
+    apply_threads(threads)
+    spec = None if str(weights) in ("en_default", "default") else str(weights)
+    report = wsi_eval.evaluate(data, spec, settings, context=context, key_out=key, log=msg.info)
+    msg.text(wsi_eval.table(report))
+    ours = report["ours"]
+    msg.good(
+        f"SemEval-2010 WSI: F-S {ours['F-S']:.1f}, V-M {ours['V-M']:.1f}, AVG {ours['AVG']:.1f}, "
+        f"{ours['clusters_per_word']:.1f} clusters per word ({report['seconds']:.0f} s, {report['threads']} thread(s))"
+    )
+    if output is not None:
+        from ..files import write_json
+
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_json(output, report)
+        msg.good(f"wrote {output}")

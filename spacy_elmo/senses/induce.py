@@ -1,0 +1,605 @@
+"""Word sense induction with the biLM's own language model (after Amrami & Goldberg 2018).
+
+For each occurrence of a target word the forward LM (reading up to the word) and the backward LM
+(reading back to it) each predict what could stand in its place (:mod:`.substitutes`). The
+occurrences of a word are clustered (:mod:`.clustering`) by those substitutes, by their ELMo
+vectors, or by both; the number of senses comes from the data. Each occurrence then gets a
+graded assignment: with substitutes, ``n_representatives`` small bags sampled from its two
+predicted distributions (Amrami & Goldberg's representatives) each vote for their nearest sense,
+and its full bag votes once more; with vectors, a softmax over its cosines to the senses'
+centroids. Each sense is named by its most distinctive substitutes ("bank: river / shore /
+edge") and shown by its most representative sentences.
+
+The corpus is streamed (:mod:`.corpus`): per occurrence only its sentence, the top substitutes
+of each direction and one compact vector are kept, and at most ``max_occurrences`` per word
+(a uniform sample of them beyond that).
+
+    >>> results = induce("texts/", ["bank", "cell"])            # doctest: +SKIP
+    >>> inventory = build_inventory(results, fingerprint)        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from scipy import sparse
+
+from ..bilm import BiLM
+from ..bilm.batching import plan_batches
+from .clustering import cosine_distances, cut_senses, substitute_bags, tfidf, unit_rows
+from .corpus import Corpus, _is_paths, corpus_files, read_sentences
+from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
+from .inventory import SenseInventory
+from .substitutes import LMHead, content_mask, fold_vocabulary, inflection_bases, lm_states
+
+REPRESENTATIONS = ("substitutes", "vectors", "both")
+Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
+
+
+@dataclass
+class InductionSettings:
+    """How senses are induced (defaults: measured on SemEval-2010, see docs/senses.md).
+
+    representation: ``substitutes`` (the LM's predictions), ``vectors`` (the ELMo vectors under
+        ``mix``) or ``both`` (their cosine similarities averaged).
+    top_k: substitutes kept per direction and occurrence. temperature: applied to their
+        log-probabilities (above 1 flattens, below sharpens).
+    max_senses: at most this many senses per word; the number below it comes from the data:
+        clusters whose average cosine distance exceeds ``separation`` times the mean distance
+        between the word's occurrences stay apart (see :func:`.clustering.cut_senses`).
+    n_senses: a fixed number of senses instead (for comparisons).
+    min_occurrences: a word seen fewer times gets one sense (and a note saying so).
+    max_occurrences: occurrences kept per word (a uniform sample beyond it: bounded memory).
+    n_representatives / sample_size: representatives per occurrence and substitutes drawn per
+        direction for each (the graded assignment).
+    mix: the layer weights of the vectors (default: the average of the two LSTM layers).
+    """
+
+    representation: str = "substitutes"
+    top_k: int = 100
+    temperature: float = 0.5
+    max_senses: int = 10
+    separation: float = 1.0
+    n_senses: Optional[int] = None
+    min_occurrences: int = 10
+    max_occurrences: int = 2000
+    n_representatives: int = 20
+    sample_size: int = 4
+    mix: Tuple[float, ...] = (0.0, 1.0, 1.0)
+    n_names: int = 3
+    n_examples: int = 5
+    seed: int = 0
+    max_batch_tokens: int = 4000
+
+    def __post_init__(self) -> None:
+        if self.representation not in REPRESENTATIONS:
+            raise ValueError(f"representation must be one of {', '.join(REPRESENTATIONS)}, got {self.representation!r}")
+        if self.max_senses < 1 or (self.n_senses is not None and self.n_senses < 1):
+            raise ValueError(f"max_senses and n_senses must be >= 1, got {self.max_senses} and {self.n_senses}")
+        if not 0 < self.separation < 10:
+            raise ValueError(f"separation is a factor of the mean distance, in (0, 10), got {self.separation}")
+        if self.top_k < 1 or self.temperature <= 0 or self.max_occurrences < 1:
+            raise ValueError("top_k and max_occurrences must be >= 1 and temperature > 0")
+        self.mix = tuple(float(w) for w in self.mix)
+
+    @property
+    def uses_substitutes(self) -> bool:
+        return self.representation in ("substitutes", "both")
+
+
+# ---------------------------------------------------------------------------------------------- targets
+
+
+def target_forms(words: Mapping[str, Sequence[str]]) -> Dict[str, str]:
+    """``{lower-case form: word}`` for the given words (each word is a form of itself)."""
+    out: Dict[str, str] = {}
+    for word, forms in words.items():
+        for form in [word, *forms]:
+            out.setdefault(form.lower(), word)
+    return out
+
+
+def match_target(token: str, forms: Mapping[str, str]) -> Optional[str]:
+    """The target word ``token`` is a form of: listed forms first, then regular inflections of a word."""
+    lower = token.lower()
+    if lower in forms:
+        return forms[lower]
+    for base in inflection_bases(lower):
+        if base in forms and forms[base] == base:
+            return base
+    return None
+
+
+@dataclass
+class _Store:
+    """What induction keeps of one word's occurrences (a reservoir sample of at most ``limit``)."""
+
+    word: str
+    limit: int
+    seen: int = 0
+    occurrences: List[Occurrence] = field(default_factory=list)
+    rows: List[Tuple[np.ndarray, ...]] = field(default_factory=list)
+
+    def slot(self, rng: random.Random) -> Optional[int]:
+        """Where the next occurrence goes (None: dropped by the reservoir)."""
+        self.seen += 1
+        if len(self.occurrences) < self.limit:
+            return len(self.occurrences)
+        j = rng.randrange(self.seen)
+        return j if j < self.limit else None
+
+
+@dataclass
+class _Pending:
+    word: str
+    tokens: List[str]
+    position: int
+    occurrence: Occurrence
+
+
+class Inducer:
+    """Streams occurrences through the biLM (and its LM head) and clusters each word's.
+
+    ``head`` is needed for the substitutes representation (and names senses by substitutes
+    whatever the representation); :meth:`add` queues occurrences, :meth:`senses` clusters.
+    """
+
+    def __init__(self, bilm: BiLM, head: Optional[LMHead], settings: Optional[InductionSettings] = None) -> None:
+        self.settings = settings or InductionSettings()
+        if self.settings.uses_substitutes and head is None:
+            raise ValueError(f"the {self.settings.representation!r} representation needs the biLM's LM head (softmax and vocabulary)")
+        if head is not None:
+            head.check(bilm)
+        if len(self.settings.mix) != bilm.n_output_layers:
+            raise ValueError(f"mix {list(self.settings.mix)} needs one weight per biLM layer ({bilm.n_output_layers})")
+        self.bilm, self.head = bilm, head
+        self.stores: Dict[str, _Store] = {}
+        self._pending: List[_Pending] = []
+        self._rng = random.Random(self.settings.seed)
+        self._fold: Optional[np.ndarray] = None
+        self._drop: Optional[np.ndarray] = None
+        self._excluded: Optional[torch.Tensor] = None
+
+    # ------------------------------------------------------------------ streaming
+
+    def add(self, word: str, tokens: Sequence[str], position: int, occurrence: Occurrence) -> None:
+        """Queue one occurrence (``tokens[position]`` is the word); runs the biLM when a batch is full."""
+        if not 0 <= position < len(tokens):
+            raise ValueError(f"position {position} is outside a sentence of {len(tokens)} tokens")
+        self.stores.setdefault(word, _Store(word, self.settings.max_occurrences))
+        self._pending.append(_Pending(word, list(tokens), position, occurrence))
+        if sum(len(p.tokens) + 2 for p in self._pending) >= 8 * self.settings.max_batch_tokens:
+            self.flush()
+
+    def flush(self) -> None:
+        """Run the biLM over the queued occurrences and keep their compact features."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        rows: List[Tuple[np.ndarray, ...]] = [()] * len(pending)
+        for chunk in plan_batches([len(p.tokens) for p in pending], 256, self.settings.max_batch_tokens):
+            items = [pending[i] for i in chunk]
+            states = lm_states(self.bilm, [p.tokens for p in items], [p.position for p in items], self.settings.mix)
+            subs: Tuple[np.ndarray, ...] = ()
+            if self.head is not None:
+                excluded = self._excluded_words()
+                fi, fl = self.head.top_substitutes(states.forward, self.settings.top_k, excluded)
+                bi, bl = self.head.top_substitutes(states.backward, self.settings.top_k, excluded)
+                subs = (fi, fl.astype(np.float16), bi, bl.astype(np.float16))
+            for j, i in enumerate(chunk):
+                rows[i] = (states.vectors[j].astype(np.float16),) + tuple(a[j] for a in subs)
+        for item, row in zip(pending, rows):  # in corpus order (batches run sorted by length)
+            store = self.stores[item.word]
+            slot = store.slot(self._rng)
+            if slot is None:
+                continue
+            if slot == len(store.occurrences):
+                store.occurrences.append(item.occurrence)
+                store.rows.append(row)
+            else:
+                store.occurrences[slot], store.rows[slot] = item.occurrence, row
+
+    def _excluded_words(self) -> torch.Tensor:
+        if self._excluded is None:
+            assert self.head is not None
+            self._excluded = content_mask(self.head.vocab)
+        return self._excluded
+
+    # ------------------------------------------------------------------ clustering
+
+    def _vocab_tables(self) -> Tuple[np.ndarray, np.ndarray]:
+        if self._fold is None or self._drop is None:
+            assert self.head is not None
+            from spacy.lang.en.stop_words import STOP_WORDS
+
+            self._fold = fold_vocabulary(self.head.vocab, _lookup_lemmas())
+            self._drop = np.array([w.lower() in STOP_WORDS for w in self.head.vocab]) | self._excluded_words().numpy()
+        return self._fold, self._drop
+
+    def senses(self, words: Optional[Iterable[str]] = None, forms: Optional[Mapping[str, Sequence[str]]] = None) -> List[WordSenses]:
+        """Cluster each word's occurrences (every word added, or ``words`` in that order)."""
+        self.flush()
+        chosen = list(words) if words is not None else list(self.stores)
+        return [self.word_senses(w, list((forms or {}).get(w, ()))) for w in chosen]
+
+    def word_senses(self, word: str, forms: Sequence[str] = ()) -> WordSenses:
+        """The senses of one word from its stored occurrences (one sense, with a note, if too few)."""
+        s = self.settings
+        store = self.stores.get(word) or _Store(word, s.max_occurrences)
+        n = len(store.occurrences)
+        forms = sorted({word.lower(), *(f.lower() for f in forms), *(o.text[o.start : o.end].lower() for o in store.occurrences)})
+        if n == 0:
+            return WordSenses(
+                word,
+                forms,
+                [],
+                [],
+                np.zeros((0, 0), np.float32),
+                np.zeros((0, 0), np.float32),
+                s.representation,
+                f"{word!r}: no occurrences in the corpus",
+            )
+        vectors = np.stack([r[0] for r in store.rows]).astype(np.float32)
+        bags = self._bags(store) if self.head is not None else None
+        blocks: List[Any] = []
+        if s.uses_substitutes:
+            assert bags is not None
+            blocks.append(bags[0])
+        if s.representation in ("vectors", "both"):
+            blocks.append(unit_rows(vectors))
+        note = None
+        if n < s.min_occurrences:
+            labels = np.zeros(n, dtype=np.int64)
+            note = f"{word!r}: only {n} occurrences (fewer than {s.min_occurrences}): one sense"
+        else:
+            distances = cosine_distances(blocks)
+            labels = cut_senses(distances, max_senses=s.max_senses, separation=s.separation, n_senses=s.n_senses)
+        k = int(labels.max()) + 1
+        weights = self._weights(store, labels, blocks, bags)
+        senses = self._describe(word, store, labels, weights, bags, blocks)
+        shown = self._shown_vectors(blocks)
+        return WordSenses(
+            word, forms, list(store.occurrences), senses, weights, shown, s.representation, note,
+            extra={"elmo_vectors": vectors.astype(np.float16), "mix": list(s.mix), "seen": store.seen, "n_senses": k},
+        )  # fmt: skip
+
+    def _bags(self, store: _Store) -> Tuple[sparse.csr_matrix, np.ndarray]:
+        """The word's TF-IDF substitute bags (unit rows) and IDF."""
+        assert self.head is not None
+        fold, drop = self._vocab_tables()
+        rows = store.rows
+        ids = [np.stack([r[1] for r in rows]), np.stack([r[3] for r in rows])]
+        lps = [np.stack([r[2] for r in rows]).astype(np.float32), np.stack([r[4] for r in rows]).astype(np.float32)]
+        return tfidf(substitute_bags(ids, lps, len(self.head), fold, drop, self.settings.temperature))
+
+    def _weights(
+        self, store: _Store, labels: np.ndarray, blocks: List[Any], bags: Optional[Tuple[sparse.csr_matrix, np.ndarray]]
+    ) -> np.ndarray:
+        """float32 ``[n, k]`` graded assignment, rows summing to 1."""
+        n, k = len(labels), int(labels.max()) + 1
+        if k == 1:
+            return np.ones((n, 1), dtype=np.float32)
+        onehot = np.zeros((n, k), dtype=np.float32)
+        onehot[np.arange(n), labels] = 1.0
+        s = self.settings
+        if s.uses_substitutes and bags is not None and s.n_representatives > 0:
+            matrix, idf = bags
+            centroids = np.asarray((sparse.csr_matrix(onehot.T) @ matrix).todense())  # [k, V]
+            centroids = unit_rows(centroids)
+            votes = onehot.copy()  # the full bag votes for its own cluster
+            fold, drop = self._vocab_tables()
+            rng = np.random.default_rng(s.seed)
+            for direction in (1, 3):
+                ids = np.stack([r[direction] for r in store.rows]).astype(np.int64)
+                lp = np.stack([r[direction + 1] for r in store.rows]).astype(np.float64) / s.temperature
+                p = np.exp(lp - lp.max(1, keepdims=True)) * ~drop[ids]
+                p /= np.maximum(p.sum(1, keepdims=True), 1e-12)
+                cum = np.cumsum(p, axis=1)
+                draws = rng.random((n, s.n_representatives, s.sample_size))
+                picks = np.minimum((draws[..., None] > cum[:, None, None, :]).sum(-1), ids.shape[1] - 1)  # [n, R, m]
+                words = fold[np.take_along_axis(ids[:, None, :].repeat(s.n_representatives, 1), picks, axis=2)]
+                if direction == 1:
+                    forward_words = words
+                else:
+                    sampled = np.concatenate([forward_words, words], axis=2)  # [n, R, 2m]
+            scores = (idf[sampled][..., None] * centroids.T[sampled]).sum(2)  # [n, R, k]
+            np.add.at(votes, (np.repeat(np.arange(n), s.n_representatives), scores.argmax(-1).ravel()), 1.0)
+            return (votes / votes.sum(1, keepdims=True)).astype(np.float32)
+        vectors = blocks[-1] if not sparse.issparse(blocks[-1]) else unit_rows(np.asarray(blocks[-1].todense()))
+        centroids = unit_rows(onehot.T @ vectors)
+        logits = vectors @ centroids.T / 0.05
+        logits -= logits.max(1, keepdims=True)
+        weights = np.exp(logits)
+        return (weights / weights.sum(1, keepdims=True)).astype(np.float32)
+
+    def _describe(
+        self,
+        word: str,
+        store: _Store,
+        labels: np.ndarray,
+        weights: np.ndarray,
+        bags: Optional[Tuple[sparse.csr_matrix, np.ndarray]],
+        blocks: List[Any],
+    ) -> List[Sense]:
+        """Name each sense by its most distinctive substitutes and pick its most representative occurrences."""
+        s = self.settings
+        k = weights.shape[1]
+        strongest = weights.argmax(1)
+        names: List[List[str]] = [[] for _ in range(k)]
+        if bags is not None and self.head is not None:
+            matrix = bags[0]
+            for c in range(k):
+                inside = np.asarray(matrix[strongest == c].mean(0)).ravel() if (strongest == c).any() else np.zeros(matrix.shape[1])
+                outside = np.asarray(matrix[strongest != c].mean(0)).ravel() if (strongest != c).any() else np.zeros(matrix.shape[1])
+                score = inside - outside if k > 1 else inside
+                top = [int(i) for i in np.argsort(-score)[: 4 * s.n_names] if score[i] > 0]
+                seen: List[str] = []
+                for i in top:
+                    w = self.head.vocab[i].lower()
+                    if w not in seen and w != word.lower():
+                        seen.append(w)
+                names[c] = seen[: max(s.n_names * 2, 6)]
+        senses = []
+        for c in range(k):
+            members = np.flatnonzero(strongest == c)
+            order = members[np.argsort(-weights[members, c], kind="stable")]
+            label = " / ".join(names[c][: s.n_names]) or f"sense {c + 1}"
+            senses.append(Sense(c, f"{word}: {label}", names[c], int(len(members)), [int(i) for i in order[: s.n_examples]]))
+        return senses
+
+    def _shown_vectors(self, blocks: List[Any]) -> np.ndarray:
+        """A dense ``[n, <=256]`` stand-in for the representation clustered (substitute bags reduced by SVD)."""
+        parts = []
+        for block in blocks:
+            if sparse.issparse(block):  # the top principal axes of the bags, from their Gram matrix (n x n, not n x V)
+                gram = np.asarray((block @ block.T).todense(), dtype=np.float64)
+                values, axes = np.linalg.eigh(gram)
+                r = int(min(64, len(values)))
+                top = np.argsort(-values)[:r]
+                parts.append(unit_rows((axes[:, top] * np.sqrt(np.clip(values[top], 0, None))).astype(np.float32)))
+            else:
+                parts.append(unit_rows(block))
+        return (np.hstack(parts) / math.sqrt(len(parts))).astype(np.float32)
+
+
+def _lookup_lemmas() -> Optional[Dict[str, str]]:
+    """spaCy's English lookup lemmas when spacy-lookups-data is installed (else None: the built-in folding)."""
+    try:
+        from spacy.lookups import load_lookups
+
+        return dict(load_lookups("en", ["lemma_lookup"]).get_table("lemma_lookup").items())  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - the data package is optional
+        return None
+
+
+# ---------------------------------------------------------------------------------------------- corpus level
+
+
+def load_head(weights: Optional[Any] = None) -> Optional[LMHead]:
+    """The LM head of a native model folder (``None`` = the embedded default); ``None`` if it carries none."""
+    from ..hub.resolve import default_model_path, resolve_weights
+    from .substitutes import SOFTMAX_FILE, native_head
+
+    folder = default_model_path() if weights is None else resolve_weights(weights).folder
+    if folder is None or not (Path(folder) / SOFTMAX_FILE).is_file():
+        return None
+    return native_head(folder)
+
+
+def frequent_words(corpus: Corpus, n: int, min_count: int = 20) -> Dict[str, List[str]]:
+    """The ``n`` most frequent content words of the corpus (lower case, letters only, no stop words), with their forms."""
+    from collections import Counter
+
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    counts: Counter = Counter()
+    for sentence in read_sentences(corpus):
+        counts.update(t.lower() for t in sentence.tokens if t.isalpha() and len(t) > 2 and t.lower() not in STOP_WORDS)
+    bases: Dict[str, str] = {}
+    for form in counts:
+        bases[form] = next((b for b in inflection_bases(form) if counts.get(b, 0) >= counts[form]), form)
+    grouped: Counter = Counter()
+    forms: Dict[str, List[str]] = {}
+    for form, count in counts.items():
+        grouped[bases[form]] += count
+        forms.setdefault(bases[form], []).append(form)
+    chosen = [w for w, c in grouped.most_common() if c >= min_count][:n]
+    return {w: sorted(f for f in forms[w] if f != w) for w in chosen}
+
+
+def spread(result: WordSenses) -> float:
+    """How much a word's occurrences spread: 1 - the mean cosine of their vectors to their centroid."""
+    vectors = unit_rows(np.asarray(result.extra.get("elmo_vectors", result.vectors), dtype=np.float32))
+    if len(vectors) < 2:
+        return 0.0
+    centroid = unit_rows(vectors.mean(0, keepdims=True))[0]
+    return float(1.0 - (vectors @ centroid).mean())
+
+
+def induce(
+    corpus: Corpus,
+    words: Words = None,
+    *,
+    n_words: int = 20,
+    weights: Optional[Any] = None,
+    bilm: Optional[BiLM] = None,
+    head: Optional[LMHead] = None,
+    settings: Optional[InductionSettings] = None,
+    progress: bool = True,
+    log: Optional[Callable[[str], None]] = None,
+) -> List[WordSenses]:
+    """Induce the senses of ``words`` from ``corpus``.
+
+    corpus: a text file, a folder of them, a DocBin file, or an iterable of Docs or strings.
+    words: the target words (a list; or ``{word: [other forms]}``, regular inflections being
+        found anyway); ``None`` finds them: of the ``4 * n_words`` most frequent content words,
+        the ``n_words`` whose occurrences spread most (needs a corpus that can be read twice: a
+        path or a list).
+    weights / bilm / head: the biLM (default: the embedded model) and its LM head (default: the
+        one saved with the model; any ``(vocab, W, b)`` through :meth:`LMHead.from_arrays`).
+    Returns one :class:`WordSenses` per word, in the order given (a word without occurrences
+    gets an empty one with a note).
+    """
+    settings = settings or InductionSettings()
+    if bilm is None:
+        from ..hub.load import load_bilm
+
+        bilm = load_bilm(weights)
+    if head is None:
+        head = load_head(weights)
+    if head is None and settings.uses_substitutes:
+        raise ValueError(
+            f"the biLM {weights or 'en_default'} carries no LM head (softmax.pt + vocab.txt): use representation='vectors', or pass head="
+        )
+    found = words is None
+    if found:
+        if not _is_paths(corpus) and not isinstance(corpus, (list, tuple)):
+            raise ValueError("finding the target words reads the corpus twice: pass a path or a list, or name the words")
+        candidates = frequent_words(corpus, 4 * n_words, min_count=settings.min_occurrences)
+        if log:
+            log(f"{len(candidates)} frequent words as candidates; keeping the {n_words} whose occurrences spread most")
+        words = candidates
+    table: Dict[str, List[str]] = {w: list(f) for w, f in words.items()} if isinstance(words, Mapping) else {w: [] for w in words}  # type: ignore[union-attr]
+    if not table:
+        raise ValueError("no target words given")
+    forms = target_forms(table)
+    inducer = Inducer(bilm, head, settings)
+    from ..progress import progress_bar
+
+    bar = progress_bar(desc="induce", unit=" sentences", disable=not progress)
+    with torch.inference_mode():
+        for sentence in read_sentences(corpus):
+            bar.update(1)
+            for position, token in enumerate(sentence.tokens):
+                word = match_target(token, forms)
+                if word is not None:
+                    start, end = sentence.spans[position]
+                    inducer.add(word, sentence.tokens, position, Occurrence(sentence.text, start, end, sentence.source))
+        inducer.flush()
+    bar.close()
+    results = [inducer.word_senses(w, table[w]) for w in table]
+    if found:
+        results = sorted(results, key=spread, reverse=True)[:n_words]
+    return results
+
+
+# ---------------------------------------------------------------------------------------------- use
+
+
+def sense_label(word: str, sense: int) -> str:
+    """The inventory label of a word's induced sense: ``bank.1`` for its first (largest)."""
+    return f"{word}.{sense + 1}"
+
+
+def build_inventory(results: Iterable[WordSenses], fingerprint: Optional[str] = None) -> SenseInventory:
+    """A :class:`SenseInventory` of the induced senses: the centroid of each sense's ELMo vectors.
+
+    Keyed by lower-case form (``key="lower"``: every form seen is an entry, so no lemmatizer is
+    needed); the vectors are the induction's mix of the raw layers, so the ``elmo`` component
+    must store them (``store_layers = true``). Sense labels are ``word.N``; their names are in
+    ``inventory.names``.
+    """
+    inventory: Optional[SenseInventory] = None
+    for result in results:
+        if not result.occurrences:
+            continue
+        mix = [float(w) for w in result.extra.get("mix", InductionSettings().mix)]
+        if inventory is None:
+            inventory = SenseInventory(layer=mix, key="lower", fingerprint=fingerprint)
+        vectors = np.asarray(result.extra["elmo_vectors"], dtype=np.float32)
+        labels = result.labels
+        forms = sorted({result.word.lower(), *(f.lower() for f in result.forms)})
+        for form in forms:
+            inventory.add_vectors([form] * len(labels), [sense_label(result.word, int(c)) for c in labels], vectors)
+        for sense in result.senses:
+            inventory.names[sense_label(result.word, sense.id)] = sense.name
+    if inventory is None:
+        raise ValueError("no induced word has occurrences: nothing to build an inventory from")
+    return inventory
+
+
+# ---------------------------------------------------------------------------------------------- saving
+
+
+def file_stem(word: str) -> str:
+    """A file name for a word's saved senses (characters outside letters, digits, ``.``, ``-`` become ``_``)."""
+    return re.sub(r"[^\w.-]", "_", word) or "_"
+
+
+def save_senses(folder: Union[str, Path], results: Sequence[WordSenses]) -> List[Path]:
+    """Save each word's senses in ``folder`` as ``WORD.json`` + ``WORD.npz`` (see :func:`.induced.save_word_senses`:
+    the files ``spacy elmo explore`` reads); returns the JSON paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stems = [file_stem(r.word) for r in results]
+    if len(set(stems)) != len(stems):
+        raise ValueError(f"two target words share a file name in {folder}: {sorted(s for s in stems if stems.count(s) > 1)[:3]}")
+    return [save_word_senses(r, folder / stem) for r, stem in zip(results, stems)]
+
+
+def load_senses(folder: Union[str, Path]) -> List[WordSenses]:
+    """Every word's senses saved in ``folder`` by :func:`save_senses` (sorted by file name)."""
+    folder = Path(folder)
+    paths = sorted(folder.glob("*.json"))
+    if not paths:
+        raise FileNotFoundError(f"{folder} holds no saved word senses (WORD.json + WORD.npz)")
+    return [load_word_senses(p) for p in paths]
+
+
+def holds_saved_senses(folder: Union[str, Path]) -> bool:
+    """Whether ``folder`` holds word senses saved by :func:`save_senses` (a ``WORD.json`` with its ``WORD.npz``)."""
+    folder = Path(folder)
+    return folder.is_dir() and any(p.with_suffix(".npz").is_file() for p in folder.glob("*.json"))
+
+
+def is_saved_word_senses(path: Union[str, Path]) -> bool:
+    """Whether ``path`` names one word's saved senses: ``WORD.json``, ``WORD.npz``, or the stem ``WORD`` of an existing pair."""
+    path = Path(path)
+    return path.suffix in (".json", ".npz") or (not path.exists() and word_senses_files(path)[0].is_file())
+
+
+def word_senses_from(sources: Sequence[Union[str, Path]], word: Optional[str] = None, **induce_options: Any) -> WordSenses:
+    """One word's senses, from whichever of three inputs ``sources`` is (what ``spacy elmo explore`` reads):
+
+    - one saved ``WORD.json`` (:func:`.induced.save_word_senses`): read; ``word``, if given, must be its word;
+    - one folder that :func:`save_senses` wrote (``induce --out``): ``word``'s file in it;
+    - otherwise a corpus (text files, folders of them, DocBins): ``induce(sources, [word], **induce_options)``.
+
+    Raises ``ValueError`` (one line) for a folder or corpus without ``word``, a word the folder has
+    no file for, or a word that does not occur in the corpus.
+    """
+    paths = [Path(s) for s in sources]
+    if not paths:
+        raise ValueError("no input: give a saved WORD.json, an induce --out folder, or a corpus with a word")
+    first = paths[0]
+    if is_saved_word_senses(first):
+        if len(paths) > 1:
+            raise ValueError(f"{first} is saved word senses: give it alone, not with {paths[1]}")
+        ws = load_word_senses(first)
+        if word is not None and word != ws.word:
+            raise ValueError(f"{first} holds the senses of {ws.word!r}, not {word!r}")
+        return ws
+    if len(paths) == 1 and holds_saved_senses(first):
+        saved = sorted(p.stem for p in first.glob("*.json") if p.with_suffix(".npz").is_file())
+        listed = ", ".join(saved[:10]) + (", ..." if len(saved) > 10 else "")
+        if word is None:
+            raise ValueError(f"{first} is a folder of saved senses: pick a word with --word (word=); it has {listed}")
+        path = first / f"{file_stem(word)}.json"
+        if not path.is_file():
+            raise ValueError(f"{first} holds no saved senses of {word!r}; it has {listed}")
+        return load_word_senses(path)
+    if word is None:
+        names = ", ".join(str(p) for p in paths[:3])
+        raise ValueError(f"{names} is a corpus, not saved senses: name the word to induce with --word (word=)")
+    corpus_files(paths)  # a missing file is one line now, not after loading the model
+    (ws,) = induce(paths, [word], **induce_options)
+    if not ws.occurrences:
+        raise ValueError(ws.note or f"{word!r}: no occurrences in the corpus")
+    return ws

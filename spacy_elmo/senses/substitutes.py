@@ -1,0 +1,215 @@
+"""What the biLM's own language model puts in a word's place: lexical substitutes for sense induction.
+
+The forward LM's top layer at position i-1 predicts token i, the backward LM's at i+1 predicts
+token i: read at the *neighbours* of a target (never at the target itself, which has seen it),
+their softmax over the vocabulary is a distribution of words that could stand where the target
+stands. :class:`LMHead` is that softmax (a vocabulary, ``W [V, P]`` and ``b [V]``): our native
+models carry it as ``softmax.pt`` + ``vocab.txt`` (:func:`native_head`); a head from elsewhere
+(the published model's, say) plugs in with :meth:`LMHead.from_arrays`.
+
+:func:`lm_states` runs the biLM once per batch of sentences and keeps, per target, only the two
+neighbour states and a compact vector; :meth:`LMHead.top_substitutes` turns states into the
+``top_k`` substitutes of each direction. Nothing holds a sentence's full layer tensor longer than
+its batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from ..bilm import BiLM
+from ..bilm.characters import TokenBatch
+from ..bilm.scalar_mix import MixSpec, spec_weights
+
+SOFTMAX_FILE, VOCAB_FILE = "softmax.pt", "vocab.txt"
+SPECIALS = ("<S>", "</S>", "<UNK>")
+
+
+class HeadError(ValueError):
+    """An LM head that cannot be used (missing files, damaged, or another model's)."""
+
+
+@dataclass
+class LMHead:
+    """A biLM's word softmax: ``logits = h @ weight.T + bias`` over ``vocab`` (shared by both directions).
+
+    weight: float32 ``[V, P]``; bias: float32 ``[V]``; ``P`` is the biLM's projection size.
+    """
+
+    vocab: List[str]
+    weight: torch.Tensor
+    bias: torch.Tensor
+    source: str = ""
+
+    @classmethod
+    def from_arrays(cls, vocab: Sequence[str], weight: object, bias: object, source: str = "") -> "LMHead":
+        """A head from any ``(vocab, W [V, dim], b [V])`` triple (numpy arrays or tensors)."""
+        w = torch.as_tensor(np.asarray(weight, dtype=np.float32) if not isinstance(weight, torch.Tensor) else weight).float()
+        b = torch.as_tensor(np.asarray(bias, dtype=np.float32) if not isinstance(bias, torch.Tensor) else bias).float()
+        vocab = list(vocab)
+        what = source or "the LM head"
+        if w.ndim != 2 or b.ndim != 1:
+            raise HeadError(f"{what}: expected W [V, dim] and b [V], got shapes {tuple(w.shape)} and {tuple(b.shape)}")
+        if not (len(vocab) == w.shape[0] == b.shape[0]):
+            raise HeadError(
+                f"{what}: the vocabulary has {len(vocab)} words but the softmax has {w.shape[0]} rows and {b.shape[0]} biases: "
+                "the head does not match its vocabulary"
+            )
+        if not torch.isfinite(w).all() or not torch.isfinite(b).all():
+            raise HeadError(f"{what}: the softmax holds NaN or infinite values")
+        return cls(vocab, w.contiguous(), b.contiguous(), source)
+
+    @property
+    def dim(self) -> int:
+        return int(self.weight.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def check(self, bilm: BiLM) -> None:
+        """Refuse a head whose input size is not the biLM's projection size (another model's head)."""
+        if self.dim != bilm.config.projection_dim:
+            raise HeadError(
+                f"{self.source or 'the LM head'} takes {self.dim}-dimensional states but the biLM's LSTM projection is "
+                f"{bilm.config.projection_dim}: the head belongs to another model; use the head saved with these weights"
+            )
+
+    @torch.inference_mode()
+    def log_probs(self, states: torch.Tensor) -> torch.Tensor:
+        """float32 ``[n, V]`` log-probabilities for states ``[n, P]``."""
+        return torch.log_softmax(states.float() @ self.weight.T + self.bias, dim=-1)
+
+    @torch.inference_mode()
+    def top_substitutes(self, states: torch.Tensor, k: int, exclude: Optional[torch.Tensor] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """The ``k`` likeliest words for each state ``[n, P]``: ids int32 ``[n, k]`` and log-probabilities
+        float32 ``[n, k]`` (of the full softmax), best first; ``exclude`` (bool ``[V]``) words never come out."""
+        logp = self.log_probs(states)
+        if exclude is not None:
+            logp = logp.masked_fill(exclude, float("-inf"))
+        k = min(k, logp.shape[1])
+        values, ids = logp.topk(k, dim=-1)
+        return ids.to(torch.int32).numpy(), values.numpy()
+
+
+def native_head(folder: Union[str, Path]) -> LMHead:
+    """The head a spacy-elmo model folder carries (``softmax.pt`` + ``vocab.txt``); one line naming what is wrong."""
+    folder = Path(folder)
+    softmax, vocab_file = folder / SOFTMAX_FILE, folder / VOCAB_FILE
+    for path in (softmax, vocab_file):
+        if not path.is_file():
+            raise HeadError(
+                f"{folder} has no {path.name}: substitutes need the model's LM head (a model trained by spacy-elmo carries "
+                "softmax.pt and vocab.txt); use --representation vectors, or a model with its head"
+            )
+    try:
+        state = torch.load(softmax, map_location="cpu", weights_only=True)
+    except Exception as error:  # noqa: BLE001 - any failure to read it means the same thing
+        raise HeadError(f"{softmax}: not a readable softmax state ({error})") from None
+    if not isinstance(state, dict) or not {"weight", "bias"} <= set(state):
+        raise HeadError(f"{softmax}: expected a state dict with 'weight' and 'bias'")
+    try:
+        lines = vocab_file.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise HeadError(f"{vocab_file}: not UTF-8 text ({error.reason}); the vocabulary is damaged") from None
+    vocab = [line.split("\t", 1)[0] for line in lines if line]
+    return LMHead.from_arrays(vocab, state["weight"], state["bias"], source=str(softmax))
+
+
+# ---------------------------------------------------------------------------------------------- states
+
+
+@dataclass
+class TargetStates:
+    """Per target: the forward LM's state before it and the backward LM's after it (``[n, P]``
+    each, top layer) and its vector under the chosen mix (float32 ``[n, 2P]``)."""
+
+    forward: torch.Tensor
+    backward: torch.Tensor
+    vectors: np.ndarray
+
+
+@torch.inference_mode()
+def lm_states(bilm: BiLM, sentences: Sequence[Sequence[str]], positions: Sequence[int], mix: MixSpec = (0.0, 1.0, 1.0)) -> TargetStates:
+    """Run the biLM over ``sentences`` (one batch) and keep only each target's neighbour states and vector.
+
+    ``positions[j]`` is the target's token index in ``sentences[j]``. In the boundary-padded
+    sequence the target sits at ``t + 1``: the forward state at ``t`` (``<S>`` for the first word)
+    and the backward state at ``t + 2`` (``</S>`` after the last) both predict it.
+    """
+    batch = TokenBatch.from_sentences([list(s) for s in sentences])
+    tokens, layers = bilm.encode(batch)
+    rows = torch.arange(len(sentences))
+    at = torch.as_tensor(list(positions), dtype=torch.long)
+    proj = bilm.config.projection_dim
+    top = layers[-1]
+    forward = top[rows, at, :proj].float().clone()
+    backward = top[rows, at + 2, proj:].float().clone()
+    weights = spec_weights(list(mix) if not isinstance(mix, str) else mix, len(layers) + 1)
+    stack = [torch.cat([tokens, tokens], dim=-1)[rows, at + 1]] + [layer[rows, at + 1] for layer in layers]
+    vectors = sum(float(w) * s.float() for w, s in zip(weights, stack) if w)
+    return TargetStates(forward, backward, np.asarray(vectors, dtype=np.float32))
+
+
+# ---------------------------------------------------------------------------------------------- folding
+
+
+def fold_vocabulary(vocab: Sequence[str], lemmatize: Optional[Dict[str, str]] = None) -> np.ndarray:
+    """int64 ``[V]``: each word's representative id (its lemma's), so that inflected substitutes count as one.
+
+    With ``lemmatize`` (word -> lemma, e.g. spaCy's lookup table), a word maps to its lemma's id
+    when the lemma is in the vocabulary. Otherwise a conservative folding learnt from the
+    vocabulary itself: lower case, then a regular English inflection (-s, -es, -ies, -ed, -d,
+    -ing, doubled consonants) is folded onto its base only when that base is itself a word of
+    the vocabulary (``banks`` -> ``bank``). Without parts of speech it sometimes folds too far
+    (``news`` -> ``new``): tolerable for bags of substitutes, which only need inflections merged.
+    """
+    index: Dict[str, int] = {}
+    for i, word in enumerate(vocab):
+        index.setdefault(word.lower(), i)
+    out = np.arange(len(vocab), dtype=np.int64)
+    for i, word in enumerate(vocab):
+        lower = word.lower()
+        base: Optional[str] = None
+        if lemmatize is not None:
+            lemma = lemmatize.get(lower) or lemmatize.get(word)
+            base = lemma.lower() if lemma and lemma.lower() in index else None
+        if base is None:
+            base = next((c for c in inflection_bases(lower) if c in index), lower)
+        out[i] = index.get(base, index[lower])
+    return out
+
+
+def inflection_bases(word: str) -> List[str]:
+    """Candidate bases of a regularly inflected English word, likeliest first (none for short words)."""
+    if len(word) < 4 or not word.isalpha():
+        return []
+    out: List[str] = []
+    if word.endswith("ies"):
+        out.append(word[:-3] + "y")
+    if word.endswith("es"):
+        out.append(word[:-2])
+    if word.endswith("s") and not word.endswith("ss"):
+        out.append(word[:-1])
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            stem = word[: -len(suffix)]
+            out.append(stem)
+            out.append(stem + "e")
+            if len(stem) > 2 and stem[-1] == stem[-2]:
+                out.append(stem[:-1])
+            if suffix == "ed" and stem.endswith("i"):
+                out.append(stem[:-1] + "y")
+    if word.endswith("d") and word.endswith("ed"):
+        out.append(word[:-1])
+    return out
+
+
+def content_mask(vocab: Sequence[str], exclude: Sequence[str] = ()) -> torch.Tensor:
+    """bool ``[V]``: the words never used as substitutes (the specials, anything without a letter, ``exclude``)."""
+    banned = set(SPECIALS) | {w.lower() for w in exclude}
+    return torch.tensor([w in banned or w.lower() in banned or not any(c.isalpha() for c in w) for w in vocab])
