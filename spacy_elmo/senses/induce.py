@@ -220,7 +220,7 @@ class Inducer:
             from spacy.lang.en.stop_words import STOP_WORDS
 
             self._fold = fold_vocabulary(self.head.vocab, _lookup_lemmas())
-            self._drop = np.array([w.lower() in STOP_WORDS for w in self.head.vocab]) | self._excluded_words().numpy()
+            self._drop = np.array([w.lower() in STOP_WORDS for w in self.head.vocab]) | self._excluded_words().cpu().numpy()
         return self._fold, self._drop
 
     def senses(self, words: Optional[Iterable[str]] = None, forms: Optional[Mapping[str, Sequence[str]]] = None) -> List[WordSenses]:

@@ -93,7 +93,7 @@ class LMHead:
             logp = logp.masked_fill(exclude, float("-inf"))
         k = min(k, logp.shape[1])
         values, ids = logp.topk(k, dim=-1)
-        return ids.to(torch.int32).numpy(), values.numpy()
+        return ids.to(torch.int32).cpu().numpy(), values.cpu().numpy()
 
 
 def native_head(folder: Union[str, Path]) -> LMHead:
