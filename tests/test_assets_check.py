@@ -77,3 +77,13 @@ def test_the_project_command_runs(tmp_path):
     assert result.returncode == 1  # nothing downloaded in the copy
     assert "assets are missing" in result.stdout and "Traceback" not in result.stderr
     assert "assets/data/ud_english_ewt/en_ewt-ud-train.conllu\thttps://" in result.stdout
+
+
+def test_a_gzipped_asset_is_checked_on_its_stored_bytes(tmp_path):
+    # spaCy's own asset checksum is the MD5 of the file as stored: a .gz is not decompressed first
+    import gzip
+
+    path = tmp_path / "x.txt.gz"
+    path.write_bytes(gzip.compress(b"some text\n", mtime=0))
+    assert assets_check.md5(path) == hashlib.md5(path.read_bytes()).hexdigest()
+    assert assets_check.md5(path) != hashlib.md5(b"some text\n").hexdigest()

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
-from .induce import REPRESENTATION_HELP
+from .induce import REPRESENTATION_HELP, induction_settings
 
 PAGE_SUFFIXES = (".html", ".htm")
 
@@ -20,14 +20,6 @@ def _split_output(inputs: List[Path]) -> "tuple[List[Path], Optional[Path]]":
     if len(inputs) > 1 and inputs[-1].suffix.lower() in PAGE_SUFFIXES:
         return inputs[:-1], inputs[-1]
     return inputs, None
-
-
-def _settings(representation: str, n_senses: int):
-    from ..senses.induce import REPRESENTATIONS, InductionSettings
-
-    if representation not in REPRESENTATIONS:
-        raise UserError(f"--representation {representation!r}: use one of {', '.join(REPRESENTATIONS)}")
-    return InductionSettings(representation=representation, n_senses=n_senses or None)  # a bad value: one-line ValueError
 
 
 @app.command("explore")
@@ -64,7 +56,7 @@ def explore_cli(
     saved = is_saved_word_senses(sources[0]) or (len(sources) == 1 and holds_saved_senses(sources[0]))
     if saved and (representation != "substitutes" or n_senses or str(weights) not in ("en_default", "default")):
         raise UserError(f"{sources[0]} holds senses induced already: --weights, --representation and --n-senses apply to a corpus")
-    settings = None if saved else _settings(representation, n_senses)
+    settings = None if saved else induction_settings(representation, n_senses)
     if output is None:  # next to a saved WORD.json, inside an induce --out folder, or here for a corpus
         if is_saved_word_senses(sources[0]):
             output = word_senses_files(sources[0])[0].with_suffix(".html")

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
 
 REPRESENTATION_HELP = "substitutes (the LM's predicted words), vectors (ELMo vectors, layers 1-2) or both"
+# the clustering options induce and wsi-eval share (one definition each)
+REPRESENTATION_OPT = Opt("substitutes", "--representation", "-r", help=REPRESENTATION_HELP)
+MAX_SENSES_OPT = Opt(10, "--max-senses", help="At most this many senses per word")
+N_SENSES_OPT = Opt(0, "--n-senses", help="A fixed number of senses per word (0 = chosen per word from the data)")
+SEPARATION_OPT = Opt(
+    1.0,
+    "--separation",
+    help="Clusters stay apart when their mean distance exceeds this times the word's mean distance (the stopping rule)",
+)
+TEMPERATURE_OPT = Opt(0.5, "--temperature", help="Temperature of the substitute distributions (below 1 sharpens)")
 
 
 def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
@@ -23,23 +33,15 @@ def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
     return out
 
 
-def _settings(
-    representation: str, max_senses: int, n_senses: int, separation: float, min_occurrences: int, max_occurrences: int, temperature: float
-):
+def induction_settings(representation: str, n_senses: int = 0, **options: Any):
+    """The command line's induction options as :class:`InductionSettings` (0 senses = chosen per
+    word); a bad value is one line."""
     from ..senses.induce import REPRESENTATIONS, InductionSettings
 
     if representation not in REPRESENTATIONS:
         raise UserError(f"--representation {representation!r}: use one of {', '.join(REPRESENTATIONS)}")
     try:
-        return InductionSettings(
-            representation=representation,
-            max_senses=max_senses,
-            n_senses=n_senses or None,
-            separation=separation,
-            min_occurrences=min_occurrences,
-            max_occurrences=max_occurrences,
-            temperature=temperature,
-        )
+        return InductionSettings(representation=representation, n_senses=n_senses or None, **options)
     except ValueError as err:
         raise UserError(str(err)) from None
 
@@ -62,15 +64,11 @@ def induce_cli(
         "-w",
         help="biLM folder (with softmax.pt + vocab.txt for substitutes); en_default = the embedded model",
     ),
-    representation: str = Opt("substitutes", "--representation", "-r", help=REPRESENTATION_HELP),
-    max_senses: int = Opt(10, "--max-senses", help="At most this many senses per word"),
-    n_senses: int = Opt(0, "--n-senses", help="A fixed number of senses per word (0 = chosen per word from the data)"),
-    separation: float = Opt(
-        1.0,
-        "--separation",
-        help="Clusters stay apart when their mean distance exceeds this times the word's mean distance (the stopping rule)",
-    ),
-    temperature: float = Opt(0.5, "--temperature", help="Temperature of the substitute distributions (below 1 sharpens)"),
+    representation: str = REPRESENTATION_OPT,
+    max_senses: int = MAX_SENSES_OPT,
+    n_senses: int = N_SENSES_OPT,
+    separation: float = SEPARATION_OPT,
+    temperature: float = TEMPERATURE_OPT,
     min_occurrences: int = Opt(10, "--min-occurrences", help="A word seen fewer times gets one sense"),
     max_occurrences: int = Opt(2000, "--max-occurrences", help="Occurrences kept per word (a uniform sample beyond)"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
@@ -82,7 +80,15 @@ def induce_cli(
     from ..senses.corpus import corpus_files
     from ..senses.induce import build_inventory, induce, load_head, save_senses
 
-    settings = _settings(representation, max_senses, n_senses, separation, min_occurrences, max_occurrences, temperature)
+    settings = induction_settings(
+        representation,
+        n_senses,
+        max_senses=max_senses,
+        separation=separation,
+        min_occurrences=min_occurrences,
+        max_occurrences=max_occurrences,
+        temperature=temperature,
+    )
     corpus_files(corpus)  # a missing file is one line now, not after loading the model
     apply_threads(threads)
     spec = None if str(weights) in ("en_default", "default") else str(weights)
@@ -116,15 +122,11 @@ def wsi_eval_cli(
         help="SemEval-2010 Task 14 folder (test_data/, keys/gold.all.key, keys/baselines/)",
     ),
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
-    representation: str = Opt("substitutes", "--representation", "-r", help=REPRESENTATION_HELP),
-    max_senses: int = Opt(10, "--max-senses", help="At most this many senses per word"),
-    n_senses: int = Opt(0, "--n-senses", help="A fixed number of senses per word (0 = chosen per word from the data)"),
-    separation: float = Opt(
-        1.0,
-        "--separation",
-        help="Clusters stay apart when their mean distance exceeds this times the word's mean distance (the stopping rule)",
-    ),
-    temperature: float = Opt(0.5, "--temperature", help="Temperature of the substitute distributions (below 1 sharpens)"),
+    representation: str = REPRESENTATION_OPT,
+    max_senses: int = MAX_SENSES_OPT,
+    n_senses: int = N_SENSES_OPT,
+    separation: float = SEPARATION_OPT,
+    temperature: float = TEMPERATURE_OPT,
     context: int = Opt(0, "--context", help="Tokens of the surrounding sentences given to the biLM on each side"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     key: Optional[Path] = Opt(None, "--key", help="Also write the system key (graded: label/weight) here. Default: none"),
@@ -134,7 +136,7 @@ def wsi_eval_cli(
     """Word sense induction on SemEval-2010 Task 14: paired F-score, V-measure, AVG and clusters per word, beside the baselines."""
     from ..senses import wsi_eval
 
-    settings = _settings(representation, max_senses, n_senses, separation, 10, 2000, temperature)
+    settings = induction_settings(representation, n_senses, max_senses=max_senses, separation=separation, temperature=temperature)
     if not (data / wsi_eval.GOLD_KEY).is_file():
         raise UserError(
             f"{data / wsi_eval.GOLD_KEY} not found: place the SemEval-2010 Task 14 release (test_data/ and keys/) in {data} "

@@ -37,19 +37,12 @@ def _write_json(output: Optional[Path], report: dict) -> None:
 def _text_files(paths: List[Path]) -> List[Path]:
     """The text files named, a folder standing for its .txt/.txt.gz files (sorted)."""
     from ..embedding.reader import SUFFIXES
+    from ..senses.corpus import corpus_files
 
-    out: List[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
-            if not found:
-                raise UserError(f"{path} is a folder with no .txt or .txt.gz files: pass text files, or a folder that holds them.")
-            out.extend(found)
-        elif path.is_file():
-            out.append(path)
-        else:
-            raise UserError(f"text file not found: {path} (pass .txt or .txt.gz files, or a folder of them).")
-    return out
+    try:
+        return corpus_files(paths, suffixes=SUFFIXES, kind="text")
+    except FileNotFoundError as err:
+        raise UserError(f"{err}: pass .txt or .txt.gz files, or a folder of them.") from None
 
 
 def _elmo_pipeline(weights: Path, store_layers: bool):

@@ -36,20 +36,26 @@ def _is_paths(corpus: object) -> bool:
     return isinstance(corpus, (list, tuple)) and bool(corpus) and all(isinstance(c, Path) for c in corpus)
 
 
-def corpus_files(corpus: Union[str, Path, Sequence[Union[str, Path]]]) -> List[Path]:
-    """The files a path argument names (a folder: its text and DocBin files, sorted)."""
+def corpus_files(
+    corpus: Union[str, Path, Sequence[Union[str, Path]]],
+    suffixes: Tuple[str, ...] = TEXT_SUFFIXES + (".spacy",),
+    kind: str = "corpus",
+) -> List[Path]:
+    """The files a path argument names, a folder standing for its files with one of ``suffixes``
+    (sorted); ``FileNotFoundError`` (its message names the ``kind`` of file) for a missing path or
+    a folder with none."""
     paths = [Path(corpus)] if isinstance(corpus, (str, Path)) else [Path(p) for p in corpus]
     out: List[Path] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and (p.name.endswith(TEXT_SUFFIXES) or p.suffix == ".spacy"))
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
             if not found:
-                raise FileNotFoundError(f"{path} is a folder with no .txt, .txt.gz or .spacy files")
+                raise FileNotFoundError(f"{path} is a folder with no {' or '.join(suffixes)} files")
             out.extend(found)
         elif path.is_file():
             out.append(path)
         else:
-            raise FileNotFoundError(f"corpus file not found: {path}")
+            raise FileNotFoundError(f"{kind} file not found: {path}")
     return out
 
 
