@@ -9,6 +9,19 @@ the two losses and the cosine / relative difference of every gradient::
 
     python bench/train_precision.py speed corpus/full-mixed --init en_default --steps 12 --json bench/results/train_precision_speed.json
 
+Both build the models after applying the glibc heap tuning that training applies
+(``--malloc-tuning off``: glibc's defaults; see ``spacy_elmo/training/allocator.py``).
+
+``profile``: the same alternating steps under torch.profiler; each op's self time goes to one of
+matrix products (``mm``/``bmm``/``baddbmm``/``addmm``/convolutions), elementwise (every other
+ATen op and the compiled kernels, named ``compiled::NAME``), softmax (everything in the loss's
+forward and in the backward nodes between the loss and the LSTM's top states, its products
+included), optimizer (``zero_grad`` and ``step``) and other (Python between the ops, the autograd
+engine). Shares of the profiled step's time, and those shares of its CPU milliseconds, as a
+markdown table (``--markdown`` appends its rows) and JSON with each precision's top ops::
+
+    python bench/train_precision.py profile corpus/full-mixed --steps 5 --label after --json bench/results/train_step_split-after.json --markdown bench/results/train_step_split.md
+
 ``curves``: two run folders of ``pretrain``/``finetune`` (same config and seed, one per
 precision): validation perplexity at the steps both evaluated (matched tokens) and the
 median training tokens/s and tokens per CPU-second of their logs::
@@ -31,12 +44,15 @@ import torch
 def _setup(args: argparse.Namespace) -> Tuple[List[Any], Dict[str, Any], Dict[str, torch.optim.Optimizer]]:
     """The batches, and an fp32 and a bf16 model (same initial weights) with their AdamW each."""
     from spacy_elmo.cli import model_path
-    from spacy_elmo.training.allocator import tune_allocator
     from spacy_elmo.training.data import Position, training_batches
     from spacy_elmo.training.trainer import TrainConfig, build_model, training_vocab
 
     torch.set_num_threads(args.threads)
-    args.malloc_tuned = tune_allocator(args.malloc_tuning == "on")  # as train() does, before the first step
+    args.malloc_tuned = False
+    if args.malloc_tuning == "on":  # as train() does, before the first step
+        from spacy_elmo.training.allocator import tune_allocator
+
+        args.malloc_tuned = tune_allocator()
     init = str(model_path(Path(args.init))) if args.init else None
     config = TrainConfig(data_dir=str(args.data), init_model=init, n_samples=args.samples, max_tokens=args.max_tokens)
     vocab = training_vocab(config)
@@ -210,6 +226,7 @@ def profile(args: argparse.Namespace) -> Dict[str, Any]:
             model, optimizer = models[name], optimizers[name]
             torch.manual_seed(args.seed + index)
             recorder = torch_profile(activities=[ProfilerActivity.CPU]) if index > 0 else contextlib.nullcontext()
+            cpu = time.process_time()
             with recorder as prof:
                 with record_function("bench::step"):
                     loss, _ = model(batch)
@@ -221,6 +238,7 @@ def profile(args: argparse.Namespace) -> Dict[str, Any]:
                         loss.backward()
                     with record_function("bench::optimizer"):
                         optimizer.step()
+            cpu = time.process_time() - cpu
             if index == 0:
                 continue
             events = prof.profiler.function_events
@@ -236,19 +254,23 @@ def profile(args: argparse.Namespace) -> Dict[str, Any]:
                 per_op[1] += 1
             split["total"] = step.time_range.elapsed_us() / 1e3 - split.pop("bookkeeping")
             split["tokens"] = batch.n_targets
+            split["cpu"] = 1e3 * cpu
             steps[name].append(split)
     summary: Dict[str, Any] = {}
     for name, rows in steps.items():
-        mean = {key: statistics.fmean(r[key] for r in rows) for key in (*CATEGORIES, "total")}
+        mean = {key: statistics.fmean(r[key] for r in rows) for key in (*CATEGORIES, "total", "cpu")}
         top = sorted(ops[name].items(), key=lambda item: -item[1][0])[: args.top]
         summary[name] = {
             "step_ms": mean["total"],
+            "step_cpu_ms": mean["cpu"],
             "ms": {c: mean[c] for c in CATEGORIES},
             "share": {c: mean[c] / mean["total"] for c in CATEGORIES},
+            # the shares applied to the step's CPU time: on a busy machine wall times stretch, CPU times less
+            "cpu_ms": {c: mean[c] / mean["total"] * mean["cpu"] for c in CATEGORIES},
             "top_ops": [{"op": op, "ms_per_step": t / len(rows), "calls_per_step": n / len(rows)} for op, (t, n) in top],
         }
     return {
-        "what": "per-step time split of alternating fp32 / bf16 training steps (torch.profiler self times, ms per step)",
+        "what": "per-step time split of alternating fp32 / bf16 training steps (torch.profiler self times: wall ms per step, shares, and the shares of the step's CPU ms)",
         "label": args.label,
         "config": _config(args),
         "torch": torch.__version__,
@@ -259,15 +281,16 @@ def profile(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def split_markdown(results: List[Dict[str, Any]]) -> str:
-    """A markdown table of :func:`profile` results: ms per step and share of each category."""
+    """A markdown table of :func:`profile` results: each category's share of the step and that share
+    of the step's CPU milliseconds."""
     lines = [
-        "| run | precision | step ms | " + " | ".join(CATEGORIES) + " |",
+        "| run | precision | step CPU ms (profiled) | " + " | ".join(CATEGORIES) + " |",
         "| --- | --- | ---: | " + " | ".join("---:" for _ in CATEGORIES) + " |",
     ]
     for result in results:
         for name, row in result["summary"].items():
-            cells = [f"{row['ms'][c]:.0f} ({100 * row['share'][c]:.0f}%)" for c in CATEGORIES]
-            lines.append(f"| {result['label']} | {name} | {row['step_ms']:.0f} | " + " | ".join(cells) + " |")
+            cells = [f"{100 * row['share'][c]:.0f}% ({row['cpu_ms'][c]:.0f})" for c in CATEGORIES]
+            lines.append(f"| {result['label']} | {name} | {row['step_cpu_ms']:.0f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
