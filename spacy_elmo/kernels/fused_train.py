@@ -90,7 +90,9 @@ class FusedLstmLayer(torch.autograd.Function):
             c_prev = c_state[:, :n]
             hidden_prev[:, span] = h_prev
             # z = x_t W_x + b + h_{t-1} W_h, accumulated in float32 inside the product, rounded once
-            z = torch.baddbmm(gate_inputs[:, span], h_prev, ws)
+            # in place: each step's slice of the input gates is read once, so it becomes z itself
+            # (no new buffer, no copy of the slice before the product; the same sum)
+            z = gate_inputs[:, span].baddbmm_(h_prev, ws)
             g, c_new, tc, m = gates[:, span], cells[:, span], tanh_cells[:, span], outputs[:, span]
             if compiled is not None:  # the same maths in one compiled pass
                 compiled.forward(z, c_prev, g, c_new, tc, m, cell_clip)
