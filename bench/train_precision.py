@@ -140,7 +140,7 @@ def _category(event: Any, softmax_nodes: Set[int]) -> str:
             return "softmax"
         node = node.cpu_parent
     name = event.name
-    if name in _MATMUL or (name.startswith("aten::") and "conv" in name):
+    if name.rstrip("_") in _MATMUL or (name.startswith("aten::") and "conv" in name):  # in place too (baddbmm_)
         return "matrix products"
     if name.startswith("compiled::") or name.startswith("aten::"):
         return "elementwise"
