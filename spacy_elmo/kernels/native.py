@@ -46,7 +46,7 @@ ENV = "SPACY_ELMO_NATIVE_KERNELS"  # "0" turns the compiled kernels off
 MAX_WIDTH = 65536
 #: values (rows x width) of elementwise work that pay for one more thread: starting and joining
 #: one costs about as much as one thread's pass over this many (measured: bench/threads.py)
-PARALLEL_GRAIN = 1 << 16
+PARALLEL_GRAIN = 1 << 20
 
 
 def threads_for(values: int, threads: Optional[int] = None) -> int:
@@ -182,13 +182,12 @@ def _spans(x: torch.Tensor) -> List[Tuple[int, int]]:
 
 def _no_overlap(outputs: Dict[str, torch.Tensor], others: Dict[str, Optional[torch.Tensor]]) -> None:
     """Refuse an output sharing memory with another argument: the C code (``restrict``) assumes none."""
-    everything = {**others, **outputs}
+    spans = {name: _spans(x) for name, x in {**others, **outputs}.items() if x is not None}
     for out_name, out in outputs.items():
-        for name, other in everything.items():
-            if other is None or name == out_name:
-                continue
-            if any(a < d and c < b for a, b in _spans(out) for c, d in _spans(other)):
-                raise ValueError(f"{out_name} overlaps {name} in memory: the kernel writes one while reading the other")
+        for a, b in spans[out_name]:
+            for name, theirs in spans.items():
+                if name != out_name and any(a < d and c < b for c, d in theirs):
+                    raise ValueError(f"{out_name} overlaps {name} in memory: the kernel writes one while reading the other")
 
 
 class NativeKernels:
@@ -340,34 +339,32 @@ class NativeKernels:
         ``[2, rows, width]`` tensor or a pair of ``[rows, width]`` tensors (one per direction).
         With ``step_rows`` (int64, ``n`` per direction), row ``r`` of direction ``d`` reads row
         ``step_rows[d][r]`` of ``step``, which may then hold any number of rows."""
-        c_pair = _pair(c, "c")
-        if c_pair[0].dim() != 2:
-            raise ValueError(f"c: expected [rows, width] per direction, got shape {tuple(c_pair[0].shape)}")
-        n, hid = c_pair[0].shape[0], _width(c_pair[0].shape[1], "c")
-        low = _pair(step, "step")[0].dtype
+        pairs = {"step": _pair(step, "step"), "rec": _pair(rec, "rec"), "c": _pair(c, "c"), "m": _pair(m, "m")}
+        if pairs["c"][0].dim() != 2:
+            raise ValueError(f"c: expected [rows, width] per direction, got shape {tuple(pairs['c'][0].shape)}")
+        n, hid = pairs["c"][0].shape[0], _width(pairs["c"][0].shape[1], "c")
+        low = pairs["step"][0].dtype
         if low not in (torch.bfloat16, F32):
             raise ValueError(f"step: expected bfloat16 or float32 tensors, got {low}")
         clip = _clip(cell_clip, "cell_clip")
-        step_rows_pointers = None
-        step_pair = _pair(step, "step")
-        if step_rows is not None:
-            step_rows_pointers = _row_index(_pair(step_rows, "step_rows"), n, step_pair)
-            pointers = [_rows(step_pair, 4 * hid, low, None, "step")]
-        else:
-            pointers = [_rows(step_pair, 4 * hid, low, n, "step")]
-        pointers.append(step_rows_pointers)
-        tensors = {"rec": (rec, 4 * hid, low), "c": (c, hid, F32), "m": (m, hid, low)}
-        pointers += [_rows(_pair(x, name), w, t, n, name) for name, (x, w, t) in tensors.items()]
+        index = None if step_rows is None else _pair(step_rows, "step_rows")
+        widths = {
+            "step": (4 * hid, low, None if index is not None else n),
+            "rec": (4 * hid, low, n),
+            "c": (hid, F32, n),
+            "m": (hid, low, n),
+        }
+        pointers = {name: _rows(pairs[name], *widths[name], name) for name in pairs}
+        index_pointers = None if index is None else _row_index(index, n, pairs["step"])
         bias_pointer = _vector(bias, 4 * hid, "bias")
-        m_pair = _pair(m, "m")
-        outputs = {"c[0]": c_pair[0], "c[1]": c_pair[1], "m[0]": m_pair[0], "m[1]": m_pair[1]}
-        inputs: Dict[str, Optional[torch.Tensor]] = {"bias": bias, "step[0]": step_pair[0], "step[1]": step_pair[1]}
-        inputs.update({f"rec[{d}]": x for d, x in enumerate(_pair(rec, "rec"))})
-        if step_rows is not None:
-            inputs.update({f"step_rows[{d}]": x for d, x in enumerate(_pair(step_rows, "step_rows"))})
-        _no_overlap(outputs, inputs)  # c: read and written in place, by design
+        named = {f"{name}[{d}]": x for name, pair in pairs.items() for d, x in enumerate(pair)}
+        if index is not None:
+            named.update({f"step_rows[{d}]": x for d, x in enumerate(index)})
+        outputs = {name: named.pop(name) for name in ("c[0]", "c[1]", "m[0]", "m[1]")}
+        _no_overlap(outputs, {"bias": bias, **named})  # c: read and written in place, by design
+        pointers_in_order = [pointers["step"], index_pointers, pointers["rec"], pointers["c"], pointers["m"]]
         fn = self.lib.lstm_step_infer_bf16 if low == torch.bfloat16 else self.lib.lstm_step_infer_f32
-        fn(n, hid, bias_pointer, *pointers, clip, threads_for(2 * n * 4 * hid, threads))
+        fn(n, hid, bias_pointer, *pointers_in_order, clip, threads_for(2 * n * 4 * hid, threads))
 
 
 #: a per-direction argument: ``[2, rows, width]`` or two ``[rows, width]`` tensors
