@@ -45,7 +45,7 @@ ENV = "SPACY_ELMO_NATIVE_KERNELS"  # "0" turns the compiled kernels off
 #: scratch on the stack (at most 4 x 65,536 floats, 1 MiB); ELMo's largest is 4,096
 MAX_WIDTH = 65536
 #: values (rows x width) of elementwise work that pay for one more thread: starting and joining
-#: one costs about as much as one thread's pass over this many (measured: bench/threads.py)
+#: one costs about as much as one thread's pass over this many (measured: bench/kernel_threads.py)
 PARALLEL_GRAIN = 1 << 20
 
 
