@@ -10,9 +10,11 @@ and its full bag votes once more; with vectors, a softmax over its cosines to th
 centroids. Each sense is named by its most distinctive substitutes ("bank: river / shore /
 edge") and shown by its most representative sentences.
 
-The corpus is streamed (:mod:`.corpus`): per occurrence only its sentence, the top substitutes
-of each direction and one compact vector are kept, and at most ``max_occurrences`` per word
-(a uniform sample of them beyond that).
+The corpus is streamed (:mod:`.corpus`): per occurrence only its sentence, the LM states that
+predict it (two, four with the symmetric pattern; float16) and one compact vector are kept, and
+at most ``max_occurrences`` per word (a uniform sample of them beyond that). The LM's mean
+prediction over every occurrence streamed is the prior the substitutes are corrected by; the
+head reads the kept states when a word is clustered.
 
     >>> results = induce("texts/", ["bank", "cell"])            # doctest: +SKIP
     >>> inventory = build_inventory(results, fingerprint)        # doctest: +SKIP
