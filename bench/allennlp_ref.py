@@ -33,6 +33,7 @@ i's layers, float32 ``[n_layers + 1, n_tokens, 2 * projection_dim]`` (float64 wi
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import importlib.util
 import json
 import resource
@@ -48,7 +49,10 @@ def allennlp_elmo() -> types.SimpleNamespace:
     warnings.filterwarnings("ignore")
     if importlib.util.find_spec("torchvision") is None:
         for name in ("torchvision", "torchvision.ops", "torchvision.ops.boxes"):
-            sys.modules.setdefault(name, types.ModuleType(name))
+            stand_in = types.ModuleType(name)
+            # a spec, because newer transformers ask importlib.util.find_spec about torchvision
+            stand_in.__spec__ = importlib.machinery.ModuleSpec(name, None)
+            sys.modules.setdefault(name, stand_in)
     import allennlp
     from allennlp.modules.elmo import _ElmoBiLm, batch_to_ids
     from allennlp.nn.util import remove_sentence_boundaries

@@ -240,7 +240,7 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
     from spacy.tokens import Doc
 
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"weights": task["model"], "token_cache_size": task.get("cache", 0),
+    nlp.add_pipe("elmo", config={"weights": task["model"], "token_cache_size": task.get("cache", 0), "precision": task.get("precision", "float32"),
                                  "max_batch_tokens": task.get("max_batch_tokens", max(4096, batch * 80)), "store_layers": task.get("store_layers", True)})
     nlp.get_pipe("elmo").initialize()
 

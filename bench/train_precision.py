@@ -9,6 +9,19 @@ the two losses and the cosine / relative difference of every gradient::
 
     python bench/train_precision.py speed corpus/full-mixed --init en_default --steps 12 --json bench/results/train_precision_speed.json
 
+Both build the models after applying the glibc heap tuning that training applies
+(``--malloc-tuning off``: glibc's defaults; see ``spacy_elmo/training/allocator.py``).
+
+``profile``: the same alternating steps under torch.profiler; each op's self time goes to one of
+matrix products (``mm``/``bmm``/``baddbmm``/``addmm``/convolutions), elementwise (every other
+ATen op and the compiled kernels, named ``compiled::NAME``), softmax (everything in the loss's
+forward and in the backward nodes between the loss and the LSTM's top states, its products
+included), optimizer (``zero_grad`` and ``step``) and other (Python between the ops, the autograd
+engine). Shares of the profiled step's time, and those shares of its CPU milliseconds, as a
+markdown table (``--markdown`` appends its rows) and JSON with each precision's top ops::
+
+    python bench/train_precision.py profile corpus/full-mixed --steps 5 --label after --json bench/results/train_step_split-after.json --markdown bench/results/train_step_split.md
+
 ``curves``: two run folders of ``pretrain``/``finetune`` (same config and seed, one per
 precision): validation perplexity at the steps both evaluated (matched tokens) and the
 median training tokens/s and tokens per CPU-second of their logs::
@@ -18,21 +31,28 @@ median training tokens/s and tokens per CPU-second of their logs::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Set, Tuple
 
 import torch
 
 
-def speed(args: argparse.Namespace) -> Dict[str, Any]:
+def _setup(args: argparse.Namespace) -> Tuple[List[Any], Dict[str, Any], Dict[str, torch.optim.Optimizer]]:
+    """The batches, and an fp32 and a bf16 model (same initial weights) with their AdamW each."""
     from spacy_elmo.cli import model_path
     from spacy_elmo.training.data import Position, training_batches
     from spacy_elmo.training.trainer import TrainConfig, build_model, training_vocab
 
     torch.set_num_threads(args.threads)
+    args.malloc_tuned = False
+    if args.malloc_tuning == "on":  # as train() does, before the first step
+        from spacy_elmo.training.allocator import tune_allocator
+
+        args.malloc_tuned = tune_allocator()
     init = str(model_path(Path(args.init))) if args.init else None
     config = TrainConfig(data_dir=str(args.data), init_model=init, n_samples=args.samples, max_tokens=args.max_tokens)
     vocab = training_vocab(config)
@@ -46,6 +66,18 @@ def speed(args: argparse.Namespace) -> Dict[str, Any]:
         model.train()
         models[name] = model
         optimizers[name] = torch.optim.AdamW(model.parameters(), lr=config.lr, fused=True if dtype is not None else None)
+    return batches, models, optimizers
+
+
+def _config(args: argparse.Namespace) -> Dict[str, Any]:
+    return {
+        "init": args.init, "data": Path(args.data).name, "n_samples": args.samples, "max_tokens": args.max_tokens,
+        "steps": args.steps, "threads": args.threads, "malloc_tuning": args.malloc_tuning, "malloc_tuned": args.malloc_tuned,
+    }
+
+
+def speed(args: argparse.Namespace) -> Dict[str, Any]:
+    batches, models, optimizers = _setup(args)
     rows: Dict[str, List[Dict[str, float]]] = {"fp32": [], "bf16": []}
     first: Dict[str, Any] = {}
     for index, batch in enumerate(batches):
@@ -73,9 +105,10 @@ def speed(args: argparse.Namespace) -> Dict[str, Any]:
         summary[name] = {"tokens_per_cpu_s": cpu, "tokens_per_wall_s": wall, "median_step_cpu_s": statistics.median(x["cpu_s"] for x in r)}
     return {
         "what": "alternating fp32 / bf16 training steps in one process, same batches, same initial weights",
-        "config": {"init": args.init, "data": Path(args.data).name, "n_samples": args.samples, "max_tokens": args.max_tokens, "steps": args.steps, "threads": args.threads},
+        "config": _config(args),
         "torch": torch.__version__,
         "summary": summary,
+        "max_rss_mb": _max_rss_mb(),
         "speedup_cpu": summary["bf16"]["tokens_per_cpu_s"] / summary["fp32"]["tokens_per_cpu_s"],
         "speedup_wall": summary["bf16"]["tokens_per_wall_s"] / summary["fp32"]["tokens_per_wall_s"],
         "first_step": {
@@ -86,6 +119,186 @@ def speed(args: argparse.Namespace) -> Dict[str, Any]:
         },
         "steps": rows,
     }
+
+
+CATEGORIES = ("matrix products", "elementwise", "softmax", "optimizer", "other")
+_MATMUL = {"aten::mm", "aten::bmm", "aten::baddbmm", "aten::addmm", "aten::addbmm", "aten::matmul", "aten::linear", "aten::_addmm_activation"}
+_COMPILED = ("forward", "hidden_grad", "backward", "max_pool")  # the compiled kernels' entry points used in training
+
+
+def _category(event: Any, softmax_nodes: Set[int]) -> str:
+    """Where an event's self time goes: its phase (the loss, the optimizer) first, else its kind."""
+    node = event
+    while node is not None:
+        if node.name == "bench::bookkeeping":
+            return "bookkeeping"
+        if node.name == "bench::optimizer":
+            return "optimizer"
+        if node.name == "bench::softmax":
+            return "softmax"
+        if node.name.startswith("autograd::engine::evaluate_function:") and node.sequence_nr in softmax_nodes:
+            return "softmax"
+        node = node.cpu_parent
+    name = event.name
+    if name.rstrip("_") in _MATMUL or (name.startswith("aten::") and "conv" in name):  # in place too (baddbmm_)
+        return "matrix products"
+    if name.startswith("compiled::") or name.startswith("aten::"):
+        return "elementwise"
+    return "other"  # Python between the ops, the autograd engine, the bench's own ranges
+
+
+def _loss_nodes(loss: torch.Tensor, boundaries: List[Any]) -> Set[int]:
+    """Sequence numbers of the autograd nodes between the loss and the LSTM's top states: the
+    softmax's backward (the autograd engine runs these first, before the LSTM's)."""
+    stop = {id(b) for b in boundaries if b is not None}
+    seen: Set[int] = set()
+    found: Set[int] = set()
+    todo = [loss.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen or id(node) in stop:
+            continue
+        seen.add(id(node))
+        found.add(int(node._sequence_nr()))
+        todo.extend(next_node for next_node, _ in node.next_functions)
+    return found
+
+
+def _instrument(model: Any, captured: Dict[str, Any]) -> None:
+    """Wrap the model's loss in a ``bench::softmax`` range and keep the LSTM states it reads."""
+    from torch.profiler import record_function
+
+    states = model.hidden_and_targets
+    loss = model._sampled_nll
+    logits = model._logits
+
+    def hidden_and_targets(batch: Any) -> Any:
+        out = states(batch)
+        captured["boundaries"] = [out[0].grad_fn, out[2].grad_fn]
+        return out
+
+    def wrap(function: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        def wrapped(*args: Any) -> torch.Tensor:
+            with record_function("bench::softmax"):
+                return function(*args)
+
+        return wrapped
+
+    model.hidden_and_targets = hidden_and_targets
+    model._sampled_nll = wrap(loss)
+    model._logits = wrap(logits)
+
+
+def _instrument_compiled() -> None:
+    """Name each call of the compiled kernels in the profile (``compiled::NAME``)."""
+    from torch.profiler import record_function
+
+    from spacy_elmo.kernels import native
+
+    kernels = native.library()
+    if kernels is None:
+        return
+    for name in _COMPILED:
+        function = getattr(kernels, name)
+
+        def wrapped(*args: Any, _function: Callable[..., Any] = function, _name: str = name, **kwargs: Any) -> Any:
+            with record_function(f"compiled::{_name}"):
+                return _function(*args, **kwargs)
+
+        setattr(kernels, name, wrapped)
+
+
+def profile(args: argparse.Namespace) -> Dict[str, Any]:
+    """The per-step time split (see :data:`CATEGORIES`) of fp32 and bf16 steps, alternating as
+    ``speed`` does, from torch.profiler's per-op self times (the first step of each unprofiled)."""
+    from torch.profiler import ProfilerActivity, record_function
+    from torch.profiler import profile as torch_profile
+
+    batches, models, optimizers = _setup(args)
+    _instrument_compiled()
+    captured: Dict[str, Any] = {}
+    for model in models.values():
+        _instrument(model, captured)
+    steps: Dict[str, List[Dict[str, float]]] = {"fp32": [], "bf16": []}
+    ops: Dict[str, Dict[str, List[float]]] = {"fp32": {}, "bf16": {}}
+    for index, batch in enumerate(batches):
+        for name in ("fp32", "bf16") if index % 2 == 0 else ("bf16", "fp32"):
+            model, optimizer = models[name], optimizers[name]
+            torch.manual_seed(args.seed + index)
+            recorder = torch_profile(activities=[ProfilerActivity.CPU]) if index > 0 else contextlib.nullcontext()
+            cpu = time.process_time()
+            with recorder as prof:
+                with record_function("bench::step"):
+                    loss, _ = model(batch)
+                    with record_function("bench::bookkeeping"):  # not counted in the step
+                        softmax_nodes = _loss_nodes(loss, captured["boundaries"])
+                    with record_function("bench::optimizer"):
+                        optimizer.zero_grad(set_to_none=True)
+                    with record_function("bench::backward"):
+                        loss.backward()
+                    with record_function("bench::optimizer"):
+                        optimizer.step()
+            cpu = time.process_time() - cpu
+            if index == 0:
+                continue
+            events = prof.profiler.function_events
+            step = next(e for e in events if e.name == "bench::step")
+            split = dict.fromkeys((*CATEGORIES, "bookkeeping"), 0.0)
+            for event in events:
+                if event.time_range.start < step.time_range.start or event.time_range.end > step.time_range.end:
+                    continue
+                category = _category(event, softmax_nodes)
+                split[category] += event.self_cpu_time_total / 1e3
+                per_op = ops[name].setdefault(f"{event.name} [{category}]", [0.0, 0.0])
+                per_op[0] += event.self_cpu_time_total / 1e3
+                per_op[1] += 1
+            split["total"] = step.time_range.elapsed_us() / 1e3 - split.pop("bookkeeping")
+            split["tokens"] = batch.n_targets
+            split["cpu"] = 1e3 * cpu
+            steps[name].append(split)
+    summary: Dict[str, Any] = {}
+    for name, rows in steps.items():
+        mean = {key: statistics.fmean(r[key] for r in rows) for key in (*CATEGORIES, "total", "cpu")}
+        top = sorted(ops[name].items(), key=lambda item: -item[1][0])[: args.top]
+        summary[name] = {
+            "step_ms": mean["total"],
+            "step_cpu_ms": mean["cpu"],
+            "ms": {c: mean[c] for c in CATEGORIES},
+            "share": {c: mean[c] / mean["total"] for c in CATEGORIES},
+            # the shares applied to the step's CPU time: on a busy machine wall times stretch, CPU times less
+            "cpu_ms": {c: mean[c] / mean["total"] * mean["cpu"] for c in CATEGORIES},
+            "top_ops": [{"op": op, "ms_per_step": t / len(rows), "calls_per_step": n / len(rows)} for op, (t, n) in top],
+        }
+    return {
+        "what": "per-step time split of alternating fp32 / bf16 training steps (torch.profiler self times: wall ms per step, shares, and the shares of the step's CPU ms)",
+        "label": args.label,
+        "config": _config(args),
+        "torch": torch.__version__,
+        "summary": summary,
+        "max_rss_mb": _max_rss_mb(),
+        "steps": steps,
+    }
+
+
+def split_markdown(results: List[Dict[str, Any]]) -> str:
+    """A markdown table of :func:`profile` results: each category's share of the step and that share
+    of the step's CPU milliseconds."""
+    lines = [
+        "| run | precision | step CPU ms (profiled) | " + " | ".join(CATEGORIES) + " |",
+        "| --- | --- | ---: | " + " | ".join("---:" for _ in CATEGORIES) + " |",
+    ]
+    for result in results:
+        for name, row in result["summary"].items():
+            cells = [f"{100 * row['share'][c]:.0f}% ({row['cpu_ms'][c]:.0f})" for c in CATEGORIES]
+            lines.append(f"| {result['label']} | {name} | {row['step_cpu_ms']:.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _max_rss_mb() -> float:
+    """The process's peak resident memory so far (Linux reports KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _records(run: Path) -> List[Dict[str, Any]]:
@@ -141,14 +354,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("speed")
-    s.add_argument("data", type=Path, help="a prepared corpus (python -m spacy_elmo prepare)")
-    s.add_argument("--init", default="en_default", help="biLM to start from (its vocabulary is used); '' = a fresh 512/128 model")
-    s.add_argument("--steps", type=int, default=12)
-    s.add_argument("--samples", type=int, default=2048)
-    s.add_argument("--max-tokens", type=int, default=4096)
-    s.add_argument("--threads", type=int, default=1)
-    s.add_argument("--seed", type=int, default=1)
-    s.add_argument("--json", type=Path)
+    p = sub.add_parser("profile", help="per-step time split: matrix products / elementwise / softmax / optimizer / other")
+    for sub_parser in (s, p):
+        sub_parser.add_argument("data", type=Path, help="a prepared corpus (python -m spacy_elmo prepare)")
+        sub_parser.add_argument("--init", default="en_default", help="biLM to start from (its vocabulary is used); '' = a fresh 512/128 model")
+        sub_parser.add_argument("--steps", type=int, default=12 if sub_parser is s else 5)
+        sub_parser.add_argument("--samples", type=int, default=2048)
+        sub_parser.add_argument("--max-tokens", type=int, default=4096)
+        sub_parser.add_argument("--threads", type=int, default=1)
+        sub_parser.add_argument("--seed", type=int, default=1)
+        sub_parser.add_argument(
+            "--malloc-tuning", choices=("on", "off"), default="on", help="glibc heap tuning as training applies it (on, its default) or not"
+        )
+        sub_parser.add_argument("--json", type=Path)
+    p.add_argument("--label", default="", help="names the run in the markdown table")
+    p.add_argument("--top", type=int, default=15, help="list this many ops with the most self time")
+    p.add_argument("--markdown", type=Path, help="append the table's rows to this file (the header when it is new)")
     c = sub.add_parser("curves")
     c.add_argument("fp32", type=Path)
     c.add_argument("bf16", type=Path)
@@ -156,12 +377,20 @@ def main() -> None:
     c.add_argument("--cpu-bf16", type=Path, help="the same for the bf16 run")
     c.add_argument("--json", type=Path)
     args = parser.parse_args()
-    result = speed(args) if args.command == "speed" else curves(args)
+    result = {"speed": speed, "profile": profile, "curves": curves}[args.command](args)
+    if args.command == "profile" and args.markdown:
+        table = split_markdown([result])
+        if args.markdown.is_file():
+            table = "\n".join(table.splitlines()[2:]) + "\n"
+        with args.markdown.open("a", encoding="utf-8") as handle:
+            handle.write(table)
     text = json.dumps(result, indent=1)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(text + "\n")
     summary = {k: v for k, v in result.items() if k not in ("steps",)}
+    if args.command == "profile":
+        print(split_markdown([result]))
     if "first_step" in summary:
         summary["first_step"] = {k: v for k, v in summary["first_step"].items() if k != "gradients"}
     print(json.dumps(summary, indent=1))

@@ -246,3 +246,14 @@ def test_snapshot_exports_the_last_checkpoint(prepared, tmp_path):  # noqa: F811
     assert "learning_curve.png" in sizes
     with pytest.raises(FileNotFoundError, match="neither model/weights.pt nor weights.pt"):
         ship_model(tmp_path / "run" / "checkpoints", tmp_path / "x")
+
+
+def test_input_gates_fold_the_bias_into_the_product():
+    from spacy_elmo.kernels.fused_train import _input_gates
+
+    torch.manual_seed(0)
+    x, w, b = torch.randn(2, 37, 24, dtype=torch.float64), torch.randn(2, 24, 40, dtype=torch.float64), torch.randn(2, 40, dtype=torch.float64)
+    assert torch.allclose(_input_gates(x, w, b), torch.baddbmm(b.unsqueeze(1), x, w), rtol=1e-12, atol=1e-12)
+    low = [t.to(torch.bfloat16) for t in (x, w, b)]
+    got, ref = _input_gates(*low).double(), torch.baddbmm(low[2].unsqueeze(1), low[0], low[1]).double()
+    assert got.dtype == torch.float64 and torch.allclose(got, ref, rtol=2**-7, atol=2**-7)  # one bf16 rounding apart at most

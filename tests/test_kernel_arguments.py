@@ -99,9 +99,9 @@ CASES = [
     ("hidden_grad", _hidden, "out", lambda a: a["grad_out"].to(BF16), None),
     ("hidden_grad", _hidden, "proj_clip", lambda a: "0.3", "proj_clip: expected None or a number"),
     ("hidden_grad", _hidden, "hidden", lambda a: torch.randn(2, STEP_N, 4), "hidden: expected a torch.bfloat16"),
-    ("infer_step", _infer, "m", lambda a: a["step"].view(-1)[: 2 * STEP_N * HID].view(2, STEP_N, HID), "m overlaps step"),
+    ("infer_step", _infer, "m", lambda a: a["step"].view(-1)[: 2 * STEP_N * HID].view(2, STEP_N, HID), r"m\[0\] overlaps step\[0\]"),
     ("infer_step", _infer, "bias", lambda a: torch.randn(4 * HID), r"bias: expected a contiguous float32 CPU \[2, 16\]"),
-    ("infer_step", _infer, "rec", lambda a: torch.randn(2, STEP_N - 1, 4 * HID).to(BF16), "rec: expected 3 rows"),
+    ("infer_step", _infer, "rec", lambda a: torch.randn(2, STEP_N - 1, 4 * HID).to(BF16), r"rec\[0\]: expected 3 rows"),
 ]
 
 

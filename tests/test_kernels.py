@@ -106,3 +106,22 @@ def test_release_free_memory_returns_freed_heap_pages_and_can_be_switched_off():
     finally:
         memory.set_release_free_memory(True)
         memory._baseline_mb = None
+
+
+def test_narrow_float32_products_go_to_mkl_on_intel_and_wide_ones_to_onednn(monkeypatch):
+    if not kernels.onednn_available():
+        pytest.skip("this torch build has no oneDNN linear")
+    calls = []
+    real = kernels._ONEDNN
+    monkeypatch.setattr(kernels, "_ONEDNN", lambda *a: calls.append(a[1].shape) or real(*a))
+    x, narrow, wide = torch.randn(8, 64), torch.randn(64, 32), torch.randn(64, 2048)
+    with torch.inference_mode():
+        for intel, expected in ((True, [(2048, 64)]), (False, [(32, 64), (2048, 64)])):
+            monkeypatch.setattr(kernels, "_INTEL", intel)
+            calls.clear()
+            assert torch.allclose(kernels.linear(x, narrow), x @ narrow, atol=1e-5)
+            assert torch.allclose(kernels.linear(x, wide), x @ wide, atol=1e-5)
+            assert calls == expected
+            calls.clear()
+            kernels.linear(x.bfloat16(), narrow.bfloat16())  # bfloat16 stays with oneDNN everywhere
+            assert calls == [(32, 64)]

@@ -24,9 +24,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..kernels import bf16, fused_train, matmul
+from ..kernels import bf16, fused_train, matmul, native
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # h [L, 2, B, P], c [L, 2, B, H]
+TokenTypes = Tuple[torch.Tensor, torch.Tensor]  # the distinct token vectors [U, D], each position's row [B, T]
 
 
 class BiLstmLayer(nn.Module):
@@ -84,6 +85,7 @@ class BiLstmStack(nn.Module):
         state: Optional[LstmState] = None,
         skip_final: bool = False,
         bf16_products: Optional[bf16.Bf16WeightCache] = None,
+        token_types: Optional[TokenTypes] = None,
     ) -> Tuple[List[torch.Tensor], LstmState]:
         """Run both directions over a padded batch.
 
@@ -98,6 +100,9 @@ class BiLstmStack(nn.Module):
         bf16_products: at inference (no autograd), run the products in bfloat16 with the
             copies this cache holds of the stack's weights; state and outputs stay float32
             (see :mod:`spacy_elmo.kernels.bf16`).
+        token_types: ``(vectors [U, D], index [B, T])`` with ``inputs == vectors[index]``: at
+            float32 inference the first layer then projects each distinct token once (a word
+            that occurs many times in the batch costs one row of ``x W_x``), same outputs.
         Returns the ``L`` layer outputs ``[B, T, 2P]`` (forward half first, zeros at padding)
         and the final state, each row's state at its last valid step.
         """
@@ -135,12 +140,13 @@ class BiLstmStack(nn.Module):
             run_input = layer_input
             if self.training and self.dropout > 0:
                 run_input = F.dropout(layer_input, self.dropout, training=True)
+            types = _sorted_types(token_types, order, rev) if index == 0 and token_types is not None else None
             if bf16_weights is not None:
                 out, (h, c) = bf16.run_layer(
-                    self, layer, bf16_weights, f"layers.{index}.", run_input, active, n_steps, h0[index], c0[index]
+                    self, layer, bf16_weights, f"layers.{index}.", run_input, active, n_steps, h0[index], c0[index], types
                 )
             else:
-                out, (h, c) = self._run_layer(layer, run_input, active, n_steps, h0[index], c0[index])
+                out, (h, c) = self._run_layer(layer, run_input, active, n_steps, h0[index], c0[index], types)
             if self.residual and index > 0:
                 out = out + layer_input  # zero at padding, like the LSTM output
             final_h.append(h)
@@ -186,8 +192,15 @@ class BiLstmStack(nn.Module):
         n_steps: int,
         h: torch.Tensor,
         c: torch.Tensor,
+        types: Optional[TokenTypes] = None,
     ) -> Tuple[torch.Tensor, LstmState]:
-        """inputs ``[2, B, T, D]`` -> outputs ``[2, B, T, P]`` and the final ``(h, c)``."""
+        """inputs ``[2, B, T, D]`` -> outputs ``[2, B, T, P]`` and the final ``(h, c)``; ``types``:
+        the distinct input vectors and, per direction, each sorted row's (see :func:`_sorted_types`)."""
+        compiled = None
+        if not torch.is_grad_enabled() and inputs.device.type == "cpu" and inputs.dtype == torch.float32 and layer.bias.is_contiguous():
+            compiled = native.library()
+        if compiled is not None:
+            return self._run_layer_compiled(layer, compiled, inputs, active, n_steps, h, c, types)
         if not torch.is_grad_enabled():  # the bias is added by each step's recurrent product there
             stream = self._input_projections(layer, inputs, active, n_steps, with_bias=False)
             return self._run_layer_inplace(layer, stream, inputs.shape[2], active, h, c)
@@ -219,6 +232,86 @@ class BiLstmStack(nn.Module):
             steps.extend([h.new_zeros(2, batch, self.proj_dim)] * (width - n_steps))
         out = torch.stack(steps)  # [T, 2, B, P]
         return out.permute(1, 2, 0, 3), (h, c)
+
+    #: the first layer's input products are made once per distinct token when the batch has at
+    #: most this share of distinct tokens among its positions, and they fit in
+    #: :attr:`projection_chunk_values`
+    type_projection_share = 0.8
+
+    def _run_layer_compiled(
+        self,
+        layer: BiLstmLayer,
+        compiled: native.NativeKernels,
+        inputs: torch.Tensor,
+        active: List[int],
+        n_steps: int,
+        h: torch.Tensor,
+        c: torch.Tensor,
+        types: Optional[TokenTypes],
+    ) -> Tuple[torch.Tensor, LstmState]:
+        """Float32 inference with each step's elementwise work in one compiled pass: one product
+        per direction for ``h W_h``, the kernel sums ``x W_x + h W_h + b`` (each direction's
+        results read where the products wrote them), applies the gates and updates the cell in
+        place. Same maths as :meth:`_run_layer_inplace` to float rounding."""
+        batch, width = h.shape[1], inputs.shape[2]
+        h, c = h.clone(), c.clone()
+        out = h.new_zeros(width, 2, batch, self.proj_dim)
+        m = h.new_empty(2, batch, self.cell_dim)
+        cell_clip, proj_clip = self.cell_clip, self.proj_clip
+        w_state, w_proj = layer.w_state, layer.w_proj
+        for t, (step, step_rows) in enumerate(self._step_inputs(layer, inputs, active, n_steps, types)):
+            n = active[t]
+            recurrent = [matmul.linear(h[d, :n], w_state[d]) for d in (0, 1)]
+            compiled.infer_step(layer.bias, step, recurrent, c[:, :n], m[:, :n], cell_clip, step_rows=step_rows)
+            for d in (0, 1):
+                h_new = matmul.linear(m[d, :n], w_proj[d])
+                if proj_clip:
+                    h_new.clamp_(-proj_clip, proj_clip)
+                out[t, d, :n] = h_new
+                h[d, :n] = h_new
+            del step, step_rows, recurrent
+        return out.permute(1, 2, 0, 3), (h, c)
+
+    #: the first layer's input products are made once per distinct token when the batch has at
+    #: most this share of distinct tokens among its positions and they hold at most
+    #: :attr:`type_projection_values` values (128 MB in float32)
+    type_projection_share = 0.8
+    type_projection_values = 1 << 25
+    #: the compiled path's input products are made for a group of steps at a time, at most this
+    #: many values per group (16 MB in float32: buffers below glibc's largest mmap threshold are
+    #: reused from the heap instead of being mapped and faulted in again for every group)
+    compiled_chunk_values = 1 << 22
+
+    def uses_token_types(self, n_types: int, positions: int, gate_width: int) -> bool:
+        """Whether the first layer's input products are made per distinct token (``n_types`` of
+        them) rather than per position: when that saves enough and fits the memory budget."""
+        return n_types <= self.type_projection_share * positions and 2 * n_types * gate_width <= self.type_projection_values
+
+    def _step_inputs(
+        self, layer: BiLstmLayer, inputs: torch.Tensor, active: List[int], n_steps: int, types: Optional[TokenTypes]
+    ) -> Iterator[Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]]:
+        """Each step's ``x_t W_x`` (no bias) per direction, with each active row's index into it
+        or ``None`` (see :meth:`NativeKernels.infer_step`): per distinct token (``[U, 4H]`` per
+        direction, when ``types`` are given and worth it) or packed in groups of steps."""
+        gate_width = layer.w_input.shape[2]
+        positions = sum(active[:n_steps])
+        if types is not None:
+            vectors, rows_of = types  # [U, D], [T, 2, B]
+            if self.uses_token_types(len(vectors), positions, gate_width):
+                projected = [matmul.linear(vectors, layer.w_input[d]) for d in (0, 1)]
+                for t in range(n_steps):
+                    yield projected, [rows_of[t, d, : active[t]] for d in (0, 1)]
+                return
+        max_rows = max(1, self.compiled_chunk_values // (2 * gate_width))
+        for group, rows, cols in matmul.packed_step_groups(active[:n_steps], max_rows, inputs.device):
+            gathered = inputs[:, rows, cols]  # [2, R, D]
+            projected = [matmul.linear(gathered[d], layer.w_input[d]) for d in (0, 1)]
+            del gathered
+            start = 0
+            for n in group:
+                yield [part[start : start + n] for part in projected], None
+                start += n
+            del projected
 
     def _run_layer_inplace(
         self,
@@ -253,3 +346,13 @@ class BiLstmStack(nn.Module):
             out[t, :, :n] = h_new
             del step, gates, i, j, f, o  # views of a projection group: let it go before the next is made
         return out.permute(1, 2, 0, 3), (h, c)
+
+
+def _sorted_types(token_types: TokenTypes, order: torch.Tensor, rev: torch.Tensor) -> TokenTypes:
+    """``(vectors, rows)``: the distinct token vectors and, time-major ``[T, 2, B]``, the row of
+    each (length-sorted) row's token at each step, per direction (the backward one reversed
+    within each row's length, as :meth:`BiLstmStack.forward` feeds it)."""
+    vectors, index = token_types
+    forward_rows = index.to(torch.long)[order.to(index.device)]
+    backward_rows = torch.gather(forward_rows, 1, rev.to(index.device))
+    return vectors, torch.stack([forward_rows, backward_rows]).permute(2, 0, 1).contiguous()

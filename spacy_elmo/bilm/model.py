@@ -272,7 +272,12 @@ class BiLM(nn.Module):
         tokens = vectors[batch.token_index.to(device)]  # [B, T, P]
         initial = self._initial_state(tokens) if self.stateful else None
         lstm_cache = None if products is None else products.lstm
-        layers, final = self.lstm(tokens, batch.lengths, initial, skip_final=skip_final and not self.stateful, bf16_products=lstm_cache)
+        types = (
+            None if torch.is_grad_enabled() else (vectors, batch.token_index.to(device))
+        )  # the first layer's products per distinct token
+        layers, final = self.lstm(
+            tokens, batch.lengths, initial, skip_final=skip_final and not self.stateful, bf16_products=lstm_cache, token_types=types
+        )
         if self.stateful:
             self._store_state(final)
         return tokens, layers

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..kernels import char_conv_train, matmul
+from ..kernels import char_conv_train, char_trim, matmul
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 
@@ -71,9 +71,14 @@ class CharCnnEncoder(nn.Module):
     inference_chunk = 512
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        if len(char_ids) > self.inference_chunk and not torch.is_grad_enabled():
-            return torch.cat([self._encode(part) for part in char_ids.split(self.inference_chunk)])
+        if not torch.is_grad_enabled():  # only the positions the maxima need (same outputs)
+            return char_trim.encode_trimmed(char_ids, self.widest_filter, self.inference_chunk, self._encode)
         return self._encode(char_ids)
+
+    @property
+    def widest_filter(self) -> int:
+        """The widest convolution's width (in characters)."""
+        return max(cast(nn.Conv1d, conv).kernel_size[0] for conv in self.convs)
 
     def _encode(self, char_ids: torch.Tensor) -> torch.Tensor:
         if self.train_dtype is not None and torch.is_grad_enabled():

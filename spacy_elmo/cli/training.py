@@ -93,6 +93,7 @@ TRAIN_OVERRIDES = (
     "eval_every",
     "checkpoint_every",
     "precision",
+    "malloc_tuning",
 )
 
 
@@ -194,6 +195,11 @@ _TRAIN_OPTIONS = {  # one definition each; typer needs the parameters spelled ou
         "--precision",
         help="Training products: fp32, bf16 (float32 master weights, bf16 matrix products; fast on CPUs with AMX/AVX512-BF16) or auto (bf16 only on a CPU with AMX/AVX512-BF16; fp32 elsewhere, a GPU included). Default: from --config, else fp32; with --resume, the checkpoint's (a different one is used with a warning)",
     ),
+    "malloc_tuning": Opt(
+        None,
+        "--malloc-tuning/--no-malloc-tuning",
+        help="Keep freed large buffers in the heap between steps (glibc's mallopt: faster steps, resident memory stays at the peak; SPACY_ELMO_MALLOC_TUNING=0 also turns it off). Default: from --config, else on",
+    ),
     "dump_weights": Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
 }
 
@@ -217,6 +223,7 @@ def pretrain_cli(
     eval_every: Optional[int] = _TRAIN_OPTIONS["eval_every"],
     checkpoint_every: Optional[int] = _TRAIN_OPTIONS["checkpoint_every"],
     precision: Optional[str] = _TRAIN_OPTIONS["precision"],
+    malloc_tuning: Optional[bool] = _TRAIN_OPTIONS["malloc_tuning"],
     dump_weights: Optional[Path] = _TRAIN_OPTIONS["dump_weights"],
     # fmt: on
 ) -> None:
@@ -245,6 +252,7 @@ def finetune_cli(
     eval_every: Optional[int] = _TRAIN_OPTIONS["eval_every"],
     checkpoint_every: Optional[int] = _TRAIN_OPTIONS["checkpoint_every"],
     precision: Optional[str] = _TRAIN_OPTIONS["precision"],
+    malloc_tuning: Optional[bool] = _TRAIN_OPTIONS["malloc_tuning"],
     dump_weights: Optional[Path] = _TRAIN_OPTIONS["dump_weights"],
     # fmt: on
 ) -> None:

@@ -26,13 +26,14 @@ about as far (``bench/bf16_ablation.py``, ``bench/results/bf16-ablation.md``). S
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import char_conv_train, matmul, native
+from . import char_conv_train, char_trim, matmul, native
 
 BF16 = torch.bfloat16
 
@@ -124,8 +125,12 @@ def _pad_rows(x: torch.Tensor, dim: int) -> torch.Tensor:
 def encode_tokens(encoder: nn.Module, weights: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
     """:meth:`CharCnnEncoder.forward` with bfloat16 products: ``[N, max_chars]`` -> ``[N, P]``
     float32; ``weights`` are the encoder's bfloat16 copies (names relative to the encoder)."""
-    if len(char_ids) > encoder.inference_chunk:
-        return torch.cat([encode_tokens(encoder, weights, part) for part in char_ids.split(encoder.inference_chunk)])
+    widest = max(conv.kernel_size[0] for conv in encoder.convs)
+    return char_trim.encode_trimmed(char_ids, widest, encoder.inference_chunk, partial(_encode_padded, encoder, weights))
+
+
+def _encode_padded(encoder: nn.Module, weights: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
+    """:func:`_encode` with the rows padded to :func:`padded_rows` (so shapes repeat)."""
     n = len(char_ids)
     if n == 0:
         return _encode(encoder, weights, char_ids)
@@ -198,10 +203,13 @@ def run_layer(
     n_steps: int,
     h: torch.Tensor,
     c: torch.Tensor,
+    types: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
 ) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """One LSTM layer, both directions, as :meth:`BiLstmStack._run_layer_inplace` computes it but
     with bfloat16 products; ``weights`` are the stack's bfloat16 copies, ``prefix`` the layer's
-    parameter prefix (``"layers.0."``). inputs ``[2, B, T, D]`` -> outputs ``[2, B, T, P]``, ``(h, c)``."""
+    parameter prefix (``"layers.0."``); ``types``: the distinct input vectors and each sorted
+    row's index into them per step (``[T, 2, B]``), for the first layer (see
+    :meth:`BiLstmStack._step_inputs`). inputs ``[2, B, T, D]`` -> outputs ``[2, B, T, P]``, ``(h, c)``."""
     w_input, w_state, w_proj = (weights[prefix + name] for name in ("w_input", "w_state", "w_proj"))
     batch, width = h.shape[1], inputs.shape[2]
     h, c = h.clone(), c.clone()
@@ -209,15 +217,17 @@ def run_layer(
     cell_clip, proj_clip, cell = stack.cell_clip, stack.proj_clip, stack.cell_dim
     bias = layer.bias.unsqueeze(1)
     compiled = native.library() if h.device.type == "cpu" and h.dtype == torch.float32 and layer.bias.is_contiguous() else None
-    for t, step in enumerate(_input_projections(stack, w_input, inputs.to(BF16), active, n_steps)):
+    m = torch.empty(2, batch, cell, dtype=BF16, device=h.device)
+    for t, (step, step_rows) in enumerate(_step_inputs(stack, w_input, inputs, active, n_steps, types)):
         n = active[t]
-        recurrent = _directional(h[:, :n].to(BF16), w_state)
+        recurrent = [_linear_rows(h[d, :n].to(BF16), w_state[d]) for d in (0, 1)]
         if compiled is not None:  # the elementwise work below in one compiled pass
-            m = torch.empty(2, n, cell, dtype=BF16, device=h.device)
-            compiled.infer_step(layer.bias, step, recurrent, c[:, :n], m, cell_clip)
+            compiled.infer_step(layer.bias, step, recurrent, c[:, :n], m[:, :n], cell_clip, step_rows=step_rows)
         else:
+            if step_rows is not None:
+                step = [part[rows] for part, rows in zip(step, step_rows)]
             # gates = x_t W_x + h_{t-1} W_h + b, summed in float32
-            gates = torch.add(bias, step).add_(recurrent)
+            gates = torch.add(bias, torch.stack(step)).add_(torch.stack(recurrent))
             gates[..., :cell].sigmoid_()  # i
             matmul.tanh_(gates[..., cell : 2 * cell])  # j
             gates[..., 2 * cell :].sigmoid_()  # f, o
@@ -226,30 +236,50 @@ def run_layer(
             c_n.mul_(f).addcmul_(i, j)
             if cell_clip:
                 c_n.clamp_(-cell_clip, cell_clip)
-            m = matmul.tanh_(c_n.clone()).mul_(o).to(BF16)
+            m[:, :n] = matmul.tanh_(c_n.clone()).mul_(o)
             del gates, i, j, f, o
-        h_new = _directional(m, w_proj).float()
-        if proj_clip:
-            h_new.clamp_(-proj_clip, proj_clip)
-        h[:, :n] = h_new
-        out[t, :, :n] = h_new
-        del step, recurrent, m
+        for d in (0, 1):
+            h_new = _linear_rows(m[d, :n], w_proj[d]).float()
+            if proj_clip:
+                h_new.clamp_(-proj_clip, proj_clip)
+            h[d, :n] = h_new
+            out[t, d, :n] = h_new
+        del step, step_rows, recurrent
     return out.permute(1, 2, 0, 3), (h, c)
 
 
-def _directional(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``x[d] @ weight[d]`` per direction, bfloat16 in and out (rows padded, see :func:`padded_rows`)."""
-    n = x.shape[1]
-    return matmul.directional_matmul(_pad_rows(x, 1), weight)[:, :n]
+def _linear_rows(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``x @ weight``, bfloat16 in and out, ``x`` ``[n, in]`` with its rows padded (see :func:`padded_rows`)."""
+    n = x.shape[0]
+    return matmul.linear(_pad_rows(x, 0), weight)[:n]
 
 
-def _input_projections(
-    stack: nn.Module, w_input: torch.Tensor, inputs: torch.Tensor, active: List[int], n_steps: int
-) -> Iterator[torch.Tensor]:
-    """``x_t W_x`` (bfloat16) of every valid position, in groups of steps like the float32 path."""
-    counts = active[:n_steps]
+def _step_inputs(
+    stack: nn.Module,
+    w_input: torch.Tensor,
+    inputs: torch.Tensor,
+    active: List[int],
+    n_steps: int,
+    types: Optional[Tuple[torch.Tensor, torch.Tensor]],
+) -> Iterator[Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]]:
+    """Each step's ``x_t W_x`` (bfloat16) per direction and each row's index into it, or
+    ``None``: per distinct token when :meth:`BiLstmStack.uses_token_types` says so, else packed
+    in groups of steps like the float32 path."""
+    if types is not None and stack.uses_token_types(len(types[0]), sum(active[:n_steps]), w_input.shape[2]):
+        vectors, rows_of = types
+        low = vectors.to(BF16)
+        projected = [_linear_rows(low, w_input[d]) for d in (0, 1)]
+        for t in range(n_steps):
+            yield projected, [rows_of[t, d, : active[t]] for d in (0, 1)]
+        return
     max_rows = max(1, stack.projection_chunk_values // (2 * w_input.shape[2]))
-    for group, rows, cols in matmul.packed_step_groups(counts, max_rows, inputs.device):
-        projected = _directional(inputs[:, rows, cols], w_input)
-        yield from projected[:, : len(rows)].split(group, dim=1)
+    low_inputs = inputs.to(BF16)
+    for group, rows, cols in matmul.packed_step_groups(active[:n_steps], max_rows, inputs.device):
+        gathered = low_inputs[:, rows, cols]
+        projected = [_linear_rows(gathered[d], w_input[d]) for d in (0, 1)]
+        del gathered
+        start = 0
+        for n in group:
+            yield [part[start : start + n] for part in projected], None
+            start += n
         del projected

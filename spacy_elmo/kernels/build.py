@@ -38,9 +38,9 @@ FOLDER = "native"  # under the cache root
 #: versions, declared only under __FAST_MATH__); the C code keeps NaN where the eager code does
 #: without relying on IEEE comparisons. It is given to the compile step only: linked with it, gcc
 #: adds a start-up object that turns on flush-to-zero for the whole process.
-COMMON_FLAGS = ("-O3", "-ffast-math", "-fPIC")
+COMMON_FLAGS = ("-O3", "-ffast-math", "-fPIC", "-pthread")
 X86_FLAGS = ("-march=native", "-mprefer-vector-width=512")  # x86 only: AVX-512 where the CPU has it
-LINK_FLAGS = ("-shared",)
+LINK_FLAGS = ("-shared", "-pthread")  # the kernels start threads of their own (see the C file)
 X86_MACHINES = ("x86_64", "amd64", "i386", "i486", "i586", "i686", "x86")
 LOCK_TIMEOUT_S = 600.0
 T = TypeVar("T")

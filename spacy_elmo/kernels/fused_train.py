@@ -75,7 +75,7 @@ class FusedLstmLayer(torch.autograd.Function):
         c0 = c0.contiguous()
         ws, wp = w_state.to(dtype), w_proj.to(dtype)  # cast once per call, not per step
         low_inputs, wi = inputs.to(dtype), w_input.to(dtype)
-        gate_inputs = torch.baddbmm(bias.to(dtype).unsqueeze(1), low_inputs, wi)  # x_t W_x + b, all steps at once
+        gate_inputs = _input_gates(low_inputs, wi, bias.to(dtype))  # x_t W_x + b, all steps at once
         gates = torch.empty(2, total, 4 * cell, dtype=acc, device=device)  # activated i, j, f, o
         cells = torch.empty(2, total, cell, dtype=acc, device=device)  # c_t (clipped)
         hidden = torch.empty(2, total, proj, dtype=dtype, device=device)  # h_t (clipped)
@@ -90,7 +90,9 @@ class FusedLstmLayer(torch.autograd.Function):
             c_prev = c_state[:, :n]
             hidden_prev[:, span] = h_prev
             # z = x_t W_x + b + h_{t-1} W_h, accumulated in float32 inside the product, rounded once
-            z = torch.baddbmm(gate_inputs[:, span], h_prev, ws)
+            # in place: each step's slice of the input gates is read once, so it becomes z itself
+            # (no new buffer, no copy of the slice before the product; the same sum)
+            z = gate_inputs[:, span].baddbmm_(h_prev, ws)
             g, c_new, tc, m = gates[:, span], cells[:, span], tanh_cells[:, span], outputs[:, span]
             if compiled is not None:  # the same maths in one compiled pass
                 compiled.forward(z, c_prev, g, c_new, tc, m, cell_clip)
@@ -171,6 +173,15 @@ class FusedLstmLayer(torch.autograd.Function):
             dc_next = dc.mul_(f)
             dh_next = torch.bmm(dz, ws_t).to(gates.dtype)
         return _weight_grads(grad_z, grad_h_all, hidden_prev, outputs, low_inputs, wi, gates.dtype)
+
+
+def _input_gates(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``inputs @ weight + bias`` (``[2, N, D] x [2, D, 4H] + [2, 4H]``) with the bias as one more row
+    of the product (against a column of ones): the same sum, accumulated in float32 and rounded
+    once, without first writing the bias into every one of the ``N`` output rows as
+    ``baddbmm`` does (a broadcast copy as large as the output)."""
+    ones = inputs.new_ones(inputs.shape[0], inputs.shape[1], 1)
+    return torch.bmm(torch.cat([inputs, ones], dim=2), torch.cat([weight, bias.unsqueeze(1)], dim=1))
 
 
 def _compiled_backward(ctx: Any, compiled: native.NativeKernels, grad_out: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:

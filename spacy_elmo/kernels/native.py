@@ -30,7 +30,7 @@ import threading
 import warnings
 from numbers import Real
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -44,6 +44,19 @@ ENV = "SPACY_ELMO_NATIVE_KERNELS"  # "0" turns the compiled kernels off
 #: the largest cell, projection or filter count the kernels take: the C code keeps one row's
 #: scratch on the stack (at most 4 x 65,536 floats, 1 MiB); ELMo's largest is 4,096
 MAX_WIDTH = 65536
+#: values (rows x width) of elementwise work that pay for one more thread: starting and joining
+#: one costs about as much as one thread's pass over this many (measured: bench/kernel_threads.py)
+PARALLEL_GRAIN = 1 << 20
+
+
+def threads_for(values: int, threads: Optional[int] = None) -> int:
+    """How many threads a kernel runs ``values`` of work on: ``threads`` when given, else
+    ``torch.get_num_threads()``, fewer when the work is too small to pay for starting them."""
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads: expected an integer >= 1, got {threads!r}")
+        return threads
+    return max(1, min(torch.get_num_threads(), values // PARALLEL_GRAIN))
 
 
 def enabled() -> bool:
@@ -92,6 +105,7 @@ def library() -> Optional["NativeKernels"]:
 
 
 _I64, _F32, _P = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+_PAIR = ctypes.POINTER(ctypes.c_void_p)  # one pointer per direction (a 2-array of pointers, or NULL)
 F32 = torch.float32
 
 
@@ -162,18 +176,18 @@ def _spans(x: torch.Tensor) -> List[Tuple[int, int]]:
         return []
     if x.dim() == 3:
         return [(x.data_ptr() + d * x.stride(0) * size, x.data_ptr() + (d * x.stride(0) + x.shape[1] * x.shape[2]) * size) for d in (0, 1)]
-    return [(x.data_ptr(), x.data_ptr() + x.numel() * size)]
+    extent = 1 + sum((n - 1) * abs(stride) for n, stride in zip(x.shape, x.stride()))  # from the first element to the last
+    return [(x.data_ptr(), x.data_ptr() + extent * size)]
 
 
 def _no_overlap(outputs: Dict[str, torch.Tensor], others: Dict[str, Optional[torch.Tensor]]) -> None:
     """Refuse an output sharing memory with another argument: the C code (``restrict``) assumes none."""
-    everything = {**others, **outputs}
+    spans = {name: _spans(x) for name, x in {**others, **outputs}.items() if x is not None}
     for out_name, out in outputs.items():
-        for name, other in everything.items():
-            if other is None or name == out_name:
-                continue
-            if any(a < d and c < b for a, b in _spans(out) for c, d in _spans(other)):
-                raise ValueError(f"{out_name} overlaps {name} in memory: the kernel writes one while reading the other")
+        for a, b in spans[out_name]:
+            for name, theirs in spans.items():
+                if name != out_name and any(a < d and c < b for c, d in theirs):
+                    raise ValueError(f"{out_name} overlaps {name} in memory: the kernel writes one while reading the other")
 
 
 class NativeKernels:
@@ -181,16 +195,14 @@ class NativeKernels:
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib
-        for suffix in ("bf16", "f32"):
-            getattr(lib, f"cell_forward_{suffix}").argtypes = [_I64, _I64] + [_P, _I64] * 6 + [_F32]
-            getattr(lib, f"hidden_grad_{suffix}").argtypes = [_I64, _I64, _I64] + [_P, _I64] * 3 + [_F32, _P, _I64]
-            getattr(lib, f"cell_backward_{suffix}").argtypes = [_I64, _I64, _I64] + [_P, _I64] * 6 + [_F32, _P, _I64, _P, _I64, _P]
-        signatures: Dict[str, List[Any]] = {
-            "max_pool_bf16": [_I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _P],
-            "lstm_step_infer_bf16": [_I64, _I64] + [_P, _I64] * 5 + [_F32],
-        }
-        for name, argtypes in signatures.items():
-            getattr(lib, name).argtypes = argtypes
+        for suffix in ("bf16", "f32"):  # the last argument of each: the number of threads
+            getattr(lib, f"cell_forward_{suffix}").argtypes = [_I64, _I64] + [_P, _I64] * 6 + [_F32, _I64]
+            getattr(lib, f"hidden_grad_{suffix}").argtypes = [_I64, _I64, _I64] + [_P, _I64] * 3 + [_F32, _P, _I64, _I64]
+            backward = getattr(lib, f"cell_backward_{suffix}")
+            backward.argtypes = [_I64, _I64, _I64] + [_P, _I64] * 6 + [_F32, _P, _I64, _P, _I64, _P, _I64]
+            backward.restype = ctypes.c_int
+            getattr(lib, f"lstm_step_infer_{suffix}").argtypes = [_I64, _I64, _P, _PAIR, _PAIR, _PAIR, _PAIR, _PAIR, _F32, _I64]
+        lib.max_pool_bf16.argtypes = [_I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _P, _I64]
 
     @staticmethod
     def _suffix(low: Any, name: str) -> str:
@@ -210,9 +222,11 @@ class NativeKernels:
         tanh_c: torch.Tensor,
         m: torch.Tensor,
         cell_clip: Optional[float],
+        threads: Optional[int] = None,
     ) -> None:
         """From the gate pre-activations ``z`` ``[2, n, 4H]``: activated ``gates``, ``c_new``
-        (clipped), ``tanh_c`` and ``m = o * tanh(c_new)`` (the projection's input), written in place."""
+        (clipped), ``tanh_c`` and ``m = o * tanh(c_new)`` (the projection's input), written in place.
+        ``threads``: see :func:`threads_for` (every entry point takes it)."""
         fn = getattr(self.lib, f"cell_forward_{self._suffix(z, 'z')}")
         n, hid = _rows_width(z, "z")[0], _width(_rows_width(c_prev, "c_prev")[1], "c_prev")
         low, clip = z.dtype, _clip(cell_clip, "cell_clip")
@@ -220,10 +234,16 @@ class NativeKernels:
         args.update({"c_new": (c_new, hid, F32), "tanh_c": (tanh_c, hid, F32), "m": (m, hid, low)})
         pointers = [v for name, (x, w, t) in args.items() for v in _arg(x, w, t, n, name)]
         _no_overlap({"gates": gates, "c_new": c_new, "tanh_c": tanh_c, "m": m}, {"z": z, "c_prev": c_prev})
-        fn(n, hid, *pointers, clip)
+        fn(n, hid, *pointers, clip, threads_for(2 * n * 4 * hid, threads))
 
     def hidden_grad(
-        self, grad_out: torch.Tensor, dh_next: Optional[torch.Tensor], hidden: torch.Tensor, proj_clip: Optional[float], out: torch.Tensor
+        self,
+        grad_out: torch.Tensor,
+        dh_next: Optional[torch.Tensor],
+        hidden: torch.Tensor,
+        proj_clip: Optional[float],
+        out: torch.Tensor,
+        threads: Optional[int] = None,
     ) -> None:
         """``out = grad_out + dh_next`` (its rows only), zero where ``hidden`` was clipped."""
         fn = getattr(self.lib, f"hidden_grad_{self._suffix(out, 'out')}")
@@ -234,7 +254,7 @@ class NativeKernels:
         head = _arg(grad_out, proj, F32, n, "grad_out")
         tail = [*_arg(hidden, proj, low, n, "hidden"), clip, *_arg(out, proj, low, n, "out")]
         _no_overlap({"out": out}, {"grad_out": grad_out, "dh_next": dh_next, "hidden": hidden})
-        fn(n, n_next, proj, *head, *nxt, *tail)
+        fn(n, n_next, proj, *head, *nxt, *tail, threads_for(2 * n * proj, threads))
 
     def backward(
         self,
@@ -248,6 +268,7 @@ class NativeKernels:
         dz: torch.Tensor,
         dc_out: torch.Tensor,
         grad_bias: torch.Tensor,
+        threads: Optional[int] = None,
     ) -> None:
         """From ``dm`` (the gradient of ``m``): ``dz`` (the gate pre-activations') and
         ``dc_out`` (the cell gradient reaching ``c_{t-1}``), written in place; ``grad_bias``
@@ -263,9 +284,12 @@ class NativeKernels:
         outs = [*_arg(dz, 4 * hid, low, n, "dz"), *_arg(dc_out, hid, F32, n, "dc_out"), _vector(grad_bias, 4 * hid, "grad_bias")]
         inputs = {"dm": dm, "gates": gates, "c_new": c_new, "c_prev": c_prev, "tanh_c": tanh_c, "dc_next": dc_next}
         _no_overlap({"dz": dz, "dc_out": dc_out, "grad_bias": grad_bias}, inputs)
-        fn(n, n_next, hid, *pointers, *nxt, clip, *outs)
+        if fn(n, n_next, hid, *pointers, *nxt, clip, *outs, threads_for(2 * n * 4 * hid, threads)) != 0:
+            raise MemoryError("cell_backward: no memory for the threads' bias-gradient scratch")
 
-    def max_pool(self, conv: torch.Tensor, widths: Sequence[int], counts: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def max_pool(
+        self, conv: torch.Tensor, widths: Sequence[int], counts: Sequence[int], threads: Optional[int] = None
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """``conv`` ``[tokens, positions, filters]`` bfloat16, filters grouped by width (``counts[g]``
         filters of width ``widths[g]``, in order) -> ``(values, index)`` ``[tokens, filters]``: each
         filter's maximum over its valid positions (float32) and the first position reaching it
@@ -293,27 +317,101 @@ class NativeKernels:
         values = torch.empty(tokens, n_filters, dtype=torch.float32)
         index = torch.empty(tokens, n_filters, dtype=torch.int64)
         pointers = [t.data_ptr() for t in (starts, counts_t, widths_t, values, index)]
-        self.lib.max_pool_bf16(tokens, positions, n_filters, conv.data_ptr(), len(counts), *pointers)
+        threads = threads_for(tokens * positions * n_filters // 4, threads)  # a compare per value: cheaper than a step's
+        self.lib.max_pool_bf16(tokens, positions, n_filters, conv.data_ptr(), len(counts), *pointers, threads)
         return values, index
 
     def infer_step(
-        self, bias: torch.Tensor, step: torch.Tensor, rec: torch.Tensor, c: torch.Tensor, m: torch.Tensor, cell_clip: Optional[float]
+        self,
+        bias: torch.Tensor,
+        step: Pair,
+        rec: Pair,
+        c: Pair,
+        m: Pair,
+        cell_clip: Optional[float],
+        step_rows: Optional[Pair] = None,
+        threads: Optional[int] = None,
     ) -> None:
-        """One bfloat16 inference step: gates from ``bias`` ``[2, 4H]`` (float32) + ``step``
-        (``x W_x``) + ``rec`` (``h W_h``), both bfloat16 ``[2, n, 4H]``; ``c`` ``[2, n, H]``
-        (float32) updated in place; ``m = o * tanh(c)`` written to bfloat16 ``[2, n, H]``."""
-        n, hid = _rows_width(step, "step")[0], _width(_rows_width(c, "c")[1], "c")
+        """One inference step, both directions: gates from ``bias`` ``[2, 4H]`` (float32) +
+        ``step`` (``x W_x``) + ``rec`` (``h W_h``), ``n`` rows of ``4H`` each, bfloat16 or float32
+        (the same); ``c`` (``n`` rows of ``H``, float32) updated in place; ``m = o * tanh(c)``
+        written to ``m`` (``n`` rows of ``H``) in the products' dtype. Each argument is a
+        ``[2, rows, width]`` tensor or a pair of ``[rows, width]`` tensors (one per direction).
+        With ``step_rows`` (int64, ``n`` per direction), row ``r`` of direction ``d`` reads row
+        ``step_rows[d][r]`` of ``step``, which may then hold any number of rows."""
+        pairs = {"step": _pair(step, "step"), "rec": _pair(rec, "rec"), "c": _pair(c, "c"), "m": _pair(m, "m")}
+        if pairs["c"][0].dim() != 2:
+            raise ValueError(f"c: expected [rows, width] per direction, got shape {tuple(pairs['c'][0].shape)}")
+        n, hid = pairs["c"][0].shape[0], _width(pairs["c"][0].shape[1], "c")
+        low = pairs["step"][0].dtype
+        if low not in (torch.bfloat16, F32):
+            raise ValueError(f"step: expected bfloat16 or float32 tensors, got {low}")
         clip = _clip(cell_clip, "cell_clip")
-        args = {
-            "step": (step, 4 * hid, torch.bfloat16),
-            "rec": (rec, 4 * hid, torch.bfloat16),
-            "c": (c, hid, F32),
-            "m": (m, hid, torch.bfloat16),
+        index = None if step_rows is None else _pair(step_rows, "step_rows")
+        widths = {
+            "step": (4 * hid, low, None if index is not None else n),
+            "rec": (4 * hid, low, n),
+            "c": (hid, F32, n),
+            "m": (hid, low, n),
         }
-        pointers = [v for name, (x, w, t) in args.items() for v in _arg(x, w, t, n, name)]
+        pointers = {name: _rows(pairs[name], *widths[name], name) for name in pairs}
+        index_pointers = None if index is None else _row_index(index, n, pairs["step"])
         bias_pointer = _vector(bias, 4 * hid, "bias")
-        _no_overlap({"c": c, "m": m}, {"bias": bias, "step": step, "rec": rec})  # c: read and written in place, by design
-        self.lib.lstm_step_infer_bf16(n, hid, bias_pointer, 4 * hid, *pointers, clip)
+        named = {f"{name}[{d}]": x for name, pair in pairs.items() for d, x in enumerate(pair)}
+        if index is not None:
+            named.update({f"step_rows[{d}]": x for d, x in enumerate(index)})
+        outputs = {name: named.pop(name) for name in ("c[0]", "c[1]", "m[0]", "m[1]")}
+        _no_overlap(outputs, {"bias": bias, **named})  # c: read and written in place, by design
+        pointers_in_order = [pointers["step"], index_pointers, pointers["rec"], pointers["c"], pointers["m"]]
+        fn = self.lib.lstm_step_infer_bf16 if low == torch.bfloat16 else self.lib.lstm_step_infer_f32
+        fn(n, hid, bias_pointer, *pointers_in_order, clip, threads_for(2 * n * 4 * hid, threads))
+
+
+#: a per-direction argument: ``[2, rows, width]`` or two ``[rows, width]`` tensors
+Pair = Union[torch.Tensor, Sequence[torch.Tensor]]
+
+
+def _pair(x: Any, name: str) -> List[torch.Tensor]:
+    """The two directions' tensors of a :data:`Pair` argument (not yet checked beyond that)."""
+    if isinstance(x, torch.Tensor):
+        if x.dim() < 1 or x.shape[0] != 2:
+            raise ValueError(f"{name}: expected two directions, got shape {tuple(x.shape)}")
+        return [_tensor(x[0], name), _tensor(x[1], name)]
+    if not isinstance(x, (list, tuple)) or len(x) != 2:
+        raise ValueError(f"{name}: expected a [2, rows, width] tensor or a pair of tensors, got {type(x).__name__}")
+    return [_tensor(part, f"{name}[{d}]") for d, part in enumerate(x)]
+
+
+def _rows(pair: List[torch.Tensor], width: int, dtype: torch.dtype, rows: Optional[int], name: str) -> Any:
+    """The two directions' pointers (for a ``_PAIR`` argument) after checking that each is
+    ``[rows, width]`` (any number of rows >= 1 when ``rows`` is None) with contiguous rows."""
+    pointers = []
+    for d, x in enumerate(pair):
+        if x.dtype != dtype:
+            raise ValueError(f"{name}[{d}]: expected a {dtype} tensor, got {x.dtype}")
+        if x.dim() != 2 or x.shape[1] != width or (x.shape[1] > 1 and x.stride(1) != 1) or (x.shape[0] > 1 and x.stride(0) != width):
+            raise ValueError(f"{name}[{d}]: expected [rows, {width}] with contiguous rows, got shape {tuple(x.shape)} strides {x.stride()}")
+        if (rows is None and x.shape[0] < 1) or (rows is not None and x.shape[0] != rows):
+            raise ValueError(f"{name}[{d}]: expected {rows if rows is not None else 'at least 1'} rows, got shape {tuple(x.shape)}")
+        pointers.append(x.data_ptr())
+    return (ctypes.c_void_p * 2)(*pointers)
+
+
+def _row_index(index: List[torch.Tensor], n: int, step: List[torch.Tensor]) -> Any:
+    """The two directions' pointers of an int64 row index (``n`` contiguous values each) whose
+    values all lie within that direction's ``step`` rows: checked, because the C code reads
+    ``step`` through it."""
+    pointers = []
+    for d, x in enumerate(index):
+        if x.dtype != torch.int64 or x.dim() != 1 or x.shape[0] != n or (n > 1 and x.stride(0) != 1):
+            raise ValueError(f"step_rows[{d}]: expected {n} contiguous int64 values, got {x.dtype} {tuple(x.shape)}")
+        limit = step[d].shape[0] if step[d].dim() == 2 else 0
+        if n and (int(x.min()) < 0 or int(x.max()) >= limit):
+            raise ValueError(
+                f"step_rows[{d}]: every row index must be in 0..{limit - 1} (the rows of step), got {int(x.min())}..{int(x.max())}"
+            )
+        pointers.append(x.data_ptr())
+    return (ctypes.c_void_p * 2)(*pointers)
 
 
 def _integer(value: Any, name: str) -> int:

@@ -27,6 +27,7 @@ RESUME_MAY_CHANGE = (
     "precision",
     "lr_horizons",
     "time_cap_minutes",
+    "malloc_tuning",
 )
 _PATH_FIELDS = ("data_dir", "out_dir", "init_model")
 _REQUIRED = ("model", "optimizer", "step", "tokens", "position", "config", "rng")

@@ -2,15 +2,17 @@
 
 Same maths as :meth:`BiLMLanguageModel._sampled_nll` (log-uniform candidates drawn by the
 caller, the log-expected-count correction, accidental hits removed): the mean over rows of
-``logsumexp(logits) - logits[:, 0]`` with ``logits = [true logit, sampled logits]``. What
+``-log_softmax(logits)[:, 0]`` with ``logits = [true logit, sampled logits]``. What
 changes is the work around it:
 
 * the ``[rows, samples]`` product runs in ``dtype`` (bfloat16 on AMX), weights cast once;
 * accidental hits (a row's target among the samples) are found by sorting the samples and
   searching each target, ``O((rows + samples) log samples)``, not a ``[rows x samples]`` mask;
-* the backward reuses the forward's logits buffer in place (softmax minus the one-hot), with
-  no separate log-softmax pass and no ``[rows, samples]`` temporaries beyond the low-dtype copy
-  the products need.
+* the normalisation is one row-wise ``log_softmax`` (each row's max, sum of exponentials and
+  output in one pass while the row is in cache; four passes over the whole ``[rows, samples]``
+  buffer before); the backward exponentiates its output in place and rounds the softmax to
+  ``dtype`` unscaled, the loss's scale (``grad / rows``) going onto the products' small outputs,
+  with no ``[rows, samples]`` temporaries beyond the low-dtype copy the products need.
 
 The true logit (a ``[rows, P]`` dot product) and the loss stay in float32.
 """
@@ -63,29 +65,29 @@ class SampledSoftmaxLoss(torch.autograd.Function):
         logits[:, 1:] = torch.addmm((bias[samples] - log_q_samples).to(dtype), low_hidden, low_samples.t())
         hit_rows, hit_cols = accidental_hits(targets, samples)
         logits[hit_rows, hit_cols + 1] = float("-inf")
-        top = logits.amax(dim=1, keepdim=True)
-        exp = logits.sub_(top).exp_()  # in place: the backward's softmax is this over its row sums
-        sums = exp.sum(dim=1)
-        loss = (top.squeeze(1) + sums.log() - true_logit).mean()
-        ctx.save_for_backward(exp, sums, low_hidden, low_samples, hidden, true_w, targets, samples)
+        log_probs = torch.log_softmax(logits, dim=1)  # one row-wise pass (max, sum of exp, write), in cache
+        loss = -log_probs[:, 0].mean()
+        ctx.save_for_backward(log_probs, low_hidden, low_samples, hidden, true_w, targets, samples)
         ctx.dtype, ctx.vocab = dtype, weight.shape[0]
         return loss
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]
-        exp, sums, low_hidden, low_samples, hidden, true_w, targets, samples = ctx.saved_tensors
-        rows = exp.shape[0]
-        # d loss / d logits = (softmax - one_hot(0)) * grad / rows
-        probs = exp.mul_((grad / rows) / sums.unsqueeze(1))
-        d_true = probs[:, 0] - grad / rows  # [N]
+        log_probs, low_hidden, low_samples, hidden, true_w, targets, samples = ctx.saved_tensors
+        rows = log_probs.shape[0]
+        # d loss / d logits = (softmax - one_hot(0)) * scale: the softmax rounded to dtype once, unscaled,
+        # and the scale applied to the products' small outputs instead of the [rows, samples] probabilities
+        scale = grad / rows
+        probs = log_probs.exp_()  # in place: the buffer is this function's own
+        d_true = (probs[:, 0] - 1) * scale  # [N]
         low_probs = probs[:, 1:].to(ctx.dtype)
-        grad_hidden = torch.mm(low_probs, low_samples).to(hidden.dtype)
+        grad_hidden = torch.mm(low_probs, low_samples).to(hidden.dtype).mul_(scale)
         grad_hidden.addcmul_(d_true.unsqueeze(1), true_w)
         grad_weight = torch.zeros(ctx.vocab, hidden.shape[1], dtype=hidden.dtype, device=hidden.device)
-        grad_weight.index_add_(0, samples, torch.mm(low_probs.t(), low_hidden).to(hidden.dtype))
+        grad_weight.index_add_(0, samples, torch.mm(low_probs.t(), low_hidden).to(hidden.dtype).mul_(scale))
         grad_weight.index_add_(0, targets, hidden * d_true.unsqueeze(1))
         grad_bias = torch.zeros(ctx.vocab, dtype=hidden.dtype, device=hidden.device)
         ones = torch.ones(1, rows, dtype=ctx.dtype, device=hidden.device)
-        grad_bias.index_add_(0, samples, torch.mm(ones, low_probs).squeeze(0).to(hidden.dtype))
+        grad_bias.index_add_(0, samples, torch.mm(ones, low_probs).squeeze(0).to(hidden.dtype).mul_(scale))
         grad_bias.index_add_(0, targets, d_true)
         return grad_hidden, grad_weight, grad_bias, None, None, None, None, None

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from ..bilm import BiLM, BiLMConfig, save_native
 from ..hub.load import load_bilm
+from .allocator import tune_allocator
 from .checkpoint import (  # noqa: F401  (re-exported: the trainer's public names before the split)
     RESUME_MAY_CHANGE,
     checkpoint_path,
@@ -98,6 +99,9 @@ class TrainConfig:
     # a safety cap on wall time (0 = none): the run stops there (checkpoint and export, resumable)
     # without changing its schedule, and its result says so (``stopped_by``)
     time_cap_minutes: float = 0.0
+    # keep freed large buffers in the heap between steps (glibc only; see training/allocator.py);
+    # SPACY_ELMO_MALLOC_TUNING=0 also switches it off
+    malloc_tuning: bool = True
 
     def __post_init__(self) -> None:
         check_horizons(self.lr_horizons, self.warmup_steps)
@@ -270,6 +274,7 @@ def train(
     out = Path(config.out_dir)
     if config.threads:
         torch.set_num_threads(config.threads)
+    tune_allocator(config.malloc_tuning)
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
     checkpoint = _checkpoint_to_resume(config, out, resume, main)
     random.seed(config.seed)

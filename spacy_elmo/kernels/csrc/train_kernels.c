@@ -1,5 +1,5 @@
-/* Kernels for bf16 training on the CPU: the elementwise part of one LSTM time step, forward and
- * backward, each in one pass; and the char CNN's max-pooling (at the end of the file).
+/* CPU kernels: the elementwise part of one LSTM time step in one pass (bf16 training, forward and
+ * backward; bf16 and float32 inference), and the char CNN's max-pooling (at the end of the file).
  *
  * Used by spacy_elmo/kernels/native.py (compiled on first use, called through ctypes). For the LSTM
  * step: the eager version runs each step as ~10 separate passes over the
@@ -18,8 +18,17 @@
  *
  * The Python side (native.py) checks every argument before calling: shapes, strides, dtypes,
  * no output overlapping another argument (the row functions use restrict), widths >= 1.
+ *
+ * Threads: every entry point takes `threads` (the caller passes torch's thread count when the work
+ * is big enough to pay for starting threads). Its rows are split into that many contiguous
+ * parts, the calling thread runs the first and fresh threads the others, joined before the
+ * function returns: no pool outlives a call, so nothing is left to break in a forked child. Each
+ * row is computed by one thread with the same code, so results do not depend on the thread count,
+ * except the bias gradient of cell_backward: summed per part, then the parts in order.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -59,32 +68,124 @@ static inline float store_f32(float f) { return f; }
 
 static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+/* ---------------------------------------------------------------------------------- threads */
+
+#define MAX_THREADS 256
+
+typedef void (*part_fn)(void *ctx, int64_t begin, int64_t end, int64_t part);
+
+struct part {
+    part_fn fn;
+    void *ctx;
+    int64_t begin, end, index;
+};
+
+static void *run_part(void *arg) {
+    struct part *p = (struct part *)arg;
+    p->fn(p->ctx, p->begin, p->end, p->index);
+    return 0;
+}
+
+/* fn(ctx, begin, end, part) over [0, n) in `threads` contiguous parts at once; a part whose
+ * thread cannot be started runs on the calling thread after the first. */
+static void parallel_for(part_fn fn, void *ctx, int64_t n, int64_t threads) {
+    if (threads > n) threads = n;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads <= 1) {
+        if (n > 0) fn(ctx, 0, n, 0);
+        return;
+    }
+    pthread_t ids[MAX_THREADS];
+    struct part parts[MAX_THREADS];
+    int started[MAX_THREADS];
+    for (int64_t k = 0; k < threads; k++)
+        parts[k] = (struct part){fn, ctx, n * k / threads, n * (k + 1) / threads, k};
+    for (int64_t k = 1; k < threads; k++) started[k] = pthread_create(&ids[k], 0, run_part, &parts[k]) == 0;
+    fn(ctx, parts[0].begin, parts[0].end, 0);
+    for (int64_t k = 1; k < threads; k++) {
+        if (started[k])
+            pthread_join(ids[k], 0);
+        else
+            fn(ctx, parts[k].begin, parts[k].end, k);
+    }
+}
+
+/* The two directions' rows as one range: q in [0, 2n) is row q % n of direction q / n. */
+#define FOR_ROWS(Q, D, R, BEGIN, END, N)                                                          \
+    for (int64_t Q = (BEGIN), D = (BEGIN) / (N), R = (BEGIN) % (N); Q < (END);                    \
+         Q++, R = (R + 1 == (N)) ? 0 : R + 1, D = (R == 0) ? D + 1 : D)
+
 #define DEFINE_CELL(SUFFIX, LOW, LOAD, STORE)                                                     \
+    struct forward_args_##SUFFIX {                                                              \
+        int64_t n, hid, z_ds, cp_ds, g_ds, cn_ds, tc_ds, m_ds;                                  \
+        const LOW *z;                                                                           \
+        const float *c_prev;                                                                    \
+        float *gates, *c_new, *tc;                                                              \
+        LOW *m;                                                                                 \
+        float cell_clip;                                                                        \
+    };                                                                                          \
+                                                                                                \
+    static void forward_part_##SUFFIX(void *ctx, int64_t begin, int64_t end, int64_t part) {    \
+        const struct forward_args_##SUFFIX *a = ctx;                                            \
+        int64_t hid = a->hid;                                                                   \
+        (void)part;                                                                             \
+        FOR_ROWS(q, d, r, begin, end, a->n) {                                                   \
+            const LOW *zr = a->z + d * a->z_ds + r * 4 * hid;                                   \
+            float *g = a->gates + d * a->g_ds + r * 4 * hid;                                    \
+            const float *cp = a->c_prev + d * a->cp_ds + r * hid;                               \
+            float *cn = a->c_new + d * a->cn_ds + r * hid;                                      \
+            float *t = a->tc + d * a->tc_ds + r * hid;                                          \
+            LOW *mr = a->m + d * a->m_ds + r * hid;                                             \
+            for (int64_t k = 0; k < hid; k++) g[k] = sigmoid(LOAD(zr[k]));                      \
+            for (int64_t k = hid; k < 2 * hid; k++) g[k] = tanhf(LOAD(zr[k]));                  \
+            for (int64_t k = 2 * hid; k < 4 * hid; k++) g[k] = sigmoid(LOAD(zr[k]));            \
+            const float *i = g, *j = g + hid, *f = g + 2 * hid, *o = g + 3 * hid;               \
+            for (int64_t k = 0; k < hid; k++) {                                                 \
+                float c = f[k] * cp[k] + i[k] * j[k];                                           \
+                if (a->cell_clip > 0.0f) c = clip_keep_nan(c, a->cell_clip);                    \
+                cn[k] = c;                                                                      \
+            }                                                                                   \
+            for (int64_t k = 0; k < hid; k++) t[k] = tanhf(cn[k]);                              \
+            for (int64_t k = 0; k < hid; k++) mr[k] = STORE(t[k] * o[k]);                       \
+        }                                                                                       \
+    }                                                                                           \
+                                                                                                \
     /* z = x W_x + b + h W_h (low) -> gates i, j, f, o activated (float32), c_t (clipped),       \
        tanh(c_t), and m = o * tanh(c_t) (low, the projection's input) */                        \
     void cell_forward_##SUFFIX(int64_t n, int64_t hid, const LOW *z, int64_t z_ds,              \
                                const float *c_prev, int64_t cp_ds, float *gates, int64_t g_ds,  \
                                float *c_new, int64_t cn_ds, float *tc, int64_t tc_ds, LOW *m,   \
-                               int64_t m_ds, float cell_clip) {                                 \
-        for (int64_t d = 0; d < 2; d++) {                                                       \
-            for (int64_t r = 0; r < n; r++) {                                                   \
-                const LOW *zr = z + d * z_ds + r * 4 * hid;                                     \
-                float *g = gates + d * g_ds + r * 4 * hid;                                      \
-                const float *cp = c_prev + d * cp_ds + r * hid;                                 \
-                float *cn = c_new + d * cn_ds + r * hid;                                        \
-                float *t = tc + d * tc_ds + r * hid;                                            \
-                LOW *mr = m + d * m_ds + r * hid;                                               \
-                for (int64_t k = 0; k < hid; k++) g[k] = sigmoid(LOAD(zr[k]));                  \
-                for (int64_t k = hid; k < 2 * hid; k++) g[k] = tanhf(LOAD(zr[k]));              \
-                for (int64_t k = 2 * hid; k < 4 * hid; k++) g[k] = sigmoid(LOAD(zr[k]));        \
-                const float *i = g, *j = g + hid, *f = g + 2 * hid, *o = g + 3 * hid;           \
-                for (int64_t k = 0; k < hid; k++) {                                             \
-                    float c = f[k] * cp[k] + i[k] * j[k];                                       \
-                    if (cell_clip > 0.0f) c = clip_keep_nan(c, cell_clip);                         \
-                    cn[k] = c;                                                                  \
+                               int64_t m_ds, float cell_clip, int64_t threads) {                \
+        struct forward_args_##SUFFIX a = {n, hid, z_ds, cp_ds, g_ds, cn_ds, tc_ds, m_ds,         \
+                                          z, c_prev, gates, c_new, tc, m, cell_clip};           \
+        parallel_for(forward_part_##SUFFIX, &a, 2 * n, threads);                                \
+    }                                                                                           \
+                                                                                                \
+    struct hidden_args_##SUFFIX {                                                               \
+        int64_t n, n_next, proj, go_ds, dn_ds, h_ds, dh_ds;                                     \
+        const float *grad_out;                                                                  \
+        const LOW *dh_next, *hidden;                                                            \
+        float proj_clip;                                                                        \
+        LOW *dh;                                                                                \
+    };                                                                                          \
+                                                                                                \
+    static void hidden_part_##SUFFIX(void *ctx, int64_t begin, int64_t end, int64_t part) {     \
+        const struct hidden_args_##SUFFIX *a = ctx;                                             \
+        int64_t proj = a->proj;                                                                 \
+        (void)part;                                                                             \
+        FOR_ROWS(q, d, r, begin, end, a->n) {                                                   \
+            const float *go = a->grad_out + d * a->go_ds + r * proj;                            \
+            const LOW *hr = a->hidden + d * a->h_ds + r * proj;                                 \
+            LOW *out = a->dh + d * a->dh_ds + r * proj;                                         \
+            const LOW *dn = r < a->n_next ? a->dh_next + d * a->dn_ds + r * proj : 0;           \
+            for (int64_t k = 0; k < proj; k++) {                                                \
+                float v = go[k];                                                                \
+                if (dn) v += LOAD(dn[k]);                                                       \
+                if (a->proj_clip > 0.0f) {                                                      \
+                    float h = LOAD(hr[k]);                                                      \
+                    if (was_clipped(h, a->proj_clip)) v = 0.0f;                                 \
                 }                                                                               \
-                for (int64_t k = 0; k < hid; k++) t[k] = tanhf(cn[k]);                          \
-                for (int64_t k = 0; k < hid; k++) mr[k] = STORE(t[k] * o[k]);                   \
+                out[k] = STORE(v);                                                              \
             }                                                                                   \
         }                                                                                       \
     }                                                                                           \
@@ -93,26 +194,11 @@ static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
     void hidden_grad_##SUFFIX(int64_t n, int64_t n_next, int64_t proj, const float *grad_out,   \
                               int64_t go_ds, const LOW *dh_next, int64_t dn_ds,                 \
                               const LOW *hidden, int64_t h_ds, float proj_clip, LOW *dh,        \
-                              int64_t dh_ds) {                                                  \
-        for (int64_t d = 0; d < 2; d++) {                                                       \
-            for (int64_t r = 0; r < n; r++) {                                                   \
-                const float *go = grad_out + d * go_ds + r * proj;                              \
-                const LOW *hr = hidden + d * h_ds + r * proj;                                   \
-                LOW *out = dh + d * dh_ds + r * proj;                                           \
-                const LOW *dn = r < n_next ? dh_next + d * dn_ds + r * proj : 0;                \
-                for (int64_t k = 0; k < proj; k++) {                                            \
-                    float v = go[k];                                                            \
-                    if (dn) v += LOAD(dn[k]);                                                   \
-                    if (proj_clip > 0.0f) {                                                     \
-                        float h = LOAD(hr[k]);                                                  \
-                        if (was_clipped(h, proj_clip)) v = 0.0f;                                \
-                    }                                                                           \
-                    out[k] = STORE(v);                                                          \
-                }                                                                               \
-            }                                                                                   \
-        }                                                                                       \
+                              int64_t dh_ds, int64_t threads) {                                 \
+        struct hidden_args_##SUFFIX a = {n, n_next, proj, go_ds, dn_ds, h_ds, dh_ds,            \
+                                         grad_out, dh_next, hidden, proj_clip, dh};             \
+        parallel_for(hidden_part_##SUFFIX, &a, 2 * n, threads);                                 \
     }                                                                                           \
-                                                                                                \
     /* one row of cell_backward, in three simple loops that the compiler vectorises */          \
     static void backward_row_##SUFFIX(                                                          \
         int64_t hid, const LOW *restrict dmr, const float *restrict i, const float *restrict j, \
@@ -152,26 +238,59 @@ static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
         }                                                                                       \
     }                                                                                           \
                                                                                                 \
+    struct backward_args_##SUFFIX {                                                             \
+        int64_t n, n_next, hid, dm_ds, g_ds, cn_ds, cp_ds, tc_ds, dcn_ds, dz_ds, dco_ds;        \
+        const LOW *dm;                                                                          \
+        const float *gates, *c_new, *c_prev, *tc, *dc_next;                                     \
+        float cell_clip;                                                                        \
+        LOW *dz;                                                                                \
+        float *dc_out, *dbias; /* dbias: [parts][2][4 hid], one slice per part */               \
+    };                                                                                          \
+                                                                                                \
+    static void backward_part_##SUFFIX(void *ctx, int64_t begin, int64_t end, int64_t part) {   \
+        const struct backward_args_##SUFFIX *a = ctx;                                           \
+        int64_t hid = a->hid;                                                                   \
+        float *db = a->dbias + part * 2 * 4 * hid;                                              \
+        FOR_ROWS(q, d, r, begin, end, a->n) {                                                   \
+            const float *dcn = (a->dc_next && r < a->n_next) ? a->dc_next + d * a->dcn_ds + r * hid : 0; \
+            const float *g = a->gates + d * a->g_ds + r * 4 * hid;                              \
+            backward_row_##SUFFIX(hid, a->dm + d * a->dm_ds + r * hid, g, g + hid, g + 2 * hid, \
+                                  g + 3 * hid, a->c_new + d * a->cn_ds + r * hid,               \
+                                  a->c_prev + d * a->cp_ds + r * hid,                           \
+                                  a->tc + d * a->tc_ds + r * hid, dcn, a->cell_clip,            \
+                                  a->dz + d * a->dz_ds + r * 4 * hid,                           \
+                                  a->dc_out + d * a->dco_ds + r * hid, db + d * 4 * hid);       \
+        }                                                                                       \
+    }                                                                                           \
+                                                                                                \
     /* dm = dh W_p^T (low) -> dz (low, the gate pre-activations' gradient) and dc_out = dc f    \
        (float32, the cell gradient reaching c_{t-1}); dc_next: first n_next rows, or NULL;      \
-       dbias [2, 4 hid] (float32) accumulates the sum of dz over rows (the bias's gradient) */  \
-    void cell_backward_##SUFFIX(int64_t n, int64_t n_next, int64_t hid, const LOW *dm,          \
-                                int64_t dm_ds, const float *gates, int64_t g_ds,                \
-                                const float *c_new, int64_t cn_ds, const float *c_prev,         \
-                                int64_t cp_ds, const float *tc, int64_t tc_ds,                  \
-                                const float *dc_next, int64_t dcn_ds, float cell_clip, LOW *dz, \
-                                int64_t dz_ds, float *dc_out, int64_t dco_ds, float *dbias) {   \
-        for (int64_t d = 0; d < 2; d++) {                                                       \
-            for (int64_t r = 0; r < n; r++) {                                                   \
-                const float *dcn = (dc_next && r < n_next) ? dc_next + d * dcn_ds + r * hid : 0; \
-                const float *g = gates + d * g_ds + r * 4 * hid;                                \
-                backward_row_##SUFFIX(hid, dm + d * dm_ds + r * hid, g, g + hid, g + 2 * hid,   \
-                                      g + 3 * hid, c_new + d * cn_ds + r * hid,                 \
-                                      c_prev + d * cp_ds + r * hid, tc + d * tc_ds + r * hid,   \
-                                      dcn, cell_clip, dz + d * dz_ds + r * 4 * hid,              \
-                                      dc_out + d * dco_ds + r * hid, dbias + d * 4 * hid);      \
-            }                                                                                   \
+       dbias [2, 4 hid] (float32) accumulates the sum of dz over rows (the bias's gradient).     \
+       Returns 0, or -1 when the scratch for more than one thread cannot be allocated. */       \
+    int cell_backward_##SUFFIX(int64_t n, int64_t n_next, int64_t hid, const LOW *dm,           \
+                               int64_t dm_ds, const float *gates, int64_t g_ds,                 \
+                               const float *c_new, int64_t cn_ds, const float *c_prev,          \
+                               int64_t cp_ds, const float *tc, int64_t tc_ds,                   \
+                               const float *dc_next, int64_t dcn_ds, float cell_clip, LOW *dz,  \
+                               int64_t dz_ds, float *dc_out, int64_t dco_ds, float *dbias,      \
+                               int64_t threads) {                                               \
+        if (threads > 2 * n) threads = 2 * n;                                                   \
+        if (threads > MAX_THREADS) threads = MAX_THREADS;                                       \
+        struct backward_args_##SUFFIX a = {n, n_next, hid, dm_ds, g_ds, cn_ds, cp_ds, tc_ds,    \
+                                           dcn_ds, dz_ds, dco_ds, dm, gates, c_new, c_prev, tc, \
+                                           dc_next, cell_clip, dz, dc_out, dbias};              \
+        if (threads <= 1) { /* one part: straight into dbias, rows in order */                  \
+            parallel_for(backward_part_##SUFFIX, &a, 2 * n, 1);                                 \
+            return 0;                                                                           \
         }                                                                                       \
+        float *parts = calloc((size_t)threads * 2 * 4 * hid, sizeof(float));                   \
+        if (!parts) return -1;                                                                  \
+        a.dbias = parts;                                                                        \
+        parallel_for(backward_part_##SUFFIX, &a, 2 * n, threads);                               \
+        for (int64_t p = 0; p < threads; p++)                                                   \
+            for (int64_t k = 0; k < 2 * 4 * hid; k++) dbias[k] += parts[p * 2 * 4 * hid + k];   \
+        free(parts);                                                                            \
+        return 0;                                                                               \
     }
 
 DEFINE_CELL(bf16, uint16_t, load_bf16, store_bf16)
@@ -219,47 +338,93 @@ static void max_pool_group(int64_t n_filters, const uint16_t *restrict conv, int
     }
 }
 
+struct pool_args {
+    int64_t positions, n_filters, n_groups;
+    const uint16_t *conv;
+    const int64_t *starts, *counts, *widths;
+    float *values;
+    int64_t *index;
+};
+
+static void pool_part(void *ctx, int64_t begin, int64_t end, int64_t part) {
+    const struct pool_args *a = ctx;
+    int64_t nf = a->n_filters;
+    int32_t where[nf];
+    uint16_t seen[nf];
+    (void)part;
+    for (int64_t n = begin; n < end; n++) {
+        const uint16_t *token = a->conv + n * a->positions * nf;
+        float *value_row = a->values + n * nf;
+        for (int64_t g = 0; g < a->n_groups; g++)
+            max_pool_group(nf, token + a->starts[g], a->counts[g], a->positions - a->widths[g] + 1,
+                           value_row + a->starts[g], where + a->starts[g], seen + a->starts[g]);
+        for (int64_t k = 0; k < nf; k++) a->index[n * nf + k] = where[k];
+    }
+}
+
 void max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const uint16_t *conv,
                    int64_t n_groups, const int64_t *starts, const int64_t *counts,
-                   const int64_t *widths, float *values, int64_t *index) {
-    int32_t where[n_filters];
-    uint16_t seen[n_filters];
-    for (int64_t n = 0; n < tokens; n++) {
-        const uint16_t *token = conv + n * positions * n_filters;
-        float *value_row = values + n * n_filters;
-        for (int64_t g = 0; g < n_groups; g++)
-            max_pool_group(n_filters, token + starts[g], counts[g], positions - widths[g] + 1,
-                           value_row + starts[g], where + starts[g], seen + starts[g]);
-        for (int64_t k = 0; k < n_filters; k++) index[n * n_filters + k] = where[k];
-    }
+                   const int64_t *widths, float *values, int64_t *index, int64_t threads) {
+    struct pool_args a = {positions, n_filters, n_groups, conv, starts, counts, widths, values, index};
+    parallel_for(pool_part, &a, tokens, threads);
 }
 
-/* One time step of bfloat16 *inference* (bf16.py's run_layer), for the rows still running:
- * z = (bias + x W_x) + h W_h summed in float32 from the two bfloat16 products, the gates, the
- * cell state updated in place (float32, clipped), and m = o * tanh(c) rounded to bfloat16 for
- * the output projection. No activations are kept (there is no backward). */
-static void infer_row(int64_t hid, const float *restrict bias, const uint16_t *restrict step,
-                      const uint16_t *restrict rec, float *restrict c, uint16_t *restrict m,
-                      float cell_clip, float *restrict g) {
-    for (int64_t k = 0; k < 4 * hid; k++) g[k] = (bias[k] + load_bf16(step[k])) + load_bf16(rec[k]);
-    for (int64_t k = 0; k < hid; k++) g[k] = sigmoid(g[k]);
-    for (int64_t k = hid; k < 2 * hid; k++) g[k] = tanhf(g[k]);
-    for (int64_t k = 2 * hid; k < 4 * hid; k++) g[k] = sigmoid(g[k]);
-    const float *i = g, *j = g + hid, *f = g + 2 * hid, *o = g + 3 * hid;
-    for (int64_t k = 0; k < hid; k++) {
-        float v = c[k] * f[k] + i[k] * j[k];
-        if (cell_clip > 0.0f) v = clip_keep_nan(v, cell_clip);
-        c[k] = v;
+/* One time step of *inference* (bf16.py's run_layer in bfloat16, lstm.py's in float32), for the
+ * rows still running: z = (bias + x W_x) + h W_h summed in float32 from the two products, the
+ * gates, the cell state updated in place (float32, clipped), and m = o * tanh(c) (rounded to
+ * bfloat16 in the bf16 version) for the output projection. No activations are kept (there is
+ * no backward). Each direction's rows come as a pointer of their own (the products write each
+ * direction's result on its own); `step_rows` (or NULL) maps each row to its row of `step`:
+ * the first layer's x W_x is made once per distinct token and read through it. */
+#define DEFINE_INFER(SUFFIX, LOW, LOAD, STORE)                                                    \
+    static void infer_row_##SUFFIX(int64_t hid, const float *restrict bias,                     \
+                                   const LOW *restrict step, const LOW *restrict rec,           \
+                                   float *restrict c, LOW *restrict m, float cell_clip,         \
+                                   float *restrict g) {                                         \
+        for (int64_t k = 0; k < 4 * hid; k++) g[k] = (bias[k] + LOAD(step[k])) + LOAD(rec[k]);  \
+        for (int64_t k = 0; k < hid; k++) g[k] = sigmoid(g[k]);                                 \
+        for (int64_t k = hid; k < 2 * hid; k++) g[k] = tanhf(g[k]);                             \
+        for (int64_t k = 2 * hid; k < 4 * hid; k++) g[k] = sigmoid(g[k]);                       \
+        const float *i = g, *j = g + hid, *f = g + 2 * hid, *o = g + 3 * hid;                   \
+        for (int64_t k = 0; k < hid; k++) {                                                     \
+            float v = c[k] * f[k] + i[k] * j[k];                                                \
+            if (cell_clip > 0.0f) v = clip_keep_nan(v, cell_clip);                              \
+            c[k] = v;                                                                           \
+        }                                                                                       \
+        for (int64_t k = 0; k < hid; k++) m[k] = STORE(tanhf(c[k]) * o[k]);                     \
+    }                                                                                           \
+                                                                                                \
+    struct infer_args_##SUFFIX {                                                                \
+        int64_t n, hid;                                                                         \
+        const float *bias;                                                                      \
+        const LOW *const *step, *const *rec;                                                    \
+        const int64_t *const *step_rows;                                                        \
+        float *const *c;                                                                        \
+        LOW *const *m;                                                                          \
+        float cell_clip;                                                                        \
+    };                                                                                          \
+                                                                                                \
+    static void infer_part_##SUFFIX(void *ctx, int64_t begin, int64_t end, int64_t part) {      \
+        const struct infer_args_##SUFFIX *a = ctx;                                              \
+        int64_t hid = a->hid;                                                                   \
+        float g[4 * hid];                                                                       \
+        (void)part;                                                                             \
+        FOR_ROWS(q, d, r, begin, end, a->n) {                                                   \
+            int64_t row = a->step_rows ? a->step_rows[d][r] : r;                                \
+            infer_row_##SUFFIX(hid, a->bias + d * 4 * hid, a->step[d] + row * 4 * hid,          \
+                               a->rec[d] + r * 4 * hid, a->c[d] + r * hid, a->m[d] + r * hid,   \
+                               a->cell_clip, g);                                                \
+        }                                                                                       \
+    }                                                                                           \
+                                                                                                \
+    /* each of step, rec, c, m (and step_rows, or NULL): one pointer per direction */           \
+    void lstm_step_infer_##SUFFIX(int64_t n, int64_t hid, const float *bias,                    \
+                                  const LOW *const *step, const int64_t *const *step_rows,      \
+                                  const LOW *const *rec, float *const *c, LOW *const *m,        \
+                                  float cell_clip, int64_t threads) {                           \
+        struct infer_args_##SUFFIX a = {n, hid, bias, step, rec, step_rows, c, m, cell_clip};   \
+        parallel_for(infer_part_##SUFFIX, &a, 2 * n, threads);                                  \
     }
-    for (int64_t k = 0; k < hid; k++) m[k] = store_bf16(tanhf(c[k]) * o[k]);
-}
 
-void lstm_step_infer_bf16(int64_t n, int64_t hid, const float *bias, int64_t b_ds,
-                          const uint16_t *step, int64_t s_ds, const uint16_t *rec, int64_t r_ds,
-                          float *c, int64_t c_ds, uint16_t *m, int64_t m_ds, float cell_clip) {
-    float g[4 * hid];
-    for (int64_t d = 0; d < 2; d++)
-        for (int64_t r = 0; r < n; r++)
-            infer_row(hid, bias + d * b_ds, step + d * s_ds + r * 4 * hid, rec + d * r_ds + r * 4 * hid,
-                      c + d * c_ds + r * hid, m + d * m_ds + r * hid, cell_clip, g);
-}
+DEFINE_INFER(bf16, uint16_t, load_bf16, store_bf16)
+DEFINE_INFER(f32, float, load_f32, store_f32)

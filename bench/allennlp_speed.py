@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""spacy-elmo against AllenNLP 2.10.1 on real text, original ELMo shapes: the speed headline.
+
+    python bench/allennlp_speed.py --ref-python REF_VENV/bin/python --text ud --sentences 1000 --threads 1,2 --repeats 3
+
+For each thread count, ``--repeats`` rounds, each running every configuration once in a fresh
+process, in the same order (so the machine's drift hits all of them alike); each figure is the
+median round. Batches of 64 sentences in input order (each batch sorted by length inside, as
+``nlp.pipe`` batches), random weights of the original shapes (seed 1), token cache off, so the
+biLM itself is measured:
+
+* ``allennlp``: AllenNLP's ``_ElmoBiLm`` (``bench/allennlp_ref.py``), float32; ``allennlp_b256``
+  the same with batches of 256 sentences (what a bigger batch buys it);
+* ``float32`` / ``bfloat16``: ``BiLM.iter_embeddings`` in each precision;
+* ``component_bfloat16``: ``nlp.pipe`` with the ``elmo`` component (``precision = "bfloat16"``,
+  ``token_cache_size = 0``, its other defaults), pre-tokenised Docs, 64 per batch;
+  ``component_bfloat16_defaults``: the same with ``nlp.pipe``'s default batch of 1,000 Docs, so the
+  component's own batching (``max_batch_tokens = 4096``) decides the biLM's batches.
+
+Also the machine's matrix-product rate (float32 2048^3 and bfloat16 at the recurrent step's
+shape) and the compute roof: tokens/s if every nominal multiply-add of the original model ran at
+the float32 rate. Results: ``bench/results/allennlp-speed.{json,md}``. Needs the AllenNLP
+reference virtualenv (recipe: docs/benchmarks.md) and, for ``--text ud|books``, the project's
+data (like bench/bench.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench  # noqa: E402  (bench/bench.py: inputs, workers, the AllenNLP runner)
+
+CONFIGS = ("allennlp", "allennlp_b256", "float32", "bfloat16", "component_bfloat16", "component_bfloat16_defaults")
+
+
+def gemm_rates(threads: int) -> Dict[str, float]:
+    """GFLOP/s of float32 at 2048^3 and of the recurrent product ``[64, 512] x [512, 16384]`` in
+    float32 and bfloat16 (best of 5), in this process."""
+    import torch
+
+    from spacy_elmo.kernels import matmul
+
+    torch.set_num_threads(threads)
+    rates = {}
+    for name, (m, k, n, dtype) in {
+        "fp32_2048": (2048, 2048, 2048, torch.float32),
+        "fp32_step": (64, 512, 16384, torch.float32),
+        "bf16_step": (64, 512, 16384, torch.bfloat16),
+    }.items():
+        a, b = torch.randn(m, k).to(dtype), (torch.randn(k, n) * 0.01).to(dtype)
+        with torch.inference_mode():
+            for _ in range(3):
+                matmul.linear(a, b)
+            best, reps = 0.0, max(3, int(4e9 / (2 * m * k * n)))
+            for _ in range(5):
+                start = time.perf_counter()
+                for _ in range(reps):
+                    matmul.linear(a, b)
+                best = max(best, reps * 2 * m * k * n / (time.perf_counter() - start))
+        rates[name] = best / 1e9
+    return rates
+
+
+def run(config: str, model: Path, sentences: Path, threads: int, ref_python: str) -> Dict[str, Any]:
+    base = {"model": str(model), "sentences": str(sentences), "threads": threads, "macs": bench.macs_per_token(json.loads((model / "options.json").read_text()))}
+    if config.startswith("allennlp"):
+        return bench.run_reference(ref_python, model, sentences, 256 if config == "allennlp_b256" else 64, threads)
+    if config in ("float32", "bfloat16"):
+        return bench.run_worker({**base, "kind": "bilm", "batch_size": 64, "input_order": True, "precision": config})
+    batch = 1000 if config == "component_bfloat16_defaults" else 64
+    return bench.run_worker({**base, "kind": "pipe", "batch_size": batch, "precision": "bfloat16", "cache": 0, "max_batch_tokens": 4096})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ref-python", required=True, help="python of the AllenNLP 2.10.1 virtualenv")
+    ap.add_argument("--text", default="ud", choices=["ud", "books", "synthetic"])
+    ap.add_argument("--sentences", type=int, default=1000)
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spacy-elmo-bench")
+    ap.add_argument("--out", type=Path, default=bench.RESULTS / "allennlp-speed.json")
+    args = ap.parse_args()
+    import torch
+
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    paths = bench.make_inputs(args.work_dir, ["original"], args.sentences, args.text)
+    model, sentences = paths["original"], paths["sentences"]
+    lines = [line.split() for line in sentences.read_text(encoding="utf-8").splitlines()]
+    macs = bench.macs_per_token(json.loads((model / "options.json").read_text()))
+    results: Dict[str, Any] = {
+        "machine": {"cpu": bench._cpu_name(), "cores": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version()},
+        "text": {"source": args.text, "sentences": len(lines), "tokens": sum(map(len, lines))},
+        "command": "python bench/allennlp_speed.py " + " ".join(sys.argv[1:]).replace(args.ref_python, "REF_VENV/bin/python"),
+        "macs_per_token": macs,
+        "threads": {},
+    }
+    for threads in (int(t) for t in args.threads.split(",")):
+        rates = gemm_rates(threads)
+        runs: Dict[str, List[Dict[str, Any]]] = {config: [] for config in CONFIGS}
+        for round_ in range(args.repeats):
+            for config in CONFIGS:
+                measured = run(config, model, sentences, threads, args.ref_python)
+                runs[config].append(measured)
+                print(f"threads {threads} round {round_ + 1}: {config} {measured['tokens_per_s']:.0f} tokens/s", flush=True)
+        medians = {config: statistics.median(r["tokens_per_s"] for r in measured) for config, measured in runs.items()}
+        roof = rates["fp32_2048"] * 1e9 / (2 * macs["total"])
+        results["threads"][str(threads)] = {
+            "gemm_gflops": rates,
+            "roof_tokens_per_s": roof,
+            "tokens_per_s": medians,
+            "runs": {config: [round(r["tokens_per_s"], 1) for r in measured] for config, measured in runs.items()},
+            "peak_rss_mb": {config: statistics.median(r["peak_rss_mb"] for r in measured) for config, measured in runs.items()},
+            "speedup": {config: medians[config] / medians["allennlp"] for config in CONFIGS if config != "allennlp"},
+            "fraction_of_roof": {config: medians[config] / roof for config in CONFIGS},
+        }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1))
+    table = markdown(results)
+    args.out.with_suffix(".md").write_text(table)
+    print(table)
+
+
+def markdown(results: Dict[str, Any]) -> str:
+    m, t = results["machine"], results["text"]
+    lines = [
+        f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}. Text: {t['source']}, {t['sentences']:,} sentences, "
+        f"{t['tokens']:,} tokens; original shapes, random weights, batch 64 in input order, token cache off. "
+        f"Command: `{results['command']}`.",
+        "",
+        "| threads | AllenNLP 2.10.1 (batch 256) | float32 | bfloat16 | bfloat16 through the component | the same, nlp.pipe's default batch | float32 roof (2048^3 rate) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for threads, r in results["threads"].items():
+        s, v = r["speedup"], r["tokens_per_s"]
+        lines.append(
+            f"| {threads} | {v['allennlp']:.0f} ({v['allennlp_b256']:.0f}) | {v['float32']:.0f} ({s['float32']:.2f}x) | {v['bfloat16']:.0f} ({s['bfloat16']:.2f}x) | "
+            f"{v['component_bfloat16']:.0f} ({s['component_bfloat16']:.2f}x) | {v['component_bfloat16_defaults']:.0f} ({s['component_bfloat16_defaults']:.2f}x) | "
+            f"{r['roof_tokens_per_s']:.0f} ({r['gemm_gflops']['fp32_2048']:.0f} GFLOP/s) |"
+        )
+    lines.append("")
+    lines.append("tokens/s, median of the rounds (each round runs every column once, in turn); ratios to AllenNLP at batch 64 in the same run.")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
