@@ -120,6 +120,54 @@ def _vector_of(obj: Similar) -> Floats:
     return np.asarray(obj.vector if value is None else value, dtype=np.float32)
 
 
+def _doc_vector_norm(doc: Doc) -> float:
+    return _norm(_doc_elmo(doc))
+
+
+def _span_vector_norm(span: Span) -> float:
+    return _norm(_span_elmo(span))
+
+
+def _token_vector_norm(token: Token) -> float:
+    return _norm(_token_elmo(token))
+
+
+def _has_vector(obj: Similar) -> bool:
+    return True
+
+
+def _doc_similarity(doc: Doc, other: Similar) -> float:
+    return _cosine(_vector_of(doc), _vector_of(other), "Doc")
+
+
+def _span_similarity(span: Span, other: Similar) -> float:
+    return _cosine(_vector_of(span), _vector_of(other), "Span")
+
+
+def _token_similarity(token: Token, other: Similar) -> float:
+    return _cosine(_vector_of(token), _vector_of(other), "Token")
+
+
+_DOC_HOOKS: Dict[str, Callable[..., Any]] = {
+    "vector": _doc_elmo,
+    "vector_norm": _doc_vector_norm,
+    "has_vector": _has_vector,
+    "similarity": _doc_similarity,
+}
+_SPAN_HOOKS: Dict[str, Callable[..., Any]] = {
+    "vector": _span_elmo,
+    "vector_norm": _span_vector_norm,
+    "has_vector": _has_vector,
+    "similarity": _span_similarity,
+}
+_TOKEN_HOOKS: Dict[str, Callable[..., Any]] = {
+    "vector": _token_elmo,
+    "vector_norm": _token_vector_norm,
+    "has_vector": _has_vector,
+    "similarity": _token_similarity,
+}
+
+
 def set_hooks(doc: Doc) -> Doc:
     """Make ``.vector``, ``.vector_norm``, ``.has_vector`` and ``.similarity`` use ELMo.
 
@@ -129,17 +177,13 @@ def set_hooks(doc: Doc) -> Doc:
     """
     if doc._.elmo_vectors is None:
         raise ValueError("set_hooks: this Doc has no ELMo vectors (doc._.elmo_vectors is None); run the 'elmo' component first")
+    return attach_hooks(doc)
+
+
+def attach_hooks(doc: Doc) -> Doc:
+    """:func:`set_hooks` for a Doc whose ``doc._.elmo_vectors`` the caller has just set (not checked again)."""
     doc._.elmo_hooks = True
-    doc.user_hooks["vector"] = _doc_elmo
-    doc.user_hooks["vector_norm"] = lambda d: _norm(_doc_elmo(d))
-    doc.user_hooks["has_vector"] = lambda d: True
-    doc.user_hooks["similarity"] = lambda d, other: _cosine(_vector_of(d), _vector_of(other), "Doc")
-    doc.user_span_hooks["vector"] = _span_elmo
-    doc.user_span_hooks["vector_norm"] = lambda s: _norm(_span_elmo(s))
-    doc.user_span_hooks["has_vector"] = lambda s: True
-    doc.user_span_hooks["similarity"] = lambda s, other: _cosine(_vector_of(s), _vector_of(other), "Span")
-    doc.user_token_hooks["vector"] = _token_elmo
-    doc.user_token_hooks["vector_norm"] = lambda t: _norm(_token_elmo(t))
-    doc.user_token_hooks["has_vector"] = lambda t: True
-    doc.user_token_hooks["similarity"] = lambda t, other: _cosine(_vector_of(t), _vector_of(other), "Token")
+    doc.user_hooks.update(_DOC_HOOKS)
+    doc.user_span_hooks.update(_SPAN_HOOKS)
+    doc.user_token_hooks.update(_TOKEN_HOOKS)
     return doc

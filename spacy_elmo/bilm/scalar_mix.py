@@ -5,6 +5,7 @@ implementation behind the component, the ``spacy-elmo.ScalarMix.v1`` layer and t
   (``"average"``, ``"top"``, ``"layer:N"`` or explicit weights) as logits or normalised weights;
 * :func:`apply_mix`: given weights applied to given layers (numpy or torch, differentiable);
 * :func:`spec_mix`: a mix spec applied to one Doc's float32 layers (the similarity and sense vectors);
+* :class:`FixedMix`: given weights set up once and applied to many Docs' float32 layers (the component);
 * :func:`mix_penalty`: the paper's lambda, an L2 pull of the logits toward equal weights;
 * :class:`ScalarMix`: the torch module holding the logits and gamma.
 """
@@ -121,7 +122,11 @@ def apply_mix(
     if layer_norm:
         layers = F.layer_norm(layers, layers.shape[-1:], eps=LN_EPS)
     gamma = torch.as_tensor(gamma, dtype=layers.dtype, device=layers.device)
-    return gamma * torch.tensordot(weights, layers, dims=1)  # one pass, no [L, ..., dim] temporary
+    # the product torch.tensordot(weights, layers, dims=1) runs (one pass, no [L, ..., dim]
+    # temporary), called directly: tensordot's Python wrapper costs more than the product for one Doc
+    rest = layers.shape[1:]
+    mixed = torch.mm(weights.unsqueeze(0), layers.reshape(layers.shape[0], math.prod(rest))).view(rest)
+    return gamma * mixed
 
 
 def spec_mix(layers: np.ndarray, spec: MixSpec) -> np.ndarray:
@@ -129,6 +134,38 @@ def spec_mix(layers: np.ndarray, spec: MixSpec) -> np.ndarray:
     no layer norm)."""
     layers = np.asarray(layers, dtype=np.float32)
     return apply_mix(layers, spec_weights(spec, layers.shape[0]))
+
+
+class FixedMix:
+    """A mix with fixed weights applied to many float32 NumPy arrays ``[L+1, ..., dim]``, one per
+    Doc: the arithmetic of :func:`apply_mix` (the same numbers, bit for bit), with the weights and
+    gamma converted once rather than per call, and no autograd. A gamma of exactly 1 is not
+    multiplied (``x * 1.0`` is ``x``)."""
+
+    def __init__(
+        self, weights: Union[Sequence[float], np.ndarray, torch.Tensor], gamma: Union[float, torch.Tensor] = 1.0, layer_norm: bool = False
+    ) -> None:
+        with torch.no_grad():
+            flat = torch.as_tensor(weights, dtype=torch.float32).detach().cpu().reshape(-1)
+            self.n_layers = int(flat.shape[0])
+            self._weights = flat.reshape(1, self.n_layers).clone()
+            scale = torch.as_tensor(gamma, dtype=torch.float32).detach().cpu().clone()
+        self._gamma = None if bool((scale == 1.0).all()) else scale
+        self.layer_norm = bool(layer_norm)
+
+    def __call__(self, layers: np.ndarray) -> np.ndarray:
+        """float32 ``[..., dim]``: the mix of float32 ``layers`` ``[L+1, ..., dim]``."""
+        if layers.shape[0] != self.n_layers:
+            raise ValueError(f"mix: {self.n_layers} weights for {layers.shape[0]} layers")
+        with torch.no_grad():
+            values = torch.from_numpy(np.ascontiguousarray(layers, dtype=np.float32))
+            if self.layer_norm:
+                values = F.layer_norm(values, values.shape[-1:], eps=LN_EPS)
+            rest = values.shape[1:]
+            mixed = torch.mm(self._weights, values.reshape(self.n_layers, math.prod(rest))).view(rest)
+            if self._gamma is not None:
+                mixed = mixed * self._gamma  # as apply_mix: gamma [1] broadcast over [..., dim]
+            return mixed.numpy()
 
 
 def mix_penalty(logits: torch.Tensor, coef: float) -> torch.Tensor:
@@ -170,6 +207,12 @@ class ScalarMix(nn.Module):
         if layers.shape[0] != self.n_layers:
             raise ValueError(f"ScalarMix expects {self.n_layers} layers, got {layers.shape[0]}")
         return apply_mix(layers, self.weights.to(layers.dtype), self.gamma.to(layers.dtype), self.layer_norm)
+
+    def fixed(self) -> FixedMix:
+        """This mix's current weights, gamma and layer norm as a :class:`FixedMix` (what
+        :meth:`forward` computes, for many float32 NumPy arrays without autograd)."""
+        with torch.no_grad():
+            return FixedMix(self.weights, self.gamma, self.layer_norm)
 
     def regularization(self) -> torch.Tensor:
         """``l2_coef * ||s - mean(s)||^2``: zero exactly when all layers weigh the same."""

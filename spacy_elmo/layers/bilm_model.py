@@ -42,7 +42,7 @@ from ..bilm.model import BiLMConfig
 from ..bilm.weights import model_from_state
 from ..hub.load import load_bilm, read_config
 from ..hub.resolve import normalise_spec
-from .contexts import Context, ContextGetter, SentenceContexts
+from .contexts import Context, ContextGetter, SentenceContexts, is_run
 
 PRECISIONS = BiLM.INFERENCE_PRECISIONS
 BILM_NODE = "elmo-bilm"
@@ -316,17 +316,11 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
     shim = get_shim(model)
     bilm = shim.bilm
     n_layers, dim = bilm.n_output_layers, bilm.output_dim
-    outputs = [np.zeros((n_layers, len(doc), dim), dtype=np.float32) for doc in docs]
     jobs, strings, batches = _plan(model, docs)
     if not is_train or shim.frozen:
-        with torch.inference_mode():
-            for chosen in batches:
-                output = bilm(TokenBatch.from_sentences([strings[i] for i in chosen]), boundaries=False)
-                _scatter(output.float().cpu().numpy(), [jobs[i] for i in chosen], outputs)
-                del output
-                release_free_memory()
-        return cast(List[Floats3d], outputs), _no_input_gradient  # float32 NumPy arrays
+        return _predict(bilm, docs, jobs, strings, batches), _no_input_gradient
 
+    outputs = [np.zeros((n_layers, len(doc), dim), dtype=np.float32) for doc in docs]
     kept: List[Tuple[torch.Tensor, List[Job]]] = []
     for chosen in batches:
         output = bilm(TokenBatch.from_sentences([strings[i] for i in chosen]), boundaries=False)
@@ -349,6 +343,48 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
         return []
 
     return cast(List[Floats3d], outputs), backprop
+
+
+def _predict(bilm: BiLM, docs: Sequence[Doc], jobs: List[Job], strings: List[List[str]], batches: List[List[int]]) -> List[Floats3d]:
+    """Inference: one float32 ``[L+1, len(doc), dim]`` array per Doc, each written once.
+
+    A Doc read as one whole context (a single sentence without whitespace tokens, the common
+    case) gets a contiguous copy of its batch row, as :meth:`BiLM.embed_batch` gives; only Docs
+    with several contexts, whitespace tokens or no tokens start from zeros and are filled in."""
+    n_layers, dim = bilm.n_output_layers, bilm.output_dim
+    contexts_per_doc = [0] * len(docs)
+    for d, _ in jobs:
+        contexts_per_doc[d] += 1
+    outputs: List[Optional[np.ndarray]] = [None] * len(docs)
+    for d, doc in enumerate(docs):
+        if contexts_per_doc[d] != 1 or len(doc) == 0:
+            outputs[d] = np.zeros((n_layers, len(doc), dim), dtype=np.float32)
+    with torch.inference_mode():
+        for chosen in batches:
+            output = bilm(TokenBatch.from_sentences([strings[i] for i in chosen]), boundaries=False)
+            values = output.float().cpu().numpy()
+            for row, i in enumerate(chosen):
+                d, context = jobs[i]
+                target = outputs[d]
+                if target is None and context.whole(len(docs[d])):
+                    outputs[d] = np.ascontiguousarray(values[:, row, : len(context)])
+                    continue
+                if target is None:  # one context that leaves tokens out (whitespace): zeros around it
+                    target = outputs[d] = np.zeros((n_layers, len(docs[d]), dim), dtype=np.float32)
+                _scatter_row(values, row, context, target)
+            del output, values
+            release_free_memory()
+    return cast(List[Floats3d], outputs)  # every Doc has its array: one per context or zeros
+
+
+def _scatter_row(values: np.ndarray, row: int, context: Context, target: np.ndarray) -> None:
+    """Copy the kept positions of batch row ``row`` of ``values`` ``[L+1, B, T, dim]`` into ``target``."""
+    keep = slice(context.keep_start, context.keep_end)
+    kept = context.indices[keep]
+    if kept and is_run(kept, kept[0], len(kept)):  # consecutive tokens: a slice, not a gather
+        target[:, kept[0] : kept[0] + len(kept)] = values[:, row, keep]
+    else:
+        target[:, kept] = values[:, row, keep]
 
 
 def _scatter(values: np.ndarray, batch: List[Job], outputs: List[np.ndarray]) -> None:

@@ -32,21 +32,33 @@ class Context:
     def __len__(self) -> int:
         return len(self.indices)
 
+    def whole(self, n_tokens: int) -> bool:
+        """Whether this context is all ``n_tokens`` tokens of its Doc, in order, every output kept."""
+        return self.keep_start == 0 and self.keep_end == n_tokens and is_run(self.indices, 0, n_tokens)
+
+
+def is_run(indices: List[int], start: int, n: int) -> bool:
+    """Whether ``indices`` is ``[start, start + 1, ..., start + n - 1]``."""
+    return len(indices) == n and (n == 0 or (indices[0] == start and indices == list(range(start, start + n))))
+
 
 ContextGetter = Callable[[Doc], List[Context]]
 
 
 def _segments(doc: Doc) -> Iterator[List[int]]:
     """Lists of non-whitespace token indices, one per sentence (given or built-in)."""
-    if len(doc) == 0:
+    n = len(doc)
+    if n == 0:
         return
-    space = doc.to_array([IS_SPACE])
+    values = doc.to_array([IS_SPACE, SENT_START])  # one pass over the tokens for both
+    space = values[:, 0].tolist()
+    any_space = any(space)
     if doc.has_annotation("SENT_START"):
-        starts = (doc.to_array([SENT_START]) == 1).nonzero()[0].tolist()
+        starts = (values[:, 1] == 1).nonzero()[0].tolist()
         if not starts or starts[0] != 0:
             starts.insert(0, 0)
-        for begin, end in zip(starts, starts[1:] + [len(doc)]):
-            sentence = [i for i in range(begin, end) if not space[i]]
+        for begin, end in zip(starts, starts[1:] + [n]):
+            sentence = [i for i in range(begin, end) if not space[i]] if any_space else list(range(begin, end))
             if sentence:
                 yield sentence
         return

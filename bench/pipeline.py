@@ -1,0 +1,476 @@
+#!/usr/bin/env python3
+"""The whole pipeline: ``nlp.pipe`` with the ``elmo`` component against the raw biLM on the same
+sentences and batches, and ``n_process=2`` against 1.
+
+    python bench/pipeline.py                                  # UD EWT test, 1,000 sentences, both models, both precisions
+    python bench/pipeline.py --text books --sentences 300 --repeats 1 --models en_default
+
+For each model (``en_default``: the embedded default; ``original``: random weights of the
+original shapes, ``python -m spacy_elmo random-weights elmo-original DIR --seed 1``, made once in
+``--work-dir``) and precision (float32, bfloat16), every measurement runs in a fresh process
+(so its peak RSS is its own), the configurations of one repeat one after the other, repeats
+interleaved; the median run is reported and every run is kept in the JSON. Token cache off
+everywhere (``token_cache_size = 0``), so the biLM itself is measured. At each ``--batch-sizes``
+value B (the ``nlp.pipe`` batch):
+
+* ``raw``: ``BiLM.iter_embeddings`` with the batching the component uses: windows of B
+  sentences, each sorted by length and packed under ``max_batch_tokens`` (4096) per biLM batch;
+  outputs dropped as they come;
+* ``docs``: ``nlp.pipe`` over pre-tokenised Docs, one sentence per Doc (made before the clock starts);
+* ``text``: ``nlp.pipe`` over plain text (the sentence's tokens joined by spaces) through spaCy's
+  tokenizer and sentencizer, then the component; tokens/s counts spaCy's tokens;
+* overhead = raw tokens/s / component tokens/s - 1, from the medians, and the median of each
+  repeat's pair (the two ran one after the other: steadier on a busy machine); the same from CPU
+  seconds (user + system of the process), which a neighbour's load disturbs less.
+
+Then ``nlp.pipe(texts, n_process=2)`` against ``n_process=1`` (batch ``--mp-batch-size``, so that
+both workers get batches): tokens/s, peak RSS summed over the processes (each process's own peak,
+``VmHWM``; forked workers share the parent's pages, so the sum overstates what is resident) and
+the largest resident total seen (PSS summed over the processes, sampled every 0.5 s; the
+sampling runs in both the 1- and the 2-process runs).
+
+The raw biLM's process sets torch to ``--threads``; the pipeline's processes leave torch's own
+setting alone (all cores) and give the component ``threads = --threads``, as a user's pipeline
+does: the component's setting has to govern all of its work. Reads the project's data
+(``spacy project assets project/`` then ``spacy project run data project/``) or
+``--sentences-file`` (one space-tokenised sentence per line). Writes
+``bench/results/pipeline-TEXT.json`` and ``.md`` (``--out``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+MODELS = {"en_default": "the embedded default model", "original": "random weights of the original shapes (seed 1)"}
+MAX_BATCH_TOKENS = 4096  # the component's default budget, given to the raw biLM too
+
+
+# ------------------------------------------------------------------------------------------ worker
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _proc_kb(pid: int, field: str, name: str = "status") -> Optional[int]:
+    """A ``kB`` field of /proc/PID/status (or smaps_rollup); None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/{name}") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _children(pid: int) -> List[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
+
+
+class ProcessMemory:
+    """Samples this process and its descendants every ``interval`` seconds: the last ``VmHWM``
+    (peak RSS, which the kernel keeps) seen of each, and the largest PSS total seen at one time
+    (reading PSS walks a process's page tables: sampled sparingly, beside the timed work)."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval, self.peaks_kb, self.max_pss_kb = interval, {}, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        pids, stack = [], [os.getpid()]
+        while stack:
+            pid = stack.pop()
+            pids.append(pid)
+            stack.extend(_children(pid))
+        total = 0
+        for pid in pids:
+            hwm = _proc_kb(pid, "VmHWM")
+            if hwm is not None:
+                self.peaks_kb[pid] = max(hwm, self.peaks_kb.get(pid, 0))
+            total += _proc_kb(pid, "Pss", "smaps_rollup") or 0
+        self.max_pss_kb = max(self.max_pss_kb, total)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "ProcessMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def _read_sentences(path: str, limit: int) -> List[List[str]]:
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [line.split() for line in lines if line.strip()][:limit]
+
+
+def worker(task: Dict[str, Any]) -> Dict[str, Any]:
+    """One measurement in this (fresh) process."""
+    import torch
+
+    kind, batch, threads = task["kind"], task["batch_size"], task["threads"]
+    sentences = _read_sentences(task["sentences"], task["limit"])
+    warm = sentences[: min(batch, 64)]
+    if kind == "raw":
+        from spacy_elmo import load_bilm
+
+        torch.set_num_threads(threads)
+        bilm = load_bilm(task["weights"])
+        bilm.set_token_cache(0)
+        bilm.set_inference_precision(task["precision"])
+
+        def run(items: List[List[str]]) -> int:
+            for _ in bilm.iter_embeddings(items, batch_size=batch, max_batch_tokens=MAX_BATCH_TOKENS, window=batch):
+                pass
+            return sum(map(len, items))
+
+        run(warm)
+        start, cpu = time.perf_counter(), _cpu_seconds()
+        tokens = run(sentences)
+        return _result(tokens, time.perf_counter() - start, _cpu_seconds() - cpu)
+
+    if kind == "split":
+        return split_worker(task, sentences)
+    import spacy
+    from spacy.tokens import Doc
+
+    nlp = spacy.blank("en")
+    if kind != "docs":
+        nlp.add_pipe("sentencizer")
+    config = {"weights": task["weights"], "token_cache_size": 0, "precision": task["precision"], "threads": threads,
+              "max_batch_tokens": MAX_BATCH_TOKENS}
+    nlp.add_pipe("elmo", config=config)
+    nlp.get_pipe("elmo").initialize()
+
+    def docs(items: List[List[str]]) -> Iterator[Doc]:
+        for words in items:
+            yield Doc(nlp.vocab, words=words, sent_starts=[True] + [False] * (len(words) - 1))
+
+    def count(stream: Iterator[Doc]) -> int:
+        return sum(len(doc) for doc in stream)  # the Docs are dropped as they come
+
+    n_process = task.get("n_process", 0)
+    if kind == "docs":
+        count(nlp.pipe(docs(warm), batch_size=batch))
+        made = list(docs(sentences))  # made before the clock starts: this times the pipeline, not Doc()
+        start, cpu = time.perf_counter(), _cpu_seconds()
+        tokens = count(nlp.pipe(made, batch_size=batch))
+        return _result(tokens, time.perf_counter() - start, _cpu_seconds() - cpu)
+    texts = [" ".join(words) for words in sentences]
+    count(nlp.pipe(texts[: len(warm)], batch_size=batch))
+    if n_process == 0:  # the text path timed alone (no sampling thread beside it)
+        start, cpu = time.perf_counter(), _cpu_seconds()
+        tokens = count(nlp.pipe(texts, batch_size=batch))
+        return _result(tokens, time.perf_counter() - start, _cpu_seconds() - cpu)
+    with ProcessMemory() as memory:  # CPU seconds: this process and its finished workers
+        start, cpu = time.perf_counter(), _cpu_seconds() + _cpu_seconds(resource.RUSAGE_CHILDREN)
+        tokens = count(nlp.pipe(texts, batch_size=batch, n_process=n_process))
+        seconds, cpu = time.perf_counter() - start, _cpu_seconds() + _cpu_seconds(resource.RUSAGE_CHILDREN) - cpu
+    result = _result(tokens, seconds, cpu)
+    result.update(processes=len(memory.peaks_kb), peak_rss_sum_mb=sum(memory.peaks_kb.values()) / 1024,
+                  max_pss_total_mb=memory.max_pss_kb / 1024)
+    return result
+
+
+def split_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, Any]:
+    """In one process: the raw biLM and ``nlp.pipe`` over Docs, alternated, each with the CPU time
+    spent inside ``BiLM.forward`` counted apart; what is left is the work around the biLM, per Doc."""
+    import spacy
+    import torch
+    from spacy.tokens import Doc
+
+    from spacy_elmo.bilm.model import BiLM
+
+    torch.set_num_threads(task["threads"])
+    inside = [0.0]
+    forward = BiLM.forward
+
+    def timed_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        start = time.process_time()
+        try:
+            return forward(self, *args, **kwargs)
+        finally:
+            inside[0] += time.process_time() - start
+
+    BiLM.forward = timed_forward  # type: ignore[method-assign]
+    batch = task["batch_size"]
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": task["weights"], "token_cache_size": 0, "precision": task["precision"],
+                                 "threads": task["threads"], "max_batch_tokens": MAX_BATCH_TOKENS})
+    component = nlp.get_pipe("elmo")
+    component.initialize()
+    bilm = component.bilm
+
+    def raw() -> None:
+        for _ in bilm.iter_embeddings(sentences, batch_size=batch, max_batch_tokens=MAX_BATCH_TOKENS, window=batch):
+            pass
+
+    def pipe() -> None:
+        made = [Doc(nlp.vocab, words=w, sent_starts=[True] + [False] * (len(w) - 1)) for w in sentences]
+        start = time.process_time()
+        for _ in nlp.pipe(made, batch_size=batch):
+            pass
+        return time.process_time() - start  # type: ignore[return-value]
+
+    raw()
+    pipe()
+    rounds = []
+    for _ in range(task.get("rounds", 3)):
+        inside[0], start = 0.0, time.process_time()
+        raw()
+        raw_total, raw_inside = time.process_time() - start, inside[0]
+        inside[0] = 0.0
+        pipe_total = pipe()
+        pipe_inside = inside[0]
+        rounds.append({"raw_cpu_s": raw_total, "raw_forward_cpu_s": raw_inside, "pipe_cpu_s": pipe_total, "pipe_forward_cpu_s": pipe_inside,
+                       "raw_around_us_per_doc": 1e6 * (raw_total - raw_inside) / len(sentences),
+                       "pipe_around_us_per_doc": 1e6 * (pipe_total - pipe_inside) / len(sentences)})
+    middle = sorted(rounds, key=lambda r: r["pipe_around_us_per_doc"])[(len(rounds) - 1) // 2]
+    return {**middle, "rounds": rounds, "docs": len(sentences), "tokens": sum(map(len, sentences))}
+
+
+def _result(tokens: int, seconds: float, cpu: float) -> Dict[str, Any]:
+    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "cpu_seconds": cpu,
+            "tokens_per_cpu_s": tokens / cpu if cpu else None, "peak_rss_mb": _peak_rss_mb()}
+
+
+# ------------------------------------------------------------------------------------------ driver
+
+
+def run_worker(task: Dict[str, Any]) -> Dict[str, Any]:
+    env = dict(os.environ)
+    if task["kind"] == "raw":
+        env["OMP_NUM_THREADS"] = str(task["threads"])
+    else:  # the pipeline keeps torch's own thread count: the component's setting must govern its work
+        env.pop("OMP_NUM_THREADS", None)
+    out = subprocess.run([sys.executable, __file__, "--worker", json.dumps(task)], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark worker failed for {task}:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def median_run(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The run with the median tokens/s, with every run's tokens/s attached."""
+    ranked = sorted(runs, key=lambda run: run["tokens_per_s"])
+    return {**ranked[(len(ranked) - 1) // 2], "runs": [round(run["tokens_per_s"], 1) for run in runs]}
+
+
+def overheads(raw: List[Dict[str, Any]], pipe: List[Dict[str, Any]]) -> Dict[str, float]:
+    """Component vs raw biLM: from the medians, and the median of the pairs (repeat by repeat), wall and CPU."""
+
+    def ratio(key: str, a: Dict[str, Any], b: Dict[str, Any]) -> float:
+        return a[key] / b[key] - 1
+
+    return {
+        "wall_of_medians": ratio("tokens_per_s", median_run(raw), median_run(pipe)),
+        "wall_median_of_pairs": statistics.median(ratio("tokens_per_s", a, b) for a, b in zip(raw, pipe)),
+        "cpu_median_of_pairs": statistics.median(ratio("tokens_per_cpu_s", a, b) for a, b in zip(raw, pipe)),
+    }
+
+
+def make_weights(work: Path) -> Path:
+    target = work / "elmo-original"
+    if not (target / "weights.hdf5").is_file():
+        subprocess.run([sys.executable, "-m", "spacy_elmo", "random-weights", "elmo-original", str(target), "--seed", "1"],
+                       check=True, stdout=subprocess.DEVNULL)
+    return target
+
+
+def make_sentences(args: argparse.Namespace) -> Path:
+    if args.sentences_file:
+        return args.sentences_file
+    path = args.work_dir / f"sentences-{args.text}-{args.sentences}.txt"
+    if not path.is_file():
+        sys.path.insert(0, str(REPO / "bench"))
+        from bench import real_sentences  # the sentences (and their limit of 100 tokens) of bench/bench.py
+
+        path.write_text("".join(" ".join(words) + "\n" for words in real_sentences(args.text, args.sentences)), encoding="utf-8")
+    return path
+
+
+def machine(threads: int) -> Dict[str, Any]:
+    import spacy
+    import torch
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench import _cpu_name
+
+    return {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": threads, "torch": torch.__version__,
+            "spacy": spacy.__version__, "python": platform.python_version(), "load_average_start": os.getloadavg()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--text", default="ud", choices=["ud", "books"], help="UD EWT test sentences or the Gutenberg test books")
+    ap.add_argument("--sentences-file", type=Path, help="one space-tokenised sentence per line (instead of --text)")
+    ap.add_argument("--sentences", type=int, default=1000)
+    ap.add_argument("--models", default="en_default,original", help=f"comma-separated: {', '.join(MODELS)}")
+    ap.add_argument("--precisions", default="float32,bfloat16")
+    ap.add_argument("--batch-sizes", default="64,1000", help="nlp.pipe batch sizes (1000 = spaCy's default)")
+    ap.add_argument("--mp-batch-size", type=int, default=64, help="nlp.pipe batch for n_process=2 against 1 (0: skip)")
+    ap.add_argument("--around", action="store_true",
+                    help="only the work around the biLM: raw biLM and nlp.pipe over Docs in one process, BiLM.forward's CPU time counted apart (per Doc)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spacy-elmo-bench")
+    ap.add_argument("--out", type=Path, help="JSON path (default bench/results/pipeline-TEXT.json); the table goes beside it as .md")
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    models = args.models.split(",")
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        ap.error(f"--models: unknown {unknown}; use {', '.join(MODELS)}")
+    sentences = make_sentences(args)
+    weights = {"en_default": "en_default", **({"original": str(make_weights(args.work_dir))} if "original" in models else {})}
+    lines = _read_sentences(str(sentences), args.sentences)
+    source = str(args.sentences_file) if args.sentences_file else args.text
+    results: Dict[str, Any] = {
+        "command": "python bench/pipeline.py " + " ".join(sys.argv[1:]),
+        "machine": machine(args.threads),
+        "text": {"source": source, "sentences": len(lines), "tokens": sum(map(len, lines)), "types": len({w for s in lines for w in s})},
+        "repeats": args.repeats, "max_batch_tokens": MAX_BATCH_TOKENS, "configs": {},
+    }
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    for model in models:
+        for precision in args.precisions.split(","):
+            base = {"weights": weights[model], "precision": precision, "sentences": str(sentences), "limit": args.sentences, "threads": args.threads}
+            if args.around:
+                results["configs"][f"{model}/{precision}"] = {
+                    f"around_b{b}": run_worker({**base, "kind": "split", "batch_size": b, "rounds": args.repeats}) for b in batch_sizes}
+                continue
+            tasks: Dict[str, Dict[str, Any]] = {}
+            for b in batch_sizes:
+                for kind in ("raw", "docs", "text"):
+                    tasks[f"{kind}_b{b}"] = {**base, "kind": kind, "batch_size": b}
+            if args.mp_batch_size:
+                for n in (1, 2):
+                    tasks[f"text_b{args.mp_batch_size}_np{n}"] = {**base, "kind": "text", "batch_size": args.mp_batch_size, "n_process": n}
+            runs: Dict[str, List[Dict[str, Any]]] = {key: [] for key in tasks}
+            for repeat in range(args.repeats):  # interleaved: every configuration once per repeat
+                for key, task in tasks.items():
+                    runs[key].append(run_worker(task))
+                    print(f"{model} {precision} repeat {repeat + 1} {key}: {runs[key][-1]['tokens_per_s']:.0f} tokens/s", flush=True)
+            r: Dict[str, Any] = {key: median_run(measured) for key, measured in runs.items()}
+            r["all_runs"] = runs
+            for b in batch_sizes:
+                for kind in ("docs", "text"):
+                    r[f"overhead_{kind}_b{b}"] = overheads(runs[f"raw_b{b}"], runs[f"{kind}_b{b}"])
+            results["configs"][f"{model}/{precision}"] = r
+    results["machine"]["load_average_end"] = os.getloadavg()
+    out = args.out or RESULTS / f"pipeline-{Path(source).stem if args.sentences_file else args.text}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    table = markdown(results, batch_sizes, args.mp_batch_size)
+    out.with_suffix(".md").write_text(table)
+    print(table)
+
+
+def _median(r: Dict[str, Any], key: str) -> float:
+    """The median tokens per CPU second of a configuration's runs."""
+    return statistics.median(run["tokens_per_cpu_s"] for run in r["all_runs"][key])
+
+
+def markdown(results: Dict[str, Any], batch_sizes: List[int], mp_batch: int) -> str:
+    m, t = results["machine"], results["text"]
+    if any(key.startswith("around_") for r in results["configs"].values() for key in r):
+        return markdown_around(results, batch_sizes)
+    lines = [
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} thread(s), torch {m['torch']}, spaCy {m['spacy']}; "
+        f"load average {m['load_average_start'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the end.",
+        f"Text: {t['source']}, {t['sentences']:,} sentences, {t['tokens']:,} tokens, {t['types']:,} word types. "
+        f"Token cache off; max_batch_tokens {results['max_batch_tokens']}; median of {results['repeats']} interleaved runs, each in a fresh process.",
+        f"Command: `{results['command']}`",
+        "",
+        "| model | precision | nlp.pipe batch | raw biLM tokens/s | component, Docs: tokens/s | component, text + sentencizer: tokens/s "
+        "| overhead, wall (Docs / text) | overhead, CPU time (Docs / text) | tokens per CPU second (raw / Docs / text) | peak RSS MB (raw / Docs / text) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, r in results["configs"].items():
+        model, precision = name.split("/")
+        for b in batch_sizes:
+            raw, docs, text = r[f"raw_b{b}"], r[f"docs_b{b}"], r[f"text_b{b}"]
+            od, ot = r[f"overhead_docs_b{b}"], r[f"overhead_text_b{b}"]
+            lines.append(
+                f"| {model} | {precision} | {b} | {raw['tokens_per_s']:,.0f} | {docs['tokens_per_s']:,.0f} | {text['tokens_per_s']:,.0f} "
+                f"| {100 * od['wall_median_of_pairs']:+.1f}% / {100 * ot['wall_median_of_pairs']:+.1f}% "
+                f"| {100 * od['cpu_median_of_pairs']:+.1f}% / {100 * ot['cpu_median_of_pairs']:+.1f}% "
+                f"| {_median(r, f'raw_b{b}'):,.0f} / {_median(r, f'docs_b{b}'):,.0f} / {_median(r, f'text_b{b}'):,.0f} "
+                f"| {raw['peak_rss_mb']:,.0f} / {docs['peak_rss_mb']:,.0f} / {text['peak_rss_mb']:,.0f} |"
+            )
+    if mp_batch:
+        lines += [
+            "",
+            f"`nlp.pipe(texts, batch_size={mp_batch}, n_process=N)` (tokenizer, sentencizer, elmo):",
+            "",
+            "| model | precision | tokens/s, n_process 1 -> 2 | speed-up | tokens per CPU second, all processes (1 -> 2) "
+            "| peak RSS summed over processes, MB (1 -> 2) | largest PSS total, MB (1 -> 2) |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for name, r in results["configs"].items():
+            model, precision = name.split("/")
+            one, two = r[f"text_b{mp_batch}_np1"], r[f"text_b{mp_batch}_np2"]
+            lines.append(
+                f"| {model} | {precision} | {one['tokens_per_s']:,.0f} -> {two['tokens_per_s']:,.0f} | {two['tokens_per_s'] / one['tokens_per_s']:.2f}x "
+                f"| {_median(r, f'text_b{mp_batch}_np1'):,.0f} -> {_median(r, f'text_b{mp_batch}_np2'):,.0f} "
+                f"| {one['peak_rss_sum_mb']:,.0f} -> {two['peak_rss_sum_mb']:,.0f} ({two['processes']} processes) "
+                f"| {one['max_pss_total_mb']:,.0f} -> {two['max_pss_total_mb']:,.0f} |"
+            )
+    lines += ["", "Overhead = raw tokens/s / component tokens/s - 1, the median over the repeats' pairs (each pair ran back to back); "
+              "the CPU columns take tokens per CPU second (user + system, the process and its finished workers) instead of per second: "
+              "on a shared machine they move far less than wall time. All runs are in the JSON."]
+    return "\n".join(lines) + "\n"
+
+
+def markdown_around(results: Dict[str, Any], batch_sizes: List[int]) -> str:
+    m, t = results["machine"], results["text"]
+    lines = [
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} thread(s), torch {m['torch']}, spaCy {m['spacy']}. "
+        f"Text: {t['source']}, {t['sentences']:,} sentences, {t['tokens']:,} tokens. Command: `{results['command']}`",
+        "",
+        "| model | precision | nlp.pipe batch | CPU µs per Doc around the biLM: raw biLM / component (median round) | component's extra, share of the raw biLM's CPU time |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for name, r in results["configs"].items():
+        model, precision = name.split("/")
+        for b in batch_sizes:
+            a = r[f"around_b{b}"]
+            extra = (a["pipe_around_us_per_doc"] - a["raw_around_us_per_doc"]) * a["docs"] / 1e6 / a["raw_cpu_s"]
+            lines.append(f"| {model} | {precision} | {b} | {a['raw_around_us_per_doc']:.0f} / {a['pipe_around_us_per_doc']:.0f} | {100 * extra:+.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
