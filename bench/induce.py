@@ -2,6 +2,7 @@
 """Sense induction: speed and quality on SemEval-2010 Task 14, and on the hand-written sense probe.
 
     python bench/induce.py --data project/assets/data/wsi_semeval2010 [--threads 1] [--representation substitutes]
+        [--prior-weight 0.75] [--pattern and|none]
 
 Induces the senses of all 100 SemEval-2010 words from their 8,915 test instances with the
 embedded default biLM on ``--threads`` threads (default 1), and reports the wall time (loading
@@ -27,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def probe(representation: str, temperature: float) -> dict:
+def probe(representation: str, temperature: float, prior_weight: float, pattern: str | None) -> dict:
     """Induction on the hand-written probe sentences of bench/senses.py, scored against their two senses."""
     from senses import SENSES
 
@@ -41,7 +42,10 @@ def probe(representation: str, temperature: float) -> dict:
                 gold.setdefault(word, {})[f"text {len(sentences)}"] = sense
                 sentences.append(text)
     started = time.perf_counter()
-    results = induce(sentences, list(SENSES), settings=InductionSettings(representation=representation, min_occurrences=4, temperature=temperature), progress=False)
+    settings = InductionSettings(
+        representation=representation, min_occurrences=4, temperature=temperature, prior_weight=prior_weight, pattern=pattern
+    )
+    results = induce(sentences, list(SENSES), settings=settings, progress=False)
     system = {r.word: {o.source: str(c) for o, c in zip(r.occurrences, r.labels)} for r in results}
     result = score(system, gold)
     return {**result.as_dict(), "seconds": round(time.perf_counter() - started, 1)}
@@ -54,9 +58,12 @@ def main() -> None:
     parser.add_argument("--representation", default="substitutes,vectors,both")
     parser.add_argument("--context", type=int, default=0, help="context tokens of the surrounding sentences on each side")
     parser.add_argument("--temperature", type=float, default=0.5, help="temperature of the substitute distributions")
+    parser.add_argument("--prior-weight", type=float, default=0.75, help="alpha of the prior correction of the substitutes (0 = off)")
+    parser.add_argument("--pattern", default="and", help="a word for the symmetric pattern reading; none = off")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "induce.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    pattern = None if args.pattern.lower() in ("", "none") else args.pattern
 
     from spacy_elmo.senses import wsi_eval
     from spacy_elmo.senses.induce import InductionSettings
@@ -64,10 +71,19 @@ def main() -> None:
     runs = []
     for representation in args.representation.split(","):
         started = time.perf_counter()
-        settings = InductionSettings(representation=representation, temperature=args.temperature)
+        settings = InductionSettings(
+            representation=representation, temperature=args.temperature, prior_weight=args.prior_weight, pattern=pattern
+        )
         report = wsi_eval.evaluate(args.data, None, settings, context=args.context, progress=False)
         wall = time.perf_counter() - started
-        runs.append({"representation": representation, "wall_seconds": round(wall, 1), "report": report, "probe": probe(representation, args.temperature)})
+        runs.append(
+            {
+                "representation": representation,
+                "wall_seconds": round(wall, 1),
+                "report": report,
+                "probe": probe(representation, args.temperature, args.prior_weight, pattern),
+            }
+        )
         ours = report["ours"]
         print(
             f"{representation}: F-S {ours['F-S']:.1f} V-M {ours['V-M']:.1f} AVG {ours['AVG']:.1f} "
@@ -75,7 +91,15 @@ def main() -> None:
             flush=True,
         )
     machine = {"cpu": platform.processor() or platform.machine(), "threads": args.threads, "torch": torch.__version__}
-    out = {"model": "en_default", "machine": machine, "context_tokens": args.context, "temperature": args.temperature, "runs": runs}
+    out = {
+        "model": "en_default",
+        "machine": machine,
+        "context_tokens": args.context,
+        "temperature": args.temperature,
+        "prior_weight": args.prior_weight,
+        "pattern": pattern,
+        "runs": runs,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
     lines = [

@@ -18,6 +18,21 @@ SEPARATION_OPT = Opt(
     help="Clusters stay apart when their mean distance exceeds this times the word's mean distance (the stopping rule)",
 )
 TEMPERATURE_OPT = Opt(0.5, "--temperature", help="Temperature of the substitute distributions (below 1 sharpens)")
+PRIOR_WEIGHT_OPT = Opt(
+    0.75,
+    "--prior-weight",
+    help="Substitutes ranked by log p(w|context) - this * log p(w), p(w) the LM's mean prediction over the corpus (0 = off)",
+)
+PATTERN_OPT = Opt(
+    "and",
+    "--pattern",
+    help="Also read the LM through the symmetric pattern 'X WORD ___' (default: and); none = the plain reading only",
+)
+
+
+def pattern_word(pattern: str) -> Optional[str]:
+    """``--pattern``: a word, or ``none`` (or empty) for no pattern."""
+    return None if pattern.strip().lower() in ("", "none") else pattern
 
 
 def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
@@ -69,6 +84,8 @@ def induce_cli(
     n_senses: int = N_SENSES_OPT,
     separation: float = SEPARATION_OPT,
     temperature: float = TEMPERATURE_OPT,
+    prior_weight: float = PRIOR_WEIGHT_OPT,
+    pattern: str = PATTERN_OPT,
     min_occurrences: int = Opt(10, "--min-occurrences", help="A word seen fewer times gets one sense"),
     max_occurrences: int = Opt(2000, "--max-occurrences", help="Occurrences kept per word (a uniform sample beyond)"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
@@ -88,6 +105,8 @@ def induce_cli(
         min_occurrences=min_occurrences,
         max_occurrences=max_occurrences,
         temperature=temperature,
+        prior_weight=prior_weight,
+        pattern=pattern_word(pattern),
     )
     corpus_files(corpus)  # a missing file is one line now, not after loading the model
     apply_threads(threads)
@@ -127,6 +146,8 @@ def wsi_eval_cli(
     n_senses: int = N_SENSES_OPT,
     separation: float = SEPARATION_OPT,
     temperature: float = TEMPERATURE_OPT,
+    prior_weight: float = PRIOR_WEIGHT_OPT,
+    pattern: str = PATTERN_OPT,
     context: int = Opt(0, "--context", help="Tokens of the surrounding sentences given to the biLM on each side"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     key: Optional[Path] = Opt(None, "--key", help="Also write the system key (graded: label/weight) here. Default: none"),
@@ -136,7 +157,15 @@ def wsi_eval_cli(
     """Word sense induction on SemEval-2010 Task 14: paired F-score, V-measure, AVG and clusters per word, beside the baselines."""
     from ..senses import wsi_eval
 
-    settings = induction_settings(representation, n_senses, max_senses=max_senses, separation=separation, temperature=temperature)
+    settings = induction_settings(
+        representation,
+        n_senses,
+        max_senses=max_senses,
+        separation=separation,
+        temperature=temperature,
+        prior_weight=prior_weight,
+        pattern=pattern_word(pattern),
+    )
     if not (data / wsi_eval.GOLD_KEY).is_file():
         raise UserError(
             f"{data / wsi_eval.GOLD_KEY} not found: place the SemEval-2010 Task 14 release (test_data/ and keys/) in {data} "

@@ -10,9 +10,11 @@ and its full bag votes once more; with vectors, a softmax over its cosines to th
 centroids. Each sense is named by its most distinctive substitutes ("bank: river / shore /
 edge") and shown by its most representative sentences.
 
-The corpus is streamed (:mod:`.corpus`): per occurrence only its sentence, the top substitutes
-of each direction and one compact vector are kept, and at most ``max_occurrences`` per word
-(a uniform sample of them beyond that).
+The corpus is streamed (:mod:`.corpus`): per occurrence only its sentence, the LM states that
+predict it (two, four with the symmetric pattern; float16) and one compact vector are kept, and
+at most ``max_occurrences`` per word (a uniform sample of them beyond that). The LM's mean
+prediction over every occurrence streamed is the prior the substitutes are corrected by; the
+head reads the kept states when a word is clustered.
 
     >>> results = induce("texts/", ["bank", "cell"])            # doctest: +SKIP
     >>> inventory = build_inventory(results, fingerprint)        # doctest: +SKIP
@@ -57,6 +59,14 @@ class InductionSettings:
     n_senses: a fixed number of senses instead (for comparisons).
     min_occurrences: a word seen fewer times gets one sense (and a note saying so).
     max_occurrences: occurrences kept per word (a uniform sample beyond it: bounded memory).
+    prior_weight: alpha of the prior correction: each direction's substitutes are ranked by
+        ``log p(w | context) - alpha * log p(w)``, ``p(w)`` being the LM's mean prediction over
+        every occurrence streamed (a word that every context predicts, "said", "mr.", is demoted);
+        0 = the plain distributions.
+    pattern: a word for Amrami & Goldberg's dynamic symmetric pattern (``"and"``: the forward LM
+        reads "... X and" and predicts what follows, the backward LM "and X ..." and predicts what
+        precedes); its two predictions join the plain two. ``None`` = the plain two only.
+    (Defaults ``prior_weight=0.75, pattern="and"``: the best on the SemEval-2010 tuning words.)
     n_representatives / sample_size: representatives per occurrence and substitutes drawn per
         direction for each (the graded assignment).
     mix: the layer weights of the vectors (default: the average of the two LSTM layers).
@@ -70,6 +80,8 @@ class InductionSettings:
     n_senses: Optional[int] = None
     min_occurrences: int = 10
     max_occurrences: int = 2000
+    prior_weight: float = 0.75
+    pattern: Optional[str] = "and"
     n_representatives: int = 20
     sample_size: int = 4
     mix: Tuple[float, ...] = (0.0, 1.0, 1.0)
@@ -87,6 +99,10 @@ class InductionSettings:
             raise ValueError(f"separation is a factor of the mean distance, in (0, 10), got {self.separation}")
         if self.top_k < 1 or self.temperature <= 0 or self.max_occurrences < 1:
             raise ValueError("top_k and max_occurrences must be >= 1 and temperature > 0")
+        if not 0 <= self.prior_weight <= 2:
+            raise ValueError(f"prior_weight is the exponent alpha of the prior correction, in [0, 2], got {self.prior_weight}")
+        if self.pattern is not None and (not self.pattern or self.pattern != self.pattern.strip() or len(self.pattern.split()) != 1):
+            raise ValueError(f"pattern must be one word (e.g. 'and') or None, got {self.pattern!r}")
         self.mix = tuple(float(w) for w in self.mix)
 
     @property
@@ -166,6 +182,8 @@ class Inducer:
         self._fold: Optional[np.ndarray] = None
         self._drop: Optional[np.ndarray] = None
         self._excluded: Optional[torch.Tensor] = None
+        self._prior_sum: Optional[torch.Tensor] = None  # float64 [V]: the summed predictions of every reading streamed
+        self._prior_count = 0
 
     # ------------------------------------------------------------------ streaming
 
@@ -183,18 +201,19 @@ class Inducer:
         pending, self._pending = self._pending, []
         if not pending:
             return
+        s = self.settings
         rows: List[Tuple[np.ndarray, ...]] = [()] * len(pending)
-        for chunk in plan_batches([len(p.tokens) for p in pending], 256, self.settings.max_batch_tokens):
+        extra = 2 if s.pattern is not None else 0
+        for chunk in plan_batches([len(p.tokens) + extra for p in pending], 256, s.max_batch_tokens):
             items = [pending[i] for i in chunk]
-            states = lm_states(self.bilm, [p.tokens for p in items], [p.position for p in items], self.settings.mix)
-            subs: Tuple[np.ndarray, ...] = ()
-            if self.head is not None:
-                excluded = self._excluded_words()
-                fi, fl = self.head.top_substitutes(states.forward, self.settings.top_k, excluded)
-                bi, bl = self.head.top_substitutes(states.backward, self.settings.top_k, excluded)
-                subs = (fi, fl.astype(np.float16), bi, bl.astype(np.float16))
+            states = lm_states(self.bilm, [p.tokens for p in items], [p.position for p in items], s.mix, pattern=s.pattern)
+            readings: List[np.ndarray] = []
+            if self.head is not None:  # the LM states are kept (float16) and read by the head when clustering
+                if s.prior_weight > 0:
+                    self._add_to_prior(states.readings())
+                readings = [r.cpu().numpy().astype(np.float16) for r in states.readings()]
             for j, i in enumerate(chunk):
-                rows[i] = (states.vectors[j].astype(np.float16),) + tuple(a[j] for a in subs)
+                rows[i] = (states.vectors[j].astype(np.float16), *(r[j] for r in readings))
         for item, row in zip(pending, rows):  # in corpus order (batches run sorted by length)
             store = self.stores[item.word]
             slot = store.slot(self._rng)
@@ -205,6 +224,19 @@ class Inducer:
                 store.rows.append(row)
             else:
                 store.occurrences[slot], store.rows[slot] = item.occurrence, row
+
+    def _add_to_prior(self, readings: Sequence[torch.Tensor]) -> None:
+        assert self.head is not None
+        for states in readings:
+            total = self.head.log_probs(states).exp().sum(0, dtype=torch.float64)
+            self._prior_sum = total if self._prior_sum is None else self._prior_sum + total
+            self._prior_count += len(states)
+
+    def log_prior(self) -> Optional[torch.Tensor]:
+        """float32 ``[V]``: log of the LM's mean prediction over every reading streamed so far (``None`` before any)."""
+        if self._prior_sum is None or not self._prior_count:
+            return None
+        return torch.log((self._prior_sum / self._prior_count).clamp_min(1e-30)).float()
 
     def _excluded_words(self) -> torch.Tensor:
         if self._excluded is None:
@@ -247,7 +279,8 @@ class Inducer:
                 f"{word!r}: no occurrences in the corpus",
             )
         vectors = np.stack([r[0] for r in store.rows]).astype(np.float32)
-        bags = self._bags(store) if self.head is not None else None
+        subs = self._substitutes(store) if self.head is not None else None
+        bags = self._bags(subs) if subs is not None else None
         blocks: List[Any] = []
         if s.uses_substitutes:
             assert bags is not None
@@ -262,7 +295,7 @@ class Inducer:
             distances = cosine_distances(blocks)
             labels = cut_senses(distances, max_senses=s.max_senses, separation=s.separation, n_senses=s.n_senses)
         k = int(labels.max()) + 1
-        weights = self._weights(store, labels, blocks, bags)
+        weights = self._weights(subs, labels, blocks, bags)
         senses = self._describe(word, store, labels, weights, bags, blocks)
         shown = self._shown_vectors(blocks)
         return WordSenses(
@@ -270,17 +303,32 @@ class Inducer:
             extra={"elmo_vectors": vectors.astype(np.float16), "mix": list(s.mix), "seen": store.seen, "n_senses": k},
         )  # fmt: skip
 
-    def _bags(self, store: _Store) -> Tuple[sparse.csr_matrix, np.ndarray]:
+    def _substitutes(self, store: _Store) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """Per reading (forward, backward, then the pattern's two), the ``top_k`` substitutes of each
+        stored occurrence: ids int32 ``[n, k]`` and scores float32 ``[n, k]`` (log-probabilities,
+        less ``prior_weight`` times the log prior)."""
+        assert self.head is not None
+        s = self.settings
+        log_prior = self.log_prior() if s.prior_weight > 0 else None
+        out = []
+        for r in range(1, len(store.rows[0])):
+            states = torch.from_numpy(np.stack([row[r] for row in store.rows]).astype(np.float32))
+            out.append(self.head.top_substitutes(states, s.top_k, self._excluded_words(), log_prior, s.prior_weight))
+        return out
+
+    def _bags(self, subs: List[Tuple[np.ndarray, np.ndarray]]) -> Tuple[sparse.csr_matrix, np.ndarray]:
         """The word's TF-IDF substitute bags (unit rows) and IDF."""
         assert self.head is not None
         fold, drop = self._vocab_tables()
-        rows = store.rows
-        ids = [np.stack([r[1] for r in rows]), np.stack([r[3] for r in rows])]
-        lps = [np.stack([r[2] for r in rows]).astype(np.float32), np.stack([r[4] for r in rows]).astype(np.float32)]
-        return tfidf(substitute_bags(ids, lps, len(self.head), fold, drop, self.settings.temperature))
+        ids, scores = [i for i, _ in subs], [v for _, v in subs]
+        return tfidf(substitute_bags(ids, scores, len(self.head), fold, drop, self.settings.temperature))
 
     def _weights(
-        self, store: _Store, labels: np.ndarray, blocks: List[Any], bags: Optional[Tuple[sparse.csr_matrix, np.ndarray]]
+        self,
+        subs: Optional[List[Tuple[np.ndarray, np.ndarray]]],
+        labels: np.ndarray,
+        blocks: List[Any],
+        bags: Optional[Tuple[sparse.csr_matrix, np.ndarray]],
     ) -> np.ndarray:
         """float32 ``[n, k]`` graded assignment, rows summing to 1."""
         n, k = len(labels), int(labels.max()) + 1
@@ -289,26 +337,24 @@ class Inducer:
         onehot = np.zeros((n, k), dtype=np.float32)
         onehot[np.arange(n), labels] = 1.0
         s = self.settings
-        if s.uses_substitutes and bags is not None and s.n_representatives > 0:
+        if s.uses_substitutes and bags is not None and subs is not None and s.n_representatives > 0:
             matrix, idf = bags
             centroids = np.asarray((sparse.csr_matrix(onehot.T) @ matrix).todense())  # [k, V]
             centroids = unit_rows(centroids)
             votes = onehot.copy()  # the full bag votes for its own cluster
             fold, drop = self._vocab_tables()
             rng = np.random.default_rng(s.seed)
-            for direction in (1, 3):
-                ids = np.stack([r[direction] for r in store.rows]).astype(np.int64)
-                lp = np.stack([r[direction + 1] for r in store.rows]).astype(np.float64) / s.temperature
+            drawn = []
+            for ids, scores in subs:  # sample_size substitutes from each reading's distribution
+                ids = ids.astype(np.int64)
+                lp = scores.astype(np.float64) / s.temperature
                 p = np.exp(lp - lp.max(1, keepdims=True)) * ~drop[ids]
                 p /= np.maximum(p.sum(1, keepdims=True), 1e-12)
                 cum = np.cumsum(p, axis=1)
                 draws = rng.random((n, s.n_representatives, s.sample_size))
                 picks = np.minimum((draws[..., None] > cum[:, None, None, :]).sum(-1), ids.shape[1] - 1)  # [n, R, m]
-                words = fold[np.take_along_axis(ids[:, None, :].repeat(s.n_representatives, 1), picks, axis=2)]
-                if direction == 1:
-                    forward_words = words
-                else:
-                    sampled = np.concatenate([forward_words, words], axis=2)  # [n, R, 2m]
+                drawn.append(fold[np.take_along_axis(ids[:, None, :].repeat(s.n_representatives, 1), picks, axis=2)])
+            sampled = np.concatenate(drawn, axis=2)  # [n, R, readings * m]
             scores = (idf[sampled][..., None] * centroids.T[sampled]).sum(2)  # [n, R, k]
             np.add.at(votes, (np.repeat(np.arange(n), s.n_representatives), scores.argmax(-1).ravel()), 1.0)
             return (votes / votes.sum(1, keepdims=True)).astype(np.float32)

@@ -8,9 +8,10 @@ models carry it as ``softmax.pt`` + ``vocab.txt`` (:func:`native_head`); a head 
 (the published model's, say) plugs in with :meth:`LMHead.from_arrays`.
 
 :func:`lm_states` runs the biLM once per batch of sentences and keeps, per target, only the two
-neighbour states and a compact vector; :meth:`LMHead.top_substitutes` turns states into the
-``top_k`` substitutes of each direction. Nothing holds a sentence's full layer tensor longer than
-its batch.
+neighbour states (and, with a symmetric pattern, :func:`pattern_sentence`, the two states at the
+pattern word) and a compact vector; :meth:`LMHead.top_substitutes` turns states into the
+``top_k`` substitutes of each direction, optionally corrected by the LM's prior. Nothing holds a
+sentence's full layer tensor longer than its batch.
 """
 
 from __future__ import annotations
@@ -85,15 +86,37 @@ class LMHead:
         return torch.log_softmax(states.float() @ self.weight.T + self.bias, dim=-1)
 
     @torch.inference_mode()
-    def top_substitutes(self, states: torch.Tensor, k: int, exclude: Optional[torch.Tensor] = None) -> Tuple[np.ndarray, np.ndarray]:
-        """The ``k`` likeliest words for each state ``[n, P]``: ids int32 ``[n, k]`` and log-probabilities
-        float32 ``[n, k]`` (of the full softmax), best first; ``exclude`` (bool ``[V]``) words never come out."""
-        logp = self.log_probs(states)
-        if exclude is not None:
-            logp = logp.masked_fill(exclude, float("-inf"))
-        k = min(k, logp.shape[1])
-        values, ids = logp.topk(k, dim=-1)
-        return ids.to(torch.int32).cpu().numpy(), values.cpu().numpy()
+    def top_substitutes(
+        self,
+        states: torch.Tensor,
+        k: int,
+        exclude: Optional[torch.Tensor] = None,
+        log_prior: Optional[torch.Tensor] = None,
+        prior_weight: float = 1.0,
+        chunk: int = 1024,
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best words for each state ``[n, P]``: ids int32 ``[n, k]`` and scores float32
+        ``[n, k]``, best first; ``exclude`` (bool ``[V]``) words never come out.
+
+        The score is the log-probability of the full softmax, or with ``log_prior`` (float ``[V]``,
+        the log of a prior ``p(w)``) the prior-corrected ``log p(w | context) - prior_weight * log p(w)``:
+        at weight 1 the pointwise mutual information of word and context, which demotes the words
+        that every context predicts.
+        """
+        k = min(k, len(self))
+        ids_out, values_out = [], []
+        for start in range(0, len(states), chunk):  # bounded memory: [chunk, V] at a time
+            logp = self.log_probs(states[start : start + chunk])
+            if log_prior is not None and prior_weight:
+                logp = logp - prior_weight * log_prior.to(logp)
+            if exclude is not None:
+                logp = logp.masked_fill(exclude, float("-inf"))
+            values, ids = logp.topk(k, dim=-1)
+            ids_out.append(ids.to(torch.int32).cpu().numpy())
+            values_out.append(values.cpu().numpy())
+        if not ids_out:
+            return np.zeros((0, k), np.int32), np.zeros((0, k), np.float32)
+        return np.concatenate(ids_out), np.concatenate(values_out)
 
 
 def native_head(folder: Union[str, Path]) -> LMHead:
@@ -126,21 +149,53 @@ def native_head(folder: Union[str, Path]) -> LMHead:
 @dataclass
 class TargetStates:
     """Per target: the forward LM's state before it and the backward LM's after it (``[n, P]``
-    each, top layer) and its vector under the chosen mix (float32 ``[n, 2P]``)."""
+    each, top layer), its vector under the chosen mix (float32 ``[n, 2P]``) and, when read with
+    a symmetric pattern, the two LMs' states at the pattern word (``[n, P]`` each, else ``None``)."""
 
     forward: torch.Tensor
     backward: torch.Tensor
     vectors: np.ndarray
+    pattern_forward: Optional[torch.Tensor] = None
+    pattern_backward: Optional[torch.Tensor] = None
+
+    def readings(self) -> List[torch.Tensor]:
+        """The states that predict the target's substitutes: forward, backward, then the pattern's two if read."""
+        out = [self.forward, self.backward]
+        if self.pattern_forward is not None and self.pattern_backward is not None:
+            out += [self.pattern_forward, self.pattern_backward]
+        return out
+
+
+def pattern_sentence(tokens: Sequence[str], position: int, word: str = "and") -> List[str]:
+    """The sentence with the target repeated around ``word``: ``w1 .. X and X .. wn`` (X = ``tokens[position]``).
+
+    The forward LM at ``word`` has read ``w1 .. X and`` and predicts what follows (Amrami &
+    Goldberg's dynamic symmetric pattern "X and ___"); the backward LM at ``word`` has read
+    ``wn .. X and`` from the right and predicts what precedes ("___ and X"). Each direction's
+    LSTM sees only its own side, so the forward states up to the first X and the backward states
+    from the second X on are the plain sentence's: one run gives both readings.
+    """
+    if not 0 <= position < len(tokens):
+        raise ValueError(f"position {position} is outside a sentence of {len(tokens)} tokens")
+    return [*tokens[: position + 1], word, *tokens[position:]]
 
 
 @torch.inference_mode()
-def lm_states(bilm: BiLM, sentences: Sequence[Sequence[str]], positions: Sequence[int], mix: MixSpec = (0.0, 1.0, 1.0)) -> TargetStates:
+def lm_states(
+    bilm: BiLM, sentences: Sequence[Sequence[str]], positions: Sequence[int], mix: MixSpec = (0.0, 1.0, 1.0), pattern: Optional[str] = None
+) -> TargetStates:
     """Run the biLM over ``sentences`` (one batch) and keep only each target's neighbour states and vector.
 
     ``positions[j]`` is the target's token index in ``sentences[j]``. In the boundary-padded
     sequence the target sits at ``t + 1``: the forward state at ``t`` (``<S>`` for the first word)
-    and the backward state at ``t + 2`` (``</S>`` after the last) both predict it.
+    and the backward state at ``t + 2`` (``</S>`` after the last) both predict it. With
+    ``pattern`` (a word, e.g. ``"and"``) the biLM reads :func:`pattern_sentence` instead, and the
+    states at the pattern word are kept too; the plain states and the vector are unchanged.
     """
+    shift = 0
+    if pattern is not None:
+        sentences = [pattern_sentence(s, p, pattern) for s, p in zip(sentences, positions)]
+        shift = 2  # the target's second copy, from which the backward LM reads the plain sentence
     batch = TokenBatch.from_sentences([list(s) for s in sentences])
     tokens, layers = bilm.encode(batch)
     rows = torch.arange(len(sentences))
@@ -148,11 +203,17 @@ def lm_states(bilm: BiLM, sentences: Sequence[Sequence[str]], positions: Sequenc
     proj = bilm.config.projection_dim
     top = layers[-1]
     forward = top[rows, at, :proj].float().clone()
-    backward = top[rows, at + 2, proj:].float().clone()
+    backward = top[rows, at + 2 + shift, proj:].float().clone()
     weights = spec_weights(list(mix) if not isinstance(mix, str) else mix, len(layers) + 1)
-    stack = [torch.cat([tokens, tokens], dim=-1)[rows, at + 1]] + [layer[rows, at + 1] for layer in layers]
+    stack = [torch.cat([tokens, tokens], dim=-1)[rows, at + 1]]
+    for layer in layers:  # forward half at the target, backward half at its copy (the plain sentence's states)
+        stack.append(torch.cat([layer[rows, at + 1, :proj], layer[rows, at + 1 + shift, proj:]], dim=-1))
     vectors = sum(float(w) * s.float() for w, s in zip(weights, stack) if w)
-    return TargetStates(forward, backward, np.asarray(vectors, dtype=np.float32))
+    out = TargetStates(forward, backward, np.asarray(vectors, dtype=np.float32))
+    if pattern is not None:
+        out.pattern_forward = top[rows, at + 2, :proj].float().clone()
+        out.pattern_backward = top[rows, at + 2, proj:].float().clone()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- folding
