@@ -76,7 +76,7 @@ def main() -> None:
                 for threads in (1, 2):
                     times[threads].append(per_call_us(lambda: fn(threads), 2 * n * 4 * hid))
             one, two = statistics.median(times[1]), statistics.median(times[2])
-            picked = native.threads_for(2 * n * (hid if name == "train_backward_bf16" else 4 * hid))  # as native.backward counts
+            picked = native.threads_for(2 * n * 4 * hid)
             rows.append({"kernel": name, "rows": n, "cell": hid, "us_1_thread": one, "us_2_threads": two, "picked": picked})
             print(f"| {name} | {n} x {hid} | {one:.0f} | {two:.0f} | {picked} |", flush=True)
     if args.json:

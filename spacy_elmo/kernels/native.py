@@ -284,10 +284,7 @@ class NativeKernels:
         outs = [*_arg(dz, 4 * hid, low, n, "dz"), *_arg(dc_out, hid, F32, n, "dc_out"), _vector(grad_bias, 4 * hid, "grad_bias")]
         inputs = {"dm": dm, "gates": gates, "c_new": c_new, "c_prev": c_prev, "tanh_c": tanh_c, "dc_next": dc_next}
         _no_overlap({"dz": dz, "dc_out": dc_out, "grad_bias": grad_bias}, inputs)
-        # a quarter of the work counts: the threads' bias-gradient scratch and its sum cost more than
-        # a second thread saves at ELMo's shapes (bench/kernel_threads.py: 64 x 4096 rows, 890 us on one
-        # thread, 1,216 on two)
-        if fn(n, n_next, hid, *pointers, *nxt, clip, *outs, threads_for(2 * n * hid, threads)) != 0:
+        if fn(n, n_next, hid, *pointers, *nxt, clip, *outs, threads_for(2 * n * 4 * hid, threads)) != 0:
             raise MemoryError("cell_backward: no memory for the threads' bias-gradient scratch")
 
     def max_pool(
