@@ -19,7 +19,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "spacy_elmo"
 # (file relative to the package, enclosing function) -> why its tensor is always on the CPU
 CPU_ONLY: Dict[Tuple[str, str], str] = {
     ("embedding/worker.py", "reduce"): "a CPU ScalarMix over a NumPy array (torch.from_numpy)",
-    ("pipeline/component.py", "set_annotations"): "the component's CPU ScalarMix over the NumPy layers",
 }
 
 

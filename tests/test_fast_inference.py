@@ -241,3 +241,25 @@ def test_trimmed_bfloat16_char_cnn_matches_the_untrimmed_one(monkeypatch):
         monkeypatch.setattr(char_trim, "needed_positions", lambda word, widest, length: length)  # no trimming
         untrimmed = bf16.encode_tokens(enc, copies, ids)
     assert torch.allclose(got, untrimmed, atol=1e-6)
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_huge_pre_activations_saturate_the_gates_as_torch_does(dtype):
+    """Under -ffast-math the vector expf of a large argument made sigmoid NaN: a pre-activation
+    below -88 turned the whole row's state NaN from there on (a 40-byte token did it in a tiny
+    model). The gates must saturate as torch's do."""
+    lib = native.library()
+    hid = 16
+    for value in (-1000.0, -100.0, -89.0, 89.0, 1000.0):
+        step = torch.full((2, 3, 4 * hid), value).to(dtype)
+        rec, bias, c = torch.zeros(2, 3, 4 * hid).to(dtype), torch.zeros(2, 4 * hid), torch.full((2, 3, hid), 0.5)
+        m = torch.empty(2, 3, hid, dtype=dtype)
+        c_ref = torch.sigmoid(torch.tensor(value)) * 0.5 + torch.sigmoid(torch.tensor(value)) * torch.tanh(torch.tensor(value))
+        lib.infer_step(bias, step, rec, c, m, None)
+        assert torch.isfinite(c).all() and torch.isfinite(m.float()).all(), value
+        assert torch.allclose(c, c_ref.expand_as(c), atol=1e-6), (value, float(c[0, 0, 0]), float(c_ref))
+        z = torch.full((2, 3, 4 * hid), value).to(BF16)
+        gates, c_new, tanh_c = torch.empty(2, 3, 4 * hid), torch.empty(2, 3, hid), torch.empty(2, 3, hid)
+        lib.forward(z, torch.full((2, 3, hid), 0.5), gates, c_new, tanh_c, torch.empty(2, 3, hid, dtype=BF16), None)
+        assert torch.isfinite(gates).all() and torch.isfinite(c_new).all(), value

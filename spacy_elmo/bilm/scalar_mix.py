@@ -165,7 +165,7 @@ class FixedMix:
             mixed = torch.mm(self._weights, values.reshape(self.n_layers, math.prod(rest))).view(rest)
             if self._gamma is not None:
                 mixed = mixed * self._gamma  # as apply_mix: gamma [1] broadcast over [..., dim]
-            return mixed.numpy()
+            return mixed.cpu().numpy()  # CPU already (made from NumPy); the device rule
 
 
 def mix_penalty(logits: torch.Tensor, coef: float) -> torch.Tensor:

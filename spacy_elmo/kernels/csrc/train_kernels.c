@@ -66,7 +66,14 @@ static inline int was_clipped(float v, float limit) {
 static inline float load_f32(float f) { return f; }
 static inline float store_f32(float f) { return f; }
 
-static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* 1 / (1 + e^-x) from e = e^-|x|, which never overflows: under -ffast-math the vector expf of a
+ * large argument gives inf and 1 / (1 + inf) came out NaN, not 0 (a pre-activation below -88 made
+ * the step NaN). A NaN stays NaN: e is NaN, and so is either quotient. */
+static inline float sigmoid(float x) {
+    float e = expf(-fabsf(x));
+    float r = 1.0f / (1.0f + e);
+    return x >= 0.0f ? r : e * r;
+}
 
 /* ---------------------------------------------------------------------------------- threads */
 
