@@ -294,24 +294,10 @@ class BiLstmStack(nn.Module):
         or ``None`` (see :meth:`NativeKernels.infer_step`): per distinct token (``[U, 4H]`` per
         direction, when ``types`` are given and worth it) or packed in groups of steps."""
         gate_width = layer.w_input.shape[2]
-        positions = sum(active[:n_steps])
-        if types is not None:
-            vectors, rows_of = types  # [U, D], [T, 2, B]
-            if self.uses_token_types(len(vectors), positions, gate_width):
-                projected = [matmul.linear(vectors, layer.w_input[d]) for d in (0, 1)]
-                for t in range(n_steps):
-                    yield projected, [rows_of[t, d, : active[t]] for d in (0, 1)]
-                return
+        if types is not None and not self.uses_token_types(len(types[0]), sum(active[:n_steps]), gate_width):
+            types = None
         max_rows = max(1, self.compiled_chunk_values // (2 * gate_width))
-        for group, rows, cols in matmul.packed_step_groups(active[:n_steps], max_rows, inputs.device):
-            gathered = inputs[:, rows, cols]  # [2, R, D]
-            projected = [matmul.linear(gathered[d], layer.w_input[d]) for d in (0, 1)]
-            del gathered
-            start = 0
-            for n in group:
-                yield [part[start : start + n] for part in projected], None
-                start += n
-            del projected
+        yield from matmul.step_input_products(inputs, layer.w_input, active, n_steps, max_rows, matmul.linear, types)
 
     def _run_layer_inplace(
         self,

@@ -266,20 +266,8 @@ def _step_inputs(
     ``None``: per distinct token when :meth:`BiLstmStack.uses_token_types` says so, else packed
     in groups of steps like the float32 path."""
     if types is not None and stack.uses_token_types(len(types[0]), sum(active[:n_steps]), w_input.shape[2]):
-        vectors, rows_of = types
-        low = vectors.to(BF16)
-        projected = [_linear_rows(low, w_input[d]) for d in (0, 1)]
-        for t in range(n_steps):
-            yield projected, [rows_of[t, d, : active[t]] for d in (0, 1)]
-        return
+        types = (types[0].to(BF16), types[1])
+    else:
+        types = None
     max_rows = max(1, stack.projection_chunk_values // (2 * w_input.shape[2]))
-    low_inputs = inputs.to(BF16)
-    for group, rows, cols in matmul.packed_step_groups(active[:n_steps], max_rows, inputs.device):
-        gathered = low_inputs[:, rows, cols]
-        projected = [_linear_rows(gathered[d], w_input[d]) for d in (0, 1)]
-        del gathered
-        start = 0
-        for n in group:
-            yield [part[start : start + n] for part in projected], None
-            start += n
-        del projected
+    yield from matmul.step_input_products(inputs.to(BF16), w_input, active, n_steps, max_rows, _linear_rows, types)

@@ -24,7 +24,7 @@ Both kernels compute in the tensors' own dtype (no implicit down-casting): outpu
 from __future__ import annotations
 
 import os
-from typing import Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import torch
 
@@ -159,3 +159,34 @@ def packed_step_groups(counts: List[int], max_rows: int, device: torch.device) -
         cols = torch.repeat_interleave(torch.arange(start, stop), torch.tensor(group)).to(device)
         yield group, rows, cols
         start = stop
+
+
+def step_input_products(
+    inputs: torch.Tensor,
+    weight: torch.Tensor,
+    active: List[int],
+    n_steps: int,
+    max_rows: int,
+    product: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    types: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+) -> Iterator[Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]]:
+    """Each recurrent step's input products ``x_t W_x`` per direction, with each active row's
+    index into them or ``None``: ``inputs`` ``[2, B, T, D]``, ``weight`` ``[2, D, G]``,
+    ``product(x, w)`` the routed product. With ``types`` (the distinct input vectors ``[U, D]``
+    and each sorted row's index per step ``[T, 2, B]``) the products are made once per distinct
+    vector; otherwise for groups of consecutive steps of at most ``max_rows`` valid rows."""
+    if types is not None:
+        vectors, rows_of = types
+        table = [product(vectors, weight[d]) for d in (0, 1)]
+        for t in range(n_steps):
+            yield table, [rows_of[t, d, : active[t]] for d in (0, 1)]
+        return
+    for group, rows, cols in packed_step_groups(active[:n_steps], max_rows, inputs.device):
+        gathered = inputs[:, rows, cols]  # [2, R, D]
+        projected = [product(gathered[d], weight[d]) for d in (0, 1)]
+        del gathered
+        start = 0
+        for n in group:
+            yield [part[start : start + n] for part in projected], None
+            start += n
+        del projected
