@@ -259,32 +259,40 @@ def test_default_model_missing_is_a_clear_error(monkeypatch, tmp_path):
         nlp("First use.")
 
 
-@pytest.mark.parametrize("when", ["initialize", "first call", "first pipe"])
-def test_missing_weights_path_is_one_error_naming_the_setting(tmp_path, when):
-    def use(nlp):
-        if when == "initialize":
-            nlp.initialize()
-        elif when == "first call":
-            nlp("First use.")
-        else:
-            list(nlp.pipe(["First use."]))
-
+def test_missing_weights_path_is_an_error_at_creation(tmp_path):
+    # a regression of the lazy loading: the error came only at the first Doc
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"weights": str(tmp_path / "missing")})
     with pytest.raises(WeightsError) as caught:
-        use(nlp)
+        nlp.add_pipe("elmo", config={"weights": str(tmp_path / "missing")})
     message = str(caught.value)
     assert message.startswith("elmo: config weights: ") and "missing' does not exist" in message and "\n" not in message
     assert "options.json" in message and "en_default (null in a config)" in message  # what is accepted
-    assert not nlp.get_pipe("elmo").loaded
-    with pytest.raises(WeightsError) as again:  # nothing half-loaded: the same error next time
-        use(nlp)
-    assert str(again.value) == message
     (tmp_path / "empty").mkdir()
-    empty = spacy.blank("en")
-    empty.add_pipe("elmo", config={"weights": str(tmp_path / "empty")})
     with pytest.raises(WeightsError, match="^elmo: config weights: .*neither config.json .* nor options.json"):
-        use(empty)
+        nlp.add_pipe("elmo", config={"weights": str(tmp_path / "empty")})
+    with pytest.raises(WeightsError, match="^elmo: config weights: .*not a model name"):
+        nlp.add_pipe("elmo", config={"weights": "elmo-orignal"})
+    with pytest.raises(WeightsError, match="^elmo: config weights: .*not a model name"):
+        nlp.add_pipe("elmo", config={"model": {"weights": str(tmp_path / "missing")}})  # the model block's key too
+    assert nlp.pipe_names == []
+
+
+def test_creation_checks_weights_without_loading_them(monkeypatch):
+    refuse_loads(monkeypatch)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})  # exists, right files: nothing is loaded
+    nlp.add_pipe("elmo", name="published", config={"weights": "elmo-original"})  # a name: nothing downloaded
+    assert not nlp.get_pipe("elmo").loaded and not nlp.get_pipe("published").loaded
+    assert nlp.config["components"]["elmo"]["bilm_carried"] is False
+
+
+def test_a_loaded_biLM_is_recorded_as_carried_by_the_pipeline(tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    assert nlp.config["components"]["elmo"]["bilm_carried"] is False
+    nlp("First use.")
+    assert nlp.config["components"]["elmo"]["bilm_carried"] is True
+    assert nlp.config["components"]["elmo"]["weights"] == str(ALLENNLP)  # where it came from stays recorded
 
 
 # ---------------------------------------------------------------- loading: first use, initialize, from_disk, from_bytes

@@ -53,19 +53,16 @@ def normalise_spec(spec: Any) -> Union[str, List[str]]:
 
 
 def check_weights_spec(spec: Any) -> None:
-    """Validate a ``weights`` value without loading or downloading anything (one-line errors)."""
-    if spec is None or (isinstance(spec, str) and spec in DEFAULT_NAMES):
+    """Validate a ``weights`` value without loading or downloading anything (one-line errors):
+    ``None``/``en_default`` and published names are accepted as they are; a list must name an
+    existing options file and ``.hdf5`` file; a folder must exist and hold a biLM in one of the two
+    formats (``config.json``, or an options file with one ``.hdf5`` file beside it)."""
+    if spec is None or (isinstance(spec, str) and spec in DEFAULT_NAMES and not Path(spec).exists()):
         return
     value = normalise_spec(spec)
-    if isinstance(value, list):
-        _pair(value)
+    if isinstance(value, str) and is_name(value):
         return
-    if value in PUBLISHED or Path(value).exists():
-        return
-    raise WeightsError(
-        f"weights={value!r}: no such folder, and not a model name; use one of {', '.join(PUBLISHED)}, en_default, "
-        f"a model folder, or the options.json and .hdf5 files as a list"
-    )
+    resolve_weights(value, download=False)  # a path or a pair: only the file system is read
 
 
 def _pair(files: Sequence[str]) -> Location:
@@ -122,7 +119,7 @@ def resolve_weights(spec: WeightsSpec, *, download: bool = True) -> Location:
     path = Path(value)
     if not path.exists():
         raise WeightsError(
-            f"ELMo weights not found: {value!r} does not exist; give a published model name ({', '.join(PUBLISHED)}), "
+            f"ELMo weights not found: {value!r} does not exist, and is not a model name; give a published model name ({', '.join(PUBLISHED)}), "
             "en_default (null in a config), a folder with config.json (spacy-elmo format) or options.json + one .hdf5 file (original format), "
             "or the two files as a list"
         )

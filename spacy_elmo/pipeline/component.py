@@ -22,7 +22,7 @@ from ..bilm.scalar_mix import FixedMix, check_mix_spec, mix_logits, spec_weights
 from ..bilm.weights import WeightsError, load_native, save_native
 from ..extensions import attach_hooks, install_extensions
 from ..hub.load import read_config
-from ..hub.resolve import normalise_spec
+from ..hub.resolve import check_weights_spec, normalise_spec
 from ..layers.bilm_model import bilm_from_bytes, bilm_to_bytes, build_bilm_model, configure_bilm_model, get_bilm, get_shim
 from ..layers.contexts import ContextGetter
 from ..layers.listener import ElmoListener
@@ -62,6 +62,10 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     # training
     "frozen": True,
     "grad_factor": 1.0,
+    # set to true by the component itself once it holds a biLM, so a pipeline saved from it says
+    # that it carries the biLM: `weights` then records where it came from and is not checked when
+    # the pipeline is built to be restored (from_disk / from_bytes / spacy.load)
+    "bilm_carried": False,
 }
 
 
@@ -85,6 +89,7 @@ def make_elmo(
     threads: int,
     frozen: bool,
     grad_factor: float,
+    bilm_carried: bool,
 ) -> "Elmo":
     """Create the ``elmo`` component (see the README's configuration table)."""
     return Elmo(
@@ -106,6 +111,7 @@ def make_elmo(
         threads=threads,
         frozen=frozen,
         grad_factor=grad_factor,
+        bilm_carried=bilm_carried,
     )
 
 
@@ -142,6 +148,7 @@ class Elmo(ListenerRegistry, TrainablePipe):
         threads: Optional[int] = 1,
         frozen: bool = True,
         grad_factor: float = 1.0,
+        bilm_carried: bool = False,
     ) -> None:
         install_extensions()
         silence_worker_hook_warning()
@@ -175,6 +182,22 @@ class Elmo(ListenerRegistry, TrainablePipe):
         self._unused_warned = False
         self._last_update: Optional[Tuple[List[Doc], List[Floats3d]]] = None
         self.mixer: Optional[ScalarMix] = None
+        if not bilm_carried:
+            self._check_weights()
+
+    def _check_weights(self) -> None:
+        """``weights`` must name a biLM that exists (a folder with the right files, a published name,
+        ``en_default``): checked at creation, loading and downloading nothing."""
+        try:
+            check_weights_spec(get_shim(self.model).weights)
+        except WeightsError as error:
+            raise WeightsError(f"elmo: config weights: {error}") from None
+
+    def _mark_carried(self) -> None:
+        """Record in the pipeline's config that it now carries the biLM (see ``bilm_carried``)."""
+        nlp = self._nlp_ref() if self._nlp_ref is not None else None
+        if nlp is not None and self.name in nlp.component_names and nlp.get_pipe(self.name) is self:
+            nlp.get_pipe_config(self.name)["bilm_carried"] = True
 
     def _check_config(self) -> None:
         """Validate the settings at construction, not at the first Doc. Every mix must fit the
@@ -234,9 +257,11 @@ class Elmo(ListenerRegistry, TrainablePipe):
         if shim.loaded:
             return get_bilm(self.model)
         try:
-            return shim.load(check=lambda bilm: self._check_mixes(bilm.n_output_layers))
+            bilm = shim.load(check=lambda bilm: self._check_mixes(bilm.n_output_layers))
         except WeightsError as error:
             raise WeightsError(f"elmo: config weights: {error}") from None
+        self._mark_carried()
+        return bilm
 
     def layer_shape(self) -> Tuple[int, int]:
         """(number of output layers, width) of the biLM, read from its options when it is not loaded yet."""
@@ -262,6 +287,7 @@ class Elmo(ListenerRegistry, TrainablePipe):
         get_shim(self.model).set_bilm(bilm)
         self.mixer = None
         self._last_update = None
+        self._mark_carried()
 
     def initialize(self, get_examples: Optional[Callable[[], Iterable[Any]]] = None, *, nlp: Optional[Language] = None) -> None:
         """Load the biLM from the ``weights`` setting now (eagerly, rather than on first use), unless
