@@ -26,7 +26,7 @@ def test_the_default_model_workflow_runs_at_a_tiny_scale(tmp_path):
     root = tmp_path / "project"
     root.mkdir()
     shutil.copy(PROJECT / "project.yml", root)
-    for folder in ("configs", "scripts", "assets/general_sample"):
+    for folder in ("configs", "scripts", "assets/general_sample", "assets/modern_en_sample"):
         shutil.copytree(PROJECT / folder, root / folder)
     # the real stage configs, shrunk: same fields and schedule shape, a few steps of a tiny model
     stage1 = {**json.loads((PROJECT / "configs" / "full.json").read_text()), **TINY_ARCH,
@@ -35,6 +35,10 @@ def test_the_default_model_workflow_runs_at_a_tiny_scale(tmp_path):
     stage4 = {**json.loads((PROJECT / "configs" / "default-stage4.json").read_text()),
               "max_steps": 8, "warmup_steps": 1, "lr_horizons": [[0, 12], [3, 5], [5, 8]], "n_samples": 64, "max_tokens": 512,
               "eval_every": 4, "checkpoint_every": 2, "eval_sentences": 20, "log_every": 1, "precision": "fp32"}
+    v2 = {**json.loads((PROJECT / "configs" / "default-v2.json").read_text()),
+          "max_steps": 5, "warmup_steps": 1, "lr_horizons": [[0, 6]], "n_samples": 64, "max_tokens": 512,
+          "eval_every": 5, "checkpoint_every": 2, "eval_sentences": 20, "log_every": 1, "precision": "fp32"}
+    (root / "configs" / "tiny-v2.json").write_text(json.dumps(v2))
     (root / "configs" / "tiny-stage1.json").write_text(json.dumps(stage1))
     (root / "configs" / "tiny-stage4.json").write_text(json.dumps(stage4))
     (tmp_path / "bench").symlink_to(REPO / "bench", target_is_directory=True)  # the project's ../bench, as in a clone
@@ -43,6 +47,7 @@ def test_the_default_model_workflow_runs_at_a_tiny_scale(tmp_path):
     cmd = [sys.executable, "-m", "spacy", "project", "run", "default-model", str(root),
            "--vars.books", "assets/general_sample", "--vars.data_root", str(data),
            "--vars.stage1_config", "configs/tiny-stage1.json", "--vars.default_stage4_config", "configs/tiny-stage4.json",
+           "--vars.default_v2_config", "configs/tiny-v2.json", "--vars.modern_en", "assets/modern_en_sample",
            "--vars.default_eval_limit", "30"]
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -55,7 +60,16 @@ def test_the_default_model_workflow_runs_at_a_tiny_scale(tmp_path):
     assert saved["lr_horizons"] == [[0, 12], [3, 5], [5, 8]] and saved["init_model"].endswith("full-general/model")
     config = TrainConfig(**saved)
     assert [r["lr"] for r in s4 if "lr" in r] == pytest.approx([lr_at(step, config) for step in range(8)])
+    # v2: stage 4's biLM continued on the mixed corpus with that corpus's own vocabulary
+    v2_saved = json.loads((root / "training" / "default-v2" / "train_config.json").read_text())
+    assert v2_saved["init_model"].endswith("default-stage4/model") and v2_saved["vocab_from"] == "corpus"
+    mixed_vocab = (root / "corpus" / "mixed-v2" / "vocab.txt").read_text(encoding="utf-8")
+    assert (root / "training" / "default-v2" / "model" / "vocab.txt").read_text(encoding="utf-8") == mixed_vocab
+    manifest = (root / "corpus" / "mixed-v2-input" / "manifest.tsv").read_text()
+    assert "wikipedia.train.txt.gz\ttrain" in manifest and "books.train.txt.gz\ttrain" in manifest
+    assert json.loads((root / "corpus" / "modern-test" / "stats.json").read_text())["test"]["tokens"] > 1000
     assert (root / "packages" / "en_default-rebuilt" / "softmax.pt").is_file()
+    assert (root / "packages" / "en_default-rebuilt" / "vocab.txt").read_text(encoding="utf-8") == mixed_vocab
 
     # the closing table: the shipped model's figures beside the rebuilt one's, measured now
     table = (root / "metrics" / "default-compare.md").read_text()

@@ -184,6 +184,35 @@ def test_finetune_from_original_weights_without_softmax(prepared, tmp_path):
     assert vocab.tokens[:3] == ["<S>", "</S>", "<UNK>"] and len(vocab) == len((root / "domain-prep" / "vocab.txt").read_text().splitlines())
 
 
+def test_finetune_with_the_corpus_vocabulary_keeps_shared_rows_and_learns(prepared, pretrained, tmp_path):
+    # vocab_from="corpus": a new text brings its own vocabulary; the biLM and the shared words'
+    # output vectors carry over, so the start is far better than a fresh softmax
+    from spacy_elmo.training.trainer import build_model, copy_softmax_rows
+    from spacy_elmo.training.data import Vocabulary
+
+    root = prepared[0]
+    base = pretrained[0] / "model"
+    old_model, old_vocab = load_language_model(base)
+    corpus_vocab = Vocabulary.load(root / "domain-prep" / "vocab.txt")
+    config = tiny_config(root / "domain-prep", tmp_path / "ft-vocab", init_model=str(base), vocab_from="corpus", max_steps=20, lr=3e-3)
+    model = build_model(config, corpus_vocab)
+    assert model.softmax.out_features == len(corpus_vocab)
+    shared = [t for t in corpus_vocab.tokens if t in old_vocab.index]
+    assert 3 < len(shared) < len(corpus_vocab)  # both kinds of rows are exercised
+    for token in shared:
+        assert torch.equal(model.softmax.weight[corpus_vocab.index[token]], old_model.softmax.weight[old_vocab.index[token]])
+    unigram = torch.tensor([float(c) for c in corpus_vocab.counts]).add(1).log()
+    assert torch.allclose(model.softmax.bias - model.softmax.bias.max(), unigram - unigram.max(), atol=1e-5)
+    with pytest.raises(ValueError, match="init softmax has shape"):
+        copy_softmax_rows(model, old_model.softmax.weight[:, :3], old_vocab, corpus_vocab)
+    train(config)
+    tuned, tuned_vocab = load_language_model(tmp_path / "ft-vocab" / "model")
+    assert tuned_vocab.tokens == corpus_vocab.tokens
+    assert perplexity(tuned, tuned_vocab, root / "domain-prep", "test")["ppl_avg"] < len(corpus_vocab)
+    with pytest.raises(ValueError, match="vocab_from must be"):
+        tiny_config(root / "domain-prep", tmp_path / "x", vocab_from="model")
+
+
 @pytest.mark.slow
 def test_two_process_ddp_with_a_time_budget_stops_together_and_stays_identical(prepared, tmp_path):
     # the time budget sets the learning rate and the stop: every rank must read rank 0's clock

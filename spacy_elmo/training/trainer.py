@@ -60,6 +60,11 @@ class TrainConfig:
     data_dir: str = ""
     out_dir: str = ""
     init_model: Optional[str] = None  # fine-tune from this biLM directory
+    # the softmax vocabulary when fine-tuning: "init" = the init model's (when it has one), "corpus" =
+    # the corpus's (a new domain or a bigger text): the rows of the words both share start from the
+    # init model's softmax, the others from the encoder's vector of the word, every bias from the
+    # corpus's unigram counts
+    vocab_from: str = "init"
     # architecture (ignored when init_model is set)
     lstm_dim: int = 512
     projection_dim: int = 128
@@ -105,6 +110,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_horizons(self.lr_horizons, self.warmup_steps)
+        if self.vocab_from not in ("init", "corpus"):
+            raise ValueError(f"vocab_from must be 'init' or 'corpus', got {self.vocab_from!r}")
 
 
 def _distributed() -> Tuple[int, int]:
@@ -136,16 +143,35 @@ def build_model(config: TrainConfig, vocab: Vocabulary) -> BiLMLanguageModel:
     bilm = load_bilm(config.init_model)
     model = BiLMLanguageModel(bilm, len(vocab), dropout=config.dropout, n_samples=config.n_samples)
     softmax = Path(config.init_model) / SOFTMAX_NAME
-    if softmax.is_file():
-        model.softmax.load_state_dict(torch.load(softmax, map_location="cpu", weights_only=True))
-    else:
+    init_vocab = Path(config.init_model) / VOCAB_NAME
+    if config.vocab_from == "corpus" or not softmax.is_file():
         model.init_softmax_from_encoder(vocab.tokens, vocab.counts)
+    if softmax.is_file() and config.vocab_from == "corpus" and init_vocab.is_file():
+        state = torch.load(softmax, map_location="cpu", weights_only=True)
+        copied = copy_softmax_rows(model, state["weight"], Vocabulary.load(init_vocab), vocab)
+        print(f"softmax: {copied:,} of {len(vocab):,} rows from the init model's, the rest from the encoder")
+    elif softmax.is_file():
+        model.softmax.load_state_dict(torch.load(softmax, map_location="cpu", weights_only=True))
     return model
 
 
+@torch.no_grad()
+def copy_softmax_rows(model: BiLMLanguageModel, weight: torch.Tensor, old: Vocabulary, new: Vocabulary) -> int:
+    """Copy the output vectors of the words ``old`` and ``new`` share into ``model``'s softmax (over
+    ``new``); returns how many. The biases stay as they are (the new corpus's unigram counts)."""
+    if weight.shape != (len(old), model.softmax.in_features):
+        raise ValueError(f"init softmax has shape {tuple(weight.shape)}, expected ({len(old)}, {model.softmax.in_features})")
+    pairs = [(i, old.index[token]) for i, token in enumerate(new.tokens) if token in old.index]
+    if pairs:
+        rows = torch.tensor([i for i, _ in pairs])
+        model.softmax.weight[rows] = weight[torch.tensor([j for _, j in pairs])].to(model.softmax.weight.dtype)
+    return len(pairs)
+
+
 def training_vocab(config: TrainConfig) -> Vocabulary:
-    """The init model's vocabulary when it has one (kept when fine-tuning), else the corpus's."""
-    if config.init_model is not None and (Path(config.init_model) / VOCAB_NAME).is_file():
+    """The init model's vocabulary when it has one (kept when fine-tuning, unless ``vocab_from`` is
+    ``"corpus"``), else the corpus's."""
+    if config.init_model is not None and config.vocab_from == "init" and (Path(config.init_model) / VOCAB_NAME).is_file():
         return Vocabulary.load(Path(config.init_model) / VOCAB_NAME)
     return Vocabulary.load(Path(config.data_dir) / VOCAB_NAME)
 
