@@ -201,6 +201,36 @@ def test_the_widest_rows_run_under_a_small_stack_limit(kernel_loader):
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
 
 
+def test_calls_from_several_threads_at_once_each_get_their_own_scratch(lib):
+    # each calling thread keeps its scratch between calls and grows it for a wider one: threads
+    # calling at once with different widths give what one thread calling in turn gives
+    import threading
+
+    torch.manual_seed(0)
+    cases = [_infer(n=5, hid=hid) for hid in (8, 512, 8, 64, 1024, 16) * 3]
+
+    def run(args):
+        out = {**args, "c": args["c"].clone(), "m": torch.empty_like(args["m"])}
+        for _ in range(20):
+            out["c"] = args["c"].clone()
+            lib.infer_step(**out, threads=2)
+        return out["c"], out["m"]
+
+    expected = [run(args) for args in cases]
+    got = [None] * len(cases)
+
+    def worker(i):
+        got[i] = run(cases[i])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(cases))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for (c, m), (c_want, m_want) in zip(got, expected):
+        assert torch.equal(c, c_want) and torch.equal(m, m_want)
+
+
 def test_disjoint_rows_of_one_buffer_are_not_an_overlap(lib):
     # fused_train passes the previous step's cells and this step's from one [2, total, H] buffer
     cells = torch.randn(2, 7, 4)

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Iterator, List, Optional
 
 _DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_FILE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+#: O_NONBLOCK: a FIFO in a file's place must not hang the open (it is then refused as not a regular file)
+_FILE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 #: descriptors of loaded libraries, open for the process's lifetime: ``dlopen`` knows a library by
 #: its path, and a closed descriptor's number (so its ``/proc/self/fd/N``) would be reused

@@ -7,7 +7,7 @@ gates' nonlinearities, the cell update, clipping, their gradients and the bfloat
 conversions around the products. In eager PyTorch that is ~10 passes over the gate tensors per
 step and direction, and it costs more than the products. ``csrc/train_kernels.c`` does the
 same maths in one pass each (forward, the hidden state's gradient, the cell's backward),
-vectorised by the compiler (``-O3 -ffast-math``, ``-march=native`` on x86, glibc's vector
+vectorised by the compiler (``-O3 -ffast-math``, ``-march=native`` on an identified x86 CPU, glibc's vector
 ``expf``/``tanhf``), and the max over positions of :mod:`.char_conv_train` in one pass over the
 bfloat16 convolutions (``torch.max`` along a strided dimension of bfloat16 is several times
 slower). Inference uses the same kind of one-pass step: bfloat16 (:mod:`.bf16`) and float32
@@ -19,8 +19,8 @@ The library is compiled on first use with the system's C compiler into a private
 cache (``SPACY_ELMO_CACHE`` or the user's cache, ``native/``), verified and loaded with
 :mod:`ctypes` by :mod:`.build` (no build step at install, no dependency). Where there is no
 compiler, or it fails, or the folder is not private, or ``SPACY_ELMO_NATIVE_KERNELS=0``,
-:func:`library` returns ``None`` and the callers run the eager code (same maths, slower; a
-warning says why, once per loader). Every entry point checks its arguments (dtype, device,
+:func:`library` returns ``None`` and the callers run the eager code (same maths, slower; but for
+``SPACY_ELMO_NATIVE_KERNELS=0``, a warning says why, once per loader). Every entry point checks its arguments (dtype, device,
 shape, layout, overlap, value ranges) before the C code, which trusts them, runs: an output
 may share memory with nothing else, its own two directions included (a direction stride of 0).
 """

@@ -20,10 +20,10 @@
  * no output overlapping another argument (the row functions use restrict), widths >= 1.
  *
  * Scratch: a row's temporaries (the inference gates, the backward's output-gate gradient, the
- * pooling's positions) come from the heap, one slice per part, allocated by the entry point for
- * the call: never from a thread's stack, whatever the width (thread stacks are small on musl and
- * macOS, and follow RLIMIT_STACK under glibc). An entry point that returns int returns -1 when
- * that allocation fails, having done nothing.
+ * pooling's positions) come from the heap, one slice per part, taken by the entry point for the
+ * call (scratch_get): never from a thread's stack, whatever the width (thread stacks are small on
+ * musl and macOS, and follow RLIMIT_STACK under glibc). An entry point that returns int returns
+ * -1 when that allocation fails, having done nothing.
  *
  * Threads: every entry point takes `threads` (the caller passes torch's thread count when the work
  * is big enough to pay for starting threads). Its rows are split into that many contiguous
@@ -79,6 +79,56 @@ static inline float sigmoid(float x) {
     float e = expf(-fabsf(x));
     float r = 1.0f / (1.0f + e);
     return x >= 0.0f ? r : e * r;
+}
+
+/* ---------------------------------------------------------------------------------- scratch */
+
+/* The calling thread keeps its scratch buffer for its next calls (up to KEEP_BYTES; freed when
+ * the thread exits): a fresh allocation per call cost page faults on every call (glibc gave the
+ * freed top of the heap back to the system), up to 1.5x on small steps. */
+#define KEEP_BYTES ((size_t)8 << 20)
+
+struct kept {
+    void *data;
+    size_t bytes;
+};
+
+static pthread_key_t kept_key;
+static pthread_once_t kept_once = PTHREAD_ONCE_INIT;
+static int kept_ok;
+
+static void kept_free(void *p) {
+    struct kept *k = p;
+    free(k->data);
+    free(k);
+}
+
+static void kept_init(void) { kept_ok = pthread_key_create(&kept_key, kept_free) == 0; }
+
+/* at least `bytes` of scratch for this call (uninitialised), or NULL; give it back with scratch_put */
+static void *scratch_get(size_t bytes) {
+    pthread_once(&kept_once, kept_init);
+    if (!kept_ok || bytes > KEEP_BYTES) return malloc(bytes);
+    struct kept *k = pthread_getspecific(kept_key);
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        if (!k || pthread_setspecific(kept_key, k) != 0) {
+            free(k);
+            return malloc(bytes);
+        }
+    }
+    if (k->bytes < bytes) {
+        void *grown = malloc(bytes);
+        if (!grown) return 0;
+        free(k->data);
+        k->data = grown, k->bytes = bytes;
+    }
+    return k->data;
+}
+
+static void scratch_put(void *p) {
+    struct kept *k = kept_ok ? pthread_getspecific(kept_key) : 0;
+    if (!k || p != k->data) free(p);
 }
 
 /* ---------------------------------------------------------------------------------- threads */
@@ -301,15 +351,18 @@ static void parallel_for(part_fn fn, void *ctx, int64_t n, int64_t threads) {
                                            dc_next, cell_clip, dz, dc_out, dbias, 0};           \
         /* one part: straight into dbias, rows in order; more: a bias slice per part too */    \
         size_t per_part = (size_t)hid + (threads > 1 ? (size_t)2 * 4 * hid : 0);                \
-        float *scratch = calloc((size_t)threads * per_part, sizeof(float));                     \
+        float *scratch = scratch_get((size_t)threads * per_part * sizeof(float));               \
         if (!scratch) return -1;                                                                \
         a.scratch = scratch;                                                                    \
-        if (threads > 1) a.dbias = scratch + (size_t)threads * hid;                             \
+        if (threads > 1) {                                                                      \
+            a.dbias = scratch + (size_t)threads * hid;                                          \
+            memset(a.dbias, 0, (size_t)threads * 2 * 4 * hid * sizeof(float));                 \
+        }                                                                                       \
         parallel_for(backward_part_##SUFFIX, &a, 2 * n, threads);                               \
         if (threads > 1)                                                                        \
             for (int64_t p = 0; p < threads; p++)                                               \
                 for (int64_t k = 0; k < 2 * 4 * hid; k++) dbias[k] += a.dbias[p * 2 * 4 * hid + k]; \
-        free(scratch);                                                                          \
+        scratch_put(scratch);                                                                   \
         return 0;                                                                               \
     }
 
@@ -388,17 +441,12 @@ int max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const ui
                   int64_t n_groups, const int64_t *starts, const int64_t *counts,
                   const int64_t *widths, float *values, int64_t *index, int64_t threads) {
     threads = parts_for(tokens, threads);
-    int32_t *where = malloc((size_t)threads * n_filters * sizeof(int32_t));
-    uint16_t *seen = malloc((size_t)threads * n_filters * sizeof(uint16_t));
-    if (!where || !seen) {
-        free(where);
-        free(seen);
-        return -1;
-    }
+    int32_t *where = scratch_get((size_t)threads * n_filters * (sizeof(int32_t) + sizeof(uint16_t)));
+    if (!where) return -1;
+    uint16_t *seen = (uint16_t *)(where + threads * n_filters);
     struct pool_args a = {positions, n_filters, n_groups, conv, starts, counts, widths, values, index, where, seen};
     parallel_for(pool_part, &a, tokens, threads);
-    free(where);
-    free(seen);
+    scratch_put(where);
     return 0;
 }
 
@@ -457,12 +505,12 @@ int max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const ui
                                  const LOW *const *rec, float *const *c, LOW *const *m,         \
                                  float cell_clip, int64_t threads) {                            \
         threads = parts_for(2 * n, threads);                                                    \
-        float *scratch = malloc((size_t)threads * 4 * hid * sizeof(float));                     \
+        float *scratch = scratch_get((size_t)threads * 4 * hid * sizeof(float));                \
         if (!scratch) return -1;                                                                \
         struct infer_args_##SUFFIX a = {n, hid, bias, step, rec, step_rows, c, m, cell_clip,    \
                                         scratch};                                               \
         parallel_for(infer_part_##SUFFIX, &a, 2 * n, threads);                                  \
-        free(scratch);                                                                          \
+        scratch_put(scratch);                                                                   \
         return 0;                                                                               \
     }
 
