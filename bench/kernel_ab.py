@@ -101,6 +101,7 @@ def main() -> None:
     ap.add_argument("after", type=Path, help="the second C source")
     ap.add_argument("--rounds", type=int, default=7, help="alternations of the two libraries per kernel and shape")
     ap.add_argument("--threads", type=int, default=1, help="threads each call runs on")
+    ap.add_argument("--kernels", nargs="*", help="only these kernels (e.g. infer_float32); default: all")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -113,7 +114,7 @@ def main() -> None:
         print("| --- | --- | ---: | ---: | ---: |")
         for n, hid in SHAPES:
             for name, fn in calls(n, hid, args.threads).items():
-                if name.startswith("_"):
+                if name.startswith("_") or (args.kernels and name not in args.kernels):
                     continue
                 times: Dict[str, List[float]] = {"before": [], "after": []}
                 for r in range(args.rounds):
