@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -128,7 +129,11 @@ def main() -> None:
     print(f"median ratio after / before over {len(ratios)} kernel-shapes: {statistics.median(ratios):.3f}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        result = {"command": " ".join(sys.argv), "threads": args.threads, "rounds": args.rounds, "torch": torch.__version__, "rows": rows}
+        from spacy_elmo.kernels import cpu
+
+        machine = {"cpu": cpu.cpuinfo().get("model name", "unknown"), "cores": os.cpu_count(), "load_average_at_end": os.getloadavg()[0]}
+        result = {"command": " ".join(["python", *sys.argv]), "machine": machine, "threads": args.threads, "rounds": args.rounds}
+        result.update({"torch": torch.__version__, "rows": rows})
         result["median_ratio"] = statistics.median(ratios)
         args.json.write_text(json.dumps(result, indent=1))
 
