@@ -201,6 +201,8 @@ def load(root: Path, wrap: Callable[[ctypes.CDLL], T]) -> T:
                     name = library_name(key, str(digest))
                     try:
                         return wrap(load_library(fd, name))
+                    except UnsafeFolder:  # nowhere safe to load it from: not the library's fault
+                        raise
                     except Exception as err:  # dlopen (OSError), a missing symbol (AttributeError), ...
                         folder.set_aside(name)
                         folder.set_aside(record_name(key))
