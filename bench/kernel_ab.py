@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable, Dict, List
 
@@ -30,9 +29,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kernel_threads import SHAPES, per_call_us  # noqa: E402  (this folder: the same shapes and timing)
+
 from spacy_elmo.kernels import build  # noqa: E402
 
-SHAPES = [(64, 4096), (16, 4096), (4, 4096), (64, 512), (16, 512)]  # (rows, cell): original and default model
 I64, F32, P = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
 PAIR = ctypes.POINTER(ctypes.c_void_p)
 
@@ -85,15 +85,6 @@ def calls(n: int, hid: int, threads: int) -> Dict[str, Callable[[ctypes.CDLL], N
     keep += [z, c_prev, gates, c_new, tanh_c, m, dm, dz, dc, grad_bias]
     out["_keep"] = lambda lib, keep=keep: None  # the tensors live as long as the calls
     return out
-
-
-def per_call_us(fn: Callable[[], None], values: int) -> float:
-    fn()
-    reps = max(10, int(2e7 / values))
-    start = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - start) / reps * 1e6
 
 
 def main() -> None:
