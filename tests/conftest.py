@@ -44,6 +44,13 @@ def bilmtf_bilm():
     return load_bilm(BILMTF)
 
 
+@pytest.fixture()
+def nlp():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
+    return nlp
+
+
 @pytest.fixture(scope="module")
 def kernel_loader(tmp_path_factory):
     """One loader of the compiled kernels (one build) per test module, in a private temporary
@@ -60,13 +67,6 @@ def private_kernels(kernel_loader, monkeypatch):
     from spacy_elmo.kernels import native
 
     monkeypatch.setattr(native, "LOADER", kernel_loader)
-
-
-@pytest.fixture()
-def nlp():
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"weights": str(ALLENNLP)})
-    return nlp
 
 
 def pytest_sessionfinish(session, exitstatus):
