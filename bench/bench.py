@@ -489,13 +489,9 @@ def main() -> None:
 
 
 def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
+    from spacy_elmo.kernels import cpu  # the package's one reader of /proc/cpuinfo
+
+    return cpu.cpuinfo().get("model name", "unknown")
 
 
 def markdown(results: Dict[str, Any]) -> str:

@@ -51,6 +51,24 @@ def nlp():
     return nlp
 
 
+@pytest.fixture(scope="module")
+def kernel_loader(tmp_path_factory):
+    """One loader of the compiled kernels (one build) per test module, in a private temporary
+    cache: never the user's, and never another module's."""
+    from spacy_elmo.kernels import native
+
+    return native.KernelLoader(tmp_path_factory.mktemp("kernel-cache"))
+
+
+@pytest.fixture()
+def private_kernels(kernel_loader, monkeypatch):
+    """The process's compiled kernels (``native.library()``) come from this module's
+    :func:`kernel_loader` during the test (``pytestmark = pytest.mark.usefixtures("private_kernels")``)."""
+    from spacy_elmo.kernels import native
+
+    monkeypatch.setattr(native, "LOADER", kernel_loader)
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 

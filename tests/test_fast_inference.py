@@ -13,14 +13,7 @@ needs_compiler = pytest.mark.skipif(build.compiler() is None, reason="needs a C 
 BF16, F32 = torch.bfloat16, torch.float32
 
 
-@pytest.fixture(scope="module")
-def module_loader(tmp_path_factory):
-    return native.KernelLoader(tmp_path_factory.mktemp("kernel-cache"))
-
-
-@pytest.fixture(autouse=True)
-def _private_kernels(module_loader, monkeypatch):
-    monkeypatch.setattr(native, "LOADER", module_loader)
+pytestmark = pytest.mark.usefixtures("private_kernels")  # tests/conftest.py: one private build for the file
 
 
 def _stack() -> BiLstmStack:

@@ -2,6 +2,8 @@
 argument), and a NaN comes out where the eager code puts one (spacy_elmo/kernels/native.py,
 kernels/csrc/train_kernels.c). One build, in a private temporary cache, for the file."""
 
+import os
+
 import pytest
 import torch
 
@@ -13,8 +15,8 @@ BF16, F32, NAN = torch.bfloat16, torch.float32, float("nan")
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    kernels = native.KernelLoader(tmp_path_factory.mktemp("kernel-cache")).get()
+def lib(kernel_loader):
+    kernels = kernel_loader.get()
     assert kernels is not None
     return kernels
 
@@ -122,6 +124,111 @@ def test_hidden_grad_refuses_an_output_overlapping_its_input(lib):
     args["out"] = args["grad_out"]
     with pytest.raises(ValueError, match="out overlaps grad_out"):
         lib.hidden_grad(**args)
+
+
+def _directions_sharing_memory(x: torch.Tensor, shift: int) -> torch.Tensor:
+    """``x``'s shape over one buffer whose second direction starts ``shift`` rows after the first."""
+    rows, width = x.shape[1], x.shape[2]
+    buffer = torch.empty(rows + shift, width, dtype=x.dtype)
+    return buffer.as_strided((2, rows, width), (shift * width, width, 1))
+
+
+@pytest.mark.parametrize("shift", [0, 1])  # 0: stride 0, the same rows; 1: the rows overlap by all but one
+@pytest.mark.parametrize(
+    "method, make, name",
+    [
+        ("forward", _step, "gates"),
+        ("forward", _step, "c_new"),
+        ("forward", _step, "m"),
+        ("backward", _backward, "dz"),
+        ("backward", _backward, "dc_out"),
+        ("hidden_grad", _hidden, "out"),
+        ("infer_step", _infer, "c"),
+        ("infer_step", _infer, "m"),
+    ],
+)
+def test_an_output_whose_two_directions_share_memory_is_refused(lib, method, make, name, shift):
+    # before: accepted (only overlaps between different arguments were checked), and two threads
+    # wrote the same rows despite `restrict`
+    args = make()
+    args[name] = _directions_sharing_memory(args[name], shift)
+    with pytest.raises(ValueError, match=rf"{name}.*(two directions share memory|overlaps {name}\[)"):
+        getattr(lib, method)(**args)
+
+
+def test_an_input_may_read_one_buffer_for_both_directions(lib):
+    args = _step()
+    args["c_prev"] = torch.randn(3, 4).expand(2, 3, 4)  # a broadcast initial state: read only
+    lib.forward(**args)
+
+
+STACK_PROBE = r"""
+import sys, torch
+from pathlib import Path
+from spacy_elmo.kernels import native
+lib = native.KernelLoader(Path(sys.argv[1])).get()
+assert lib is not None
+H, n = native.MAX_WIDTH, 2
+lib.infer_step(torch.zeros(2, 4 * H), torch.zeros(2, n, 4 * H), torch.zeros(2, n, 4 * H), torch.zeros(2, n, H), torch.empty(2, n, H), None, threads=2)
+lib.backward(torch.zeros(2, n, H), torch.rand(2, n, 4 * H), torch.zeros(2, n, H), torch.zeros(2, n, H), torch.zeros(2, n, H), None, None,
+             torch.empty(2, n, 4 * H), torch.empty(2, n, H), torch.zeros(2, 4 * H), threads=2)
+lib.max_pool(torch.zeros(2, 3, H, dtype=torch.bfloat16), [1], [H], threads=2)
+print("ok")
+"""
+
+
+def test_the_widest_rows_run_under_a_small_stack_limit(kernel_loader):
+    # RLIMIT_STACK bounds the main thread's stack and, under glibc, sets the default size of the
+    # threads the kernels start (read when the process starts: so it is set in the child before
+    # exec). Before: each row's scratch was on the stack (up to 1 MiB at width 65,536) and the
+    # process died with SIGSEGV (exit 139) at 1 MiB for the inference step, at 256 KiB for all three.
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    kernel_loader.get()  # built already: the child only loads it
+    limit = 256 * 1024
+
+    def small_stack():
+        resource.setrlimit(resource.RLIMIT_STACK, (limit, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": repo, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", STACK_PROBE, str(kernel_loader.root)], preexec_fn=small_stack, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
+
+
+def test_calls_from_several_threads_at_once_each_get_their_own_scratch(lib):
+    # each calling thread keeps its scratch between calls and grows it for a wider one: threads
+    # calling at once with different widths give what one thread calling in turn gives
+    import threading
+
+    torch.manual_seed(0)
+    cases = [_infer(n=5, hid=hid) for hid in (8, 512, 8, 64, 1024, 16) * 3]
+
+    def run(args):
+        out = {**args, "c": args["c"].clone(), "m": torch.empty_like(args["m"])}
+        for _ in range(20):
+            out["c"] = args["c"].clone()
+            lib.infer_step(**out, threads=2)
+        return out["c"], out["m"]
+
+    expected = [run(args) for args in cases]
+    got = [None] * len(cases)
+
+    def worker(i):
+        got[i] = run(cases[i])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(cases))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for (c, m), (c_want, m_want) in zip(got, expected):
+        assert torch.equal(c, c_want) and torch.equal(m, m_want)
 
 
 def test_disjoint_rows_of_one_buffer_are_not_an_overlap(lib):

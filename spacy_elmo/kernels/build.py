@@ -3,19 +3,29 @@
 The model is PyTorch's JIT extension loader (``torch.utils.cpp_extension.load``): a per-user
 build folder, a build key (here: the source, the flags, the compiler's target and version, the C
 library and the CPU), a lock around the build, and a rebuild when what is there does not load.
-On top of it, what is loaded is exactly what this package built:
+On top of it, what is loaded is exactly what this package built, whoever else can rename folders
+on the way to the cache:
 
-* the folder (``<cache>/native``) is created private (0700) and refused, with the cause named,
-  when it, or a folder the package created above it, is another user's or writable by group or
-  others, or when the cache folder holding it is writable by others without the sticky bit:
-  nobody else can put a library where it is looked for;
-* each build records the SHA-256 of the library it wrote (``train_kernels-<key>.sha256``), and
-  the library's name holds that hash; a file without a record, or whose content does not match
-  it, is never loaded (it is renamed aside, ``.rejected``, and rebuilt);
+* the cache folder and its ``native/`` are opened and checked on their descriptors
+  (:class:`.folder.PrivateFolder`): each must be this user's and closed to writes by group and
+  others (a sticky cache folder of someone else's is refused too: its owner can rename what is
+  in it). ``native/`` is created 0700, and everything in it is reached through its descriptor;
+* each build records the SHA-256 of the library it wrote (``train_kernels-<key>.sha256``, in the
+  folder proven private), and the library's name holds that hash. The expected hash comes from
+  the build made in this process or from that record; the library's bytes are read and hashed
+  through a descriptor, and that same descriptor is what is loaded (``/proc/self/fd/N``, else a
+  private copy of the hashed bytes), so no rename between the check and ``dlopen`` changes what
+  runs. A file without a record, or whose content does not match it, is never loaded (it is
+  renamed aside, ``.rejected``, and rebuilt);
+* the compiler runs in a fresh private folder of the system's temporary folder whose path only
+  this user or root can change, and the library's bytes are published into ``native/`` through
+  its descriptor;
 * a library that fails to load (``dlopen`` or a missing symbol) is renamed aside and rebuilt
-  once; a second failure raises (the caller runs the eager code). Content-addressed names also
-  mean a rebuilt library is never confused with a stale one that ``dlopen`` still holds;
-* build and publication run under a file lock (several processes, e.g. DDP ranks, build once).
+  once; a second failure raises (the caller runs the eager code);
+* build and publication run under a file lock in ``native/`` (several processes, e.g. DDP ranks,
+  build once);
+* ``-march=native`` only where :func:`.cpu.identity` names the CPU, and the key holds that identity:
+  a library built for one CPU never loads on another.
 """
 
 from __future__ import annotations
@@ -25,11 +35,15 @@ import hashlib
 import os
 import platform
 import shutil
-import stat
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Callable, List, Optional, Tuple, TypeVar
+
+from . import cpu
+from .folder import PrivateFolder, UnsafeFolder, check_trusted_path, load_library, read_all
+
+__all__ = ["UnsafeFolder", "compiler", "current_build", "load"]
 
 SOURCE = Path(__file__).with_name("csrc") / "train_kernels.c"
 STEM = "train_kernels"
@@ -44,10 +58,6 @@ LINK_FLAGS = ("-shared", "-pthread")  # the kernels start threads of their own (
 X86_MACHINES = ("x86_64", "amd64", "i386", "i486", "i586", "i686", "x86")
 LOCK_TIMEOUT_S = 600.0
 T = TypeVar("T")
-
-
-class UnsafeFolder(RuntimeError):
-    """The kernels' folder could be written by someone else: nothing in it is loaded."""
 
 
 def compiler() -> Optional[str]:
@@ -77,34 +87,22 @@ def compiler_version(cc: str) -> str:
     return _first_line([cc, "--version"])
 
 
-def compile_flags(triple: str) -> Tuple[str, ...]:
-    """The compile flags for ``triple``: x86 flags on x86 only, generic ones elsewhere (aarch64, ...)."""
+def compile_flags(triple: str, cpu_identity: Optional[str]) -> Tuple[str, ...]:
+    """The compile flags for ``triple``: the x86 flags (``-march=native``) only for an x86 target on
+    a CPU that :func:`.cpu.identity` names, which the build key then holds; generic flags elsewhere
+    (aarch64, ..., or an x86 CPU that cannot be identified, as without ``/proc/cpuinfo``)."""
     machine = triple.split("-", 1)[0].lower()
-    return COMMON_FLAGS + X86_FLAGS if machine in X86_MACHINES else COMMON_FLAGS
-
-
-def cpu_key() -> str:
-    """What ``-march=native`` depends on: the CPU model and its flags (Linux), else the machine name."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return platform.machine() + platform.processor()
-    first: Dict[str, str] = {}  # the first line of each field (x86: model name, flags; arm: Features, CPU part)
-    for line in text.splitlines():
-        field = line.split(":", 1)[0].strip()
-        if field in ("model name", "flags", "Features", "CPU part"):
-            first.setdefault(field, line)
-    return "\n".join(first.values())
+    return COMMON_FLAGS + X86_FLAGS if machine in X86_MACHINES and cpu_identity is not None else COMMON_FLAGS
 
 
 def current_build(cc: str) -> Tuple[Tuple[str, ...], str]:
     """``(compile flags, build key)`` for ``cc`` on this machine."""
-    triple = target(cc)
-    flags = compile_flags(triple)
-    return flags, build_key(cc, triple, flags)
+    triple, identity = target(cc), cpu.identity()
+    flags = compile_flags(triple, identity)
+    return flags, build_key(cc, triple, flags, identity)
 
 
-def build_key(cc: str, triple: str, flags: Tuple[str, ...]) -> str:
+def build_key(cc: str, triple: str, flags: Tuple[str, ...], cpu_identity: Optional[str]) -> str:
     """16 hex digits naming a build: source, flags, target, compiler version, C library, CPU."""
     parts = [
         SOURCE.read_bytes().hex(),
@@ -112,69 +110,14 @@ def build_key(cc: str, triple: str, flags: Tuple[str, ...]) -> str:
         triple,
         compiler_version(cc),
         " ".join(platform.libc_ver()),
-        cpu_key(),
+        "unidentified CPU" if cpu_identity is None else cpu_identity,
     ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _check_private(folder: Path) -> None:
-    """Raise :class:`UnsafeFolder` unless ``folder`` is a directory of this user that group and
-    others cannot write. (POSIX only: elsewhere, such as Windows, there is no such mode to check.)"""
-    if os.name != "posix":
-        return
-    st = os.stat(folder)
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafeFolder(f"{folder} is not a folder")
-    if st.st_uid != os.getuid():
-        raise UnsafeFolder(f"{folder} belongs to another user (uid {st.st_uid}); the compiled kernels load only from a folder of yours")
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UnsafeFolder(
-            f"{folder} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); make it 0700 to use the compiled kernels"
-        )
-
-
-def _check_parent(root: Path) -> None:
-    """Raise :class:`UnsafeFolder` when others could rename the kernels folder away and put theirs
-    in its place: ``root`` writable by group or others without the sticky bit (which /tmp has)."""
-    if os.name != "posix":
-        return
-    mode = os.stat(root).st_mode
-    if mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
-        raise UnsafeFolder(
-            f"{root} is writable by group or others without the sticky bit (mode {stat.S_IMODE(mode):o}): others could replace the kernels folder in it"
-        )
-
-
-def private_folder(root: Path) -> Path:
-    """``root/native``, creating what is missing with mode 0700, after checking it and each folder
-    created here (:func:`_check_private`) and ``root`` (:func:`_check_parent`); an existing kernels
-    folder of ours is narrowed to 0700."""
-    folder = root / FOLDER
-    missing = []
-    for part in [folder, *folder.parents]:
-        if part.exists():
-            break
-        missing.append(part)
-    for part in reversed(missing):
-        try:
-            os.mkdir(part, 0o700)
-        except FileExistsError:
-            pass  # made meanwhile (another process): checked below like ours
-    for part in [*reversed(missing), folder]:
-        _check_private(part)
-    _check_parent(root)
-    if os.name == "posix" and stat.S_IMODE(os.stat(folder).st_mode) != 0o700:
-        os.chmod(folder, 0o700)
-    return folder
-
-
-def record_path(folder: Path, key: str) -> Path:
-    """Where the SHA-256 of the library built for ``key`` is recorded."""
-    return folder / f"{STEM}-{key}.sha256"
+def record_name(key: str) -> str:
+    """The file (in the kernels' folder) recording the SHA-256 of the library built for ``key``."""
+    return f"{STEM}-{key}.sha256"
 
 
 def library_name(key: str, digest: str) -> str:
@@ -182,74 +125,89 @@ def library_name(key: str, digest: str) -> str:
     return f"{STEM}-{key}-{digest[:16]}.so"
 
 
-def _set_aside(path: Path) -> None:
-    """Rename ``path`` to ``path.rejected`` (replacing an older one) so that it is never loaded."""
-    try:
-        os.replace(path, path.with_name(path.name + ".rejected"))
-    except FileNotFoundError:
-        pass
-
-
-def verified(folder: Path, key: str) -> Optional[Path]:
-    """The library recorded for ``key`` if its content has the recorded SHA-256; else ``None``,
-    with a mismatching library and its record set aside (never loaded)."""
-    record = record_path(folder, key)
-    try:
-        digest = record.read_text().strip()
-    except FileNotFoundError:
+def recorded_digest(folder: PrivateFolder, key: str) -> Optional[str]:
+    """The SHA-256 recorded for ``key``'s library in ``folder`` (a file of this user in a folder
+    proven private, read through its descriptor); ``None`` when there is none or it is malformed
+    (then set aside)."""
+    fd = folder.open_file(record_name(key))
+    if fd is None:
         return None
+    try:
+        digest = read_all(fd).decode("ascii", errors="replace").strip()
+    finally:
+        os.close(fd)
     if len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest):
-        _set_aside(record)
+        folder.set_aside(record_name(key))
         return None
-    path = folder / library_name(key, digest)
-    if path.is_file() and sha256(path) == digest:
-        return path
-    _set_aside(path)
-    _set_aside(record)
+    return digest
+
+
+def open_verified(folder: PrivateFolder, key: str, digest: str) -> Optional[int]:
+    """A descriptor of ``key``'s library in ``folder`` whose bytes, read through that descriptor,
+    have the SHA-256 ``digest``; else ``None``, with a mismatching library and the record set
+    aside (never loaded)."""
+    name = library_name(key, digest)
+    fd = folder.open_file(name)
+    if fd is not None and hashlib.sha256(read_all(fd)).hexdigest() == digest:
+        return fd
+    if fd is not None:
+        os.close(fd)
+        folder.set_aside(name)
+    folder.set_aside(record_name(key))
     return None
 
 
-def compile_library(cc: str, flags: Tuple[str, ...], folder: Path, key: str) -> Path:
-    """Compile :data:`SOURCE` in a private scratch folder inside ``folder``, then publish the library
-    under its content-addressed name and its SHA-256 record, each by an atomic rename."""
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as scratch:
+def compile_library(cc: str, flags: Tuple[str, ...], folder: PrivateFolder, key: str) -> str:
+    """Compile :data:`SOURCE` in a fresh private folder of the system's temporary folder (a path
+    that only this user or root can change, :func:`.folder.check_trusted_path`), then publish
+    the library under its content-addressed name and its SHA-256 record in ``folder``, each by
+    an atomic rename. Returns the SHA-256, taken from the bytes the compiler wrote."""
+    with tempfile.TemporaryDirectory(prefix="spacy-elmo-build-") as scratch:
+        check_trusted_path(Path(scratch))
         obj, lib = Path(scratch) / f"{STEM}.o", Path(scratch) / f"{STEM}.so"
         for step in ([cc, *flags, "-c", "-o", str(obj), str(SOURCE)], [cc, *LINK_FLAGS, "-o", str(lib), str(obj), "-lm"]):
             done = subprocess.run(step, capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
                 raise RuntimeError(f"{' '.join(step[:2])} ... failed on {SOURCE.name}: {done.stderr.strip()[-2000:]}")
-        os.chmod(lib, 0o644)  # data to dlopen, not a program: no execute bits
-        digest = sha256(lib)
-        path = folder / library_name(key, digest)
-        os.replace(lib, path)
-        record = Path(scratch) / "record"
-        record.write_text(digest + "\n")
-        os.replace(record, record_path(folder, key))
-    return path
+        data = lib.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    folder.publish(library_name(key, digest), data, 0o644)  # data to dlopen, not a program: no execute bits
+    folder.publish(record_name(key), (digest + "\n").encode())
+    return digest
 
 
 def load(root: Path, wrap: Callable[[ctypes.CDLL], T]) -> T:
     """Build (if needed), verify and load the kernels from ``root/native``; ``wrap`` turns the
     loaded library into its typed entry points (a missing symbol counts as a load failure).
-    Raises ``RuntimeError`` (or :class:`UnsafeFolder`) naming the problem when it cannot."""
-    from filelock import FileLock, Timeout
-
+    The library loaded is the file whose bytes were hashed, through the descriptor they were
+    read from; the hash it must have comes from this process's build or from the record in the
+    folder proven private. Raises ``RuntimeError`` (or :class:`UnsafeFolder`) naming the problem
+    when it cannot."""
     cc = compiler()
     if cc is None:
         raise RuntimeError("no C compiler found (set CC, or install gcc or clang)")
-    folder = private_folder(root)
     flags, key = current_build(cc)
-    try:
-        with FileLock(str(folder / f"{STEM}-{key}.lock"), timeout=LOCK_TIMEOUT_S):
-            for attempt in (1, 2):
-                path = verified(folder, key) or compile_library(cc, flags, folder, key)
-                try:
-                    return wrap(ctypes.CDLL(str(path)))
-                except Exception as err:  # dlopen (OSError), a missing symbol (AttributeError), ...
-                    _set_aside(path)
-                    _set_aside(record_path(folder, key))
-                    if attempt == 2:
-                        raise RuntimeError(f"{path} does not load, even rebuilt: {err!r}") from err
-    except Timeout as err:
-        raise RuntimeError(f"waited {LOCK_TIMEOUT_S:.0f} s for another process to build the kernels in {folder}") from err
+    with PrivateFolder(root, FOLDER) as folder:
+        try:
+            with folder.lock(f"{STEM}-{key}.lock", LOCK_TIMEOUT_S):
+                for attempt in (1, 2):
+                    digest = recorded_digest(folder, key)
+                    fd = None if digest is None else open_verified(folder, key, digest)
+                    if fd is None:
+                        digest = compile_library(cc, flags, folder, key)
+                        fd = open_verified(folder, key, digest)
+                        if fd is None:
+                            raise RuntimeError(f"the library just built in {folder.path} changed before it was loaded")
+                    name = library_name(key, str(digest))
+                    try:
+                        return wrap(load_library(fd, name))
+                    except UnsafeFolder:  # nowhere safe to load it from: not the library's fault
+                        raise
+                    except Exception as err:  # dlopen (OSError), a missing symbol (AttributeError), ...
+                        folder.set_aside(name)
+                        folder.set_aside(record_name(key))
+                        if attempt == 2:
+                            raise RuntimeError(f"{folder.path / name} does not load, even rebuilt: {err!r}") from err
+        except TimeoutError as err:
+            raise RuntimeError(f"another process has been building the kernels in {folder.path} too long ({err})") from err
     raise AssertionError("unreachable")  # pragma: no cover

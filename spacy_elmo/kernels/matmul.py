@@ -28,6 +28,8 @@ from typing import Callable, Iterator, List, Optional, Tuple
 
 import torch
 
+from . import cpu
+
 MIN_ROWS_ACCUMULATE = 2  # below: MKL's batched product streams one row's weight faster
 MIN_ROWS_MKL = 512  # from here on MKL writing straight into one output buffer is fastest
 
@@ -55,19 +57,7 @@ _ONEDNN = _onednn_linear()
 MKL_NARROW_OUT = 1024
 
 
-def cpu_vendor() -> str:
-    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``, ...), or ``""`` when unknown."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
-_INTEL = cpu_vendor() == "GenuineIntel"
+_INTEL = cpu.vendor() == "GenuineIntel"
 
 
 def onednn_available() -> bool:

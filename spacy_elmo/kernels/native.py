@@ -1,24 +1,28 @@
-"""Compiled C kernels for bfloat16 on the CPU: each LSTM time step's elementwise work (training
-forward and backward, and inference), and the char CNN's max-pooling in training.
+"""Compiled C kernels for the CPU: each LSTM time step's elementwise work (bfloat16 training,
+forward and backward; bfloat16 and float32 inference), and the char CNN's max-pooling in bfloat16
+training.
 
 :mod:`.fused_train` runs each time step as a few matrix products plus elementwise work: the
 gates' nonlinearities, the cell update, clipping, their gradients and the bfloat16 <-> float32
 conversions around the products. In eager PyTorch that is ~10 passes over the gate tensors per
 step and direction, and it costs more than the products. ``csrc/train_kernels.c`` does the
 same maths in one pass each (forward, the hidden state's gradient, the cell's backward),
-vectorised by the compiler (``-O3 -ffast-math``, ``-march=native`` on x86, glibc's vector
+vectorised by the compiler (``-O3 -ffast-math``, ``-march=native`` on an identified x86 CPU, glibc's vector
 ``expf``/``tanhf``), and the max over positions of :mod:`.char_conv_train` in one pass over the
 bfloat16 convolutions (``torch.max`` along a strided dimension of bfloat16 is several times
-slower). bfloat16 inference (:mod:`.bf16`) uses the same kind of one-pass step. float32
-inference, the exact path, never uses them.
+slower). Inference uses the same kind of one-pass step: bfloat16 (:mod:`.bf16`) and float32
+(``bilm/lstm.py``, on the CPU without gradients). The float32 step computes the eager step's
+maths, but in another order and with the compiler's vector ``expf``/``tanhf``: its outputs agree
+with the eager code's to float rounding (about 1e-6), not bit for bit.
 
 The library is compiled on first use with the system's C compiler into a private folder of the
 cache (``SPACY_ELMO_CACHE`` or the user's cache, ``native/``), verified and loaded with
 :mod:`ctypes` by :mod:`.build` (no build step at install, no dependency). Where there is no
 compiler, or it fails, or the folder is not private, or ``SPACY_ELMO_NATIVE_KERNELS=0``,
-:func:`library` returns ``None`` and the callers run the eager code (same maths, slower; a
-warning says why, once per process). Every entry point checks its arguments (dtype, device,
-shape, layout, overlap, value ranges) before the C code, which trusts them, runs.
+:func:`library` returns ``None`` and the callers run the eager code (same maths, slower; but for
+``SPACY_ELMO_NATIVE_KERNELS=0``, a warning says why, once per loader). Every entry point checks its arguments (dtype, device,
+shape, layout, overlap, value ranges) before the C code, which trusts them, runs: an output
+may share memory with nothing else, its own two directions included (a direction stride of 0).
 """
 
 from __future__ import annotations
@@ -41,8 +45,8 @@ from .build import SOURCE
 __all__ = ["ENV", "SOURCE", "KernelLoader", "NativeKernels", "enabled", "library"]
 
 ENV = "SPACY_ELMO_NATIVE_KERNELS"  # "0" turns the compiled kernels off
-#: the largest cell, projection or filter count the kernels take: the C code keeps one row's
-#: scratch on the stack (at most 4 x 65,536 floats, 1 MiB); ELMo's largest is 4,096
+#: the largest cell, projection or filter count the kernels take (ELMo's largest is 4,096); a
+#: row's scratch comes from the heap (at most 4 x 65,536 floats per thread), never a thread's stack
 MAX_WIDTH = 65536
 #: values (rows x width) of elementwise work that pay for one more thread: starting and joining
 #: one costs about as much as one thread's pass over this many (measured: bench/kernel_threads.py)
@@ -88,7 +92,8 @@ class KernelLoader:
                     self._kernels = build.load(self.root or cache_root(), NativeKernels)
                 except Exception as err:  # any failure: the eager code runs, as documented
                     warnings.warn(
-                        f"bfloat16 training and inference use the slower eager code: the compiled kernels are unavailable ({err})",
+                        f"the compiled kernels are unavailable ({err}): bfloat16 training, bfloat16 inference and "
+                        "float32 inference's LSTM step run the slower eager code (the same maths)",
                         stacklevel=3,
                     )
                 self._decided = True  # only now: a thread arriving during the build waited above
@@ -181,10 +186,18 @@ def _spans(x: torch.Tensor) -> List[Tuple[int, int]]:
 
 
 def _no_overlap(outputs: Dict[str, torch.Tensor], others: Dict[str, Optional[torch.Tensor]]) -> None:
-    """Refuse an output sharing memory with another argument: the C code (``restrict``) assumes none."""
+    """Refuse an output sharing memory with another argument, or whose two directions share memory
+    (a direction stride of 0, or smaller than a direction): the C code (``restrict``, one thread
+    per row) assumes none."""
     spans = {name: _spans(x) for name, x in {**others, **outputs}.items() if x is not None}
     for out_name, out in outputs.items():
-        for a, b in spans[out_name]:
+        own = spans[out_name]
+        if len(own) == 2 and own[0][0] < own[1][1] and own[1][0] < own[0][1]:
+            raise ValueError(
+                f"{out_name}: its two directions share memory (direction stride {out.stride(0)}, shape {tuple(out.shape)}): "
+                "the kernel would write the same rows twice"
+            )
+        for a, b in own:
             for name, theirs in spans.items():
                 if name != out_name and any(a < d and c < b for c, d in theirs):
                     raise ValueError(f"{out_name} overlaps {name} in memory: the kernel writes one while reading the other")
@@ -201,8 +214,11 @@ class NativeKernels:
             backward = getattr(lib, f"cell_backward_{suffix}")
             backward.argtypes = [_I64, _I64, _I64] + [_P, _I64] * 6 + [_F32, _P, _I64, _P, _I64, _P, _I64]
             backward.restype = ctypes.c_int
-            getattr(lib, f"lstm_step_infer_{suffix}").argtypes = [_I64, _I64, _P, _PAIR, _PAIR, _PAIR, _PAIR, _PAIR, _F32, _I64]
+            infer = getattr(lib, f"lstm_step_infer_{suffix}")
+            infer.argtypes = [_I64, _I64, _P, _PAIR, _PAIR, _PAIR, _PAIR, _PAIR, _F32, _I64]
+            infer.restype = ctypes.c_int
         lib.max_pool_bf16.argtypes = [_I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _P, _I64]
+        lib.max_pool_bf16.restype = ctypes.c_int
 
     @staticmethod
     def _suffix(low: Any, name: str) -> str:
@@ -285,7 +301,7 @@ class NativeKernels:
         inputs = {"dm": dm, "gates": gates, "c_new": c_new, "c_prev": c_prev, "tanh_c": tanh_c, "dc_next": dc_next}
         _no_overlap({"dz": dz, "dc_out": dc_out, "grad_bias": grad_bias}, inputs)
         if fn(n, n_next, hid, *pointers, *nxt, clip, *outs, threads_for(2 * n * 4 * hid, threads)) != 0:
-            raise MemoryError("cell_backward: no memory for the threads' bias-gradient scratch")
+            raise MemoryError("cell_backward: no memory for the threads' scratch")
 
     def max_pool(
         self, conv: torch.Tensor, widths: Sequence[int], counts: Sequence[int], threads: Optional[int] = None
@@ -318,7 +334,8 @@ class NativeKernels:
         index = torch.empty(tokens, n_filters, dtype=torch.int64)
         pointers = [t.data_ptr() for t in (starts, counts_t, widths_t, values, index)]
         threads = threads_for(tokens * positions * n_filters // 4, threads)  # a compare per value: cheaper than a step's
-        self.lib.max_pool_bf16(tokens, positions, n_filters, conv.data_ptr(), len(counts), *pointers, threads)
+        if self.lib.max_pool_bf16(tokens, positions, n_filters, conv.data_ptr(), len(counts), *pointers, threads) != 0:
+            raise MemoryError("max_pool: no memory for the threads' scratch")
         return values, index
 
     def infer_step(
@@ -364,7 +381,8 @@ class NativeKernels:
         _no_overlap(outputs, {"bias": bias, **named})  # c: read and written in place, by design
         pointers_in_order = [pointers["step"], index_pointers, pointers["rec"], pointers["c"], pointers["m"]]
         fn = self.lib.lstm_step_infer_bf16 if low == torch.bfloat16 else self.lib.lstm_step_infer_f32
-        fn(n, hid, bias_pointer, *pointers_in_order, clip, threads_for(2 * n * 4 * hid, threads))
+        if fn(n, hid, bias_pointer, *pointers_in_order, clip, threads_for(2 * n * 4 * hid, threads)) != 0:
+            raise MemoryError("infer_step: no memory for the threads' scratch")
 
 
 #: a per-direction argument: ``[2, rows, width]`` or two ``[rows, width]`` tensors

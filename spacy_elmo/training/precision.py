@@ -11,6 +11,8 @@ from typing import Optional
 
 import torch
 
+from ..kernels import cpu
+
 PRECISIONS = ("fp32", "bf16", "auto")
 
 
@@ -24,9 +26,8 @@ def cpu_has_native_bf16() -> bool:
 
 
 def _cpu_has_bf16_instructions() -> bool:
-    try:
-        flags = open("/proc/cpuinfo", encoding="utf-8").read()
-    except OSError:  # not Linux: trust oneDNN's answer
+    flags = cpu.features()
+    if flags is None:  # no /proc/cpuinfo (not Linux): trust oneDNN's answer
         return True
     return "amx_bf16" in flags or "avx512_bf16" in flags
 

@@ -19,6 +19,12 @@
  * The Python side (native.py) checks every argument before calling: shapes, strides, dtypes,
  * no output overlapping another argument (the row functions use restrict), widths >= 1.
  *
+ * Scratch: a row's temporaries (the inference gates, the backward's output-gate gradient, the
+ * pooling's positions) come from the heap, one slice per part, taken by the entry point for the
+ * call (scratch_get): never from a thread's stack, whatever the width (thread stacks are small on
+ * musl and macOS, and follow RLIMIT_STACK under glibc). An entry point that returns int returns
+ * -1 when that allocation fails, having done nothing.
+ *
  * Threads: every entry point takes `threads` (the caller passes torch's thread count when the work
  * is big enough to pay for starting threads). Its rows are split into that many contiguous
  * parts, the calling thread runs the first and fresh threads the others, joined before the
@@ -75,6 +81,56 @@ static inline float sigmoid(float x) {
     return x >= 0.0f ? r : e * r;
 }
 
+/* ---------------------------------------------------------------------------------- scratch */
+
+/* The calling thread keeps its scratch buffer for its next calls (up to KEEP_BYTES; freed when
+ * the thread exits): a fresh allocation per call cost page faults on every call (glibc gave the
+ * freed top of the heap back to the system), up to 1.5x on small steps. */
+#define KEEP_BYTES ((size_t)8 << 20)
+
+struct kept {
+    void *data;
+    size_t bytes;
+};
+
+static pthread_key_t kept_key;
+static pthread_once_t kept_once = PTHREAD_ONCE_INIT;
+static int kept_ok;
+
+static void kept_free(void *p) {
+    struct kept *k = p;
+    free(k->data);
+    free(k);
+}
+
+static void kept_init(void) { kept_ok = pthread_key_create(&kept_key, kept_free) == 0; }
+
+/* at least `bytes` of scratch for this call (uninitialised), or NULL; give it back with scratch_put */
+static void *scratch_get(size_t bytes) {
+    pthread_once(&kept_once, kept_init);
+    if (!kept_ok || bytes > KEEP_BYTES) return malloc(bytes);
+    struct kept *k = pthread_getspecific(kept_key);
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        if (!k || pthread_setspecific(kept_key, k) != 0) {
+            free(k);
+            return malloc(bytes);
+        }
+    }
+    if (k->bytes < bytes) {
+        void *grown = 0; /* 64-byte aligned, like a vector register (a row's slices stay aligned) */
+        if (posix_memalign(&grown, 64, bytes) != 0) return 0;
+        free(k->data);
+        k->data = grown, k->bytes = bytes;
+    }
+    return k->data;
+}
+
+static void scratch_put(void *p) {
+    struct kept *k = kept_ok ? pthread_getspecific(kept_key) : 0;
+    if (!k || p != k->data) free(p);
+}
+
 /* ---------------------------------------------------------------------------------- threads */
 
 #define MAX_THREADS 256
@@ -93,11 +149,17 @@ static void *run_part(void *arg) {
     return 0;
 }
 
-/* fn(ctx, begin, end, part) over [0, n) in `threads` contiguous parts at once; a part whose
- * thread cannot be started runs on the calling thread after the first. */
-static void parallel_for(part_fn fn, void *ctx, int64_t n, int64_t threads) {
+/* how many parts parallel_for splits n items into for `threads` (the scratch slices a call needs) */
+static int64_t parts_for(int64_t n, int64_t threads) {
     if (threads > n) threads = n;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
+    return threads < 1 ? 1 : threads;
+}
+
+/* fn(ctx, begin, end, part) over [0, n) in parts_for(n, threads) contiguous parts at once; a part
+ * whose thread cannot be started runs on the calling thread after the first. */
+static void parallel_for(part_fn fn, void *ctx, int64_t n, int64_t threads) {
+    threads = parts_for(n, threads);
     if (threads <= 1) {
         if (n > 0) fn(ctx, 0, n, 0);
         return;
@@ -211,8 +273,8 @@ static void parallel_for(part_fn fn, void *ctx, int64_t n, int64_t threads) {
         int64_t hid, const LOW *restrict dmr, const float *restrict i, const float *restrict j, \
         const float *restrict f, const float *restrict o, const float *restrict cn,             \
         const float *restrict cp, const float *restrict t, const float *restrict dcn,           \
-        float cell_clip, LOW *restrict dzr, float *restrict dco, float *restrict db) {          \
-        float d_o[hid];                                                                         \
+        float cell_clip, LOW *restrict dzr, float *restrict dco, float *restrict db,            \
+        float *restrict d_o) {                                                                  \
         for (int64_t k = 0; k < hid; k++) {                                                     \
             float dmk = LOAD(dmr[k]);                                                           \
             d_o[k] = dmk * t[k];                                                                \
@@ -252,12 +314,14 @@ static void parallel_for(part_fn fn, void *ctx, int64_t n, int64_t threads) {
         float cell_clip;                                                                        \
         LOW *dz;                                                                                \
         float *dc_out, *dbias; /* dbias: [parts][2][4 hid], one slice per part */               \
+        float *scratch;        /* [parts][hid]: each part's output-gate gradient of a row */    \
     };                                                                                          \
                                                                                                 \
     static void backward_part_##SUFFIX(void *ctx, int64_t begin, int64_t end, int64_t part) {   \
         const struct backward_args_##SUFFIX *a = ctx;                                           \
         int64_t hid = a->hid;                                                                   \
         float *db = a->dbias + part * 2 * 4 * hid;                                              \
+        float *d_o = a->scratch + part * hid;                                                   \
         FOR_ROWS(q, d, r, begin, end, a->n) {                                                   \
             const float *dcn = (a->dc_next && r < a->n_next) ? a->dc_next + d * a->dcn_ds + r * hid : 0; \
             const float *g = a->gates + d * a->g_ds + r * 4 * hid;                              \
@@ -266,14 +330,14 @@ static void parallel_for(part_fn fn, void *ctx, int64_t n, int64_t threads) {
                                   a->c_prev + d * a->cp_ds + r * hid,                           \
                                   a->tc + d * a->tc_ds + r * hid, dcn, a->cell_clip,            \
                                   a->dz + d * a->dz_ds + r * 4 * hid,                           \
-                                  a->dc_out + d * a->dco_ds + r * hid, db + d * 4 * hid);       \
+                                  a->dc_out + d * a->dco_ds + r * hid, db + d * 4 * hid, d_o);  \
         }                                                                                       \
     }                                                                                           \
                                                                                                 \
     /* dm = dh W_p^T (low) -> dz (low, the gate pre-activations' gradient) and dc_out = dc f    \
        (float32, the cell gradient reaching c_{t-1}); dc_next: first n_next rows, or NULL;      \
        dbias [2, 4 hid] (float32) accumulates the sum of dz over rows (the bias's gradient).     \
-       Returns 0, or -1 when the scratch for more than one thread cannot be allocated. */       \
+       Returns 0, or -1 (nothing written) when the threads' scratch cannot be allocated. */     \
     int cell_backward_##SUFFIX(int64_t n, int64_t n_next, int64_t hid, const LOW *dm,           \
                                int64_t dm_ds, const float *gates, int64_t g_ds,                 \
                                const float *c_new, int64_t cn_ds, const float *c_prev,          \
@@ -281,22 +345,24 @@ static void parallel_for(part_fn fn, void *ctx, int64_t n, int64_t threads) {
                                const float *dc_next, int64_t dcn_ds, float cell_clip, LOW *dz,  \
                                int64_t dz_ds, float *dc_out, int64_t dco_ds, float *dbias,      \
                                int64_t threads) {                                               \
-        if (threads > 2 * n) threads = 2 * n;                                                   \
-        if (threads > MAX_THREADS) threads = MAX_THREADS;                                       \
+        threads = parts_for(2 * n, threads);                                                    \
         struct backward_args_##SUFFIX a = {n, n_next, hid, dm_ds, g_ds, cn_ds, cp_ds, tc_ds,    \
                                            dcn_ds, dz_ds, dco_ds, dm, gates, c_new, c_prev, tc, \
-                                           dc_next, cell_clip, dz, dc_out, dbias};              \
-        if (threads <= 1) { /* one part: straight into dbias, rows in order */                  \
-            parallel_for(backward_part_##SUFFIX, &a, 2 * n, 1);                                 \
-            return 0;                                                                           \
+                                           dc_next, cell_clip, dz, dc_out, dbias, 0};           \
+        /* one part: straight into dbias, rows in order; more: a bias slice per part too */    \
+        size_t per_part = (size_t)hid + (threads > 1 ? (size_t)2 * 4 * hid : 0);                \
+        float *scratch = scratch_get((size_t)threads * per_part * sizeof(float));               \
+        if (!scratch) return -1;                                                                \
+        a.scratch = scratch;                                                                    \
+        if (threads > 1) {                                                                      \
+            a.dbias = scratch + (size_t)threads * hid;                                          \
+            memset(a.dbias, 0, (size_t)threads * 2 * 4 * hid * sizeof(float));                 \
         }                                                                                       \
-        float *parts = calloc((size_t)threads * 2 * 4 * hid, sizeof(float));                   \
-        if (!parts) return -1;                                                                  \
-        a.dbias = parts;                                                                        \
         parallel_for(backward_part_##SUFFIX, &a, 2 * n, threads);                               \
-        for (int64_t p = 0; p < threads; p++)                                                   \
-            for (int64_t k = 0; k < 2 * 4 * hid; k++) dbias[k] += parts[p * 2 * 4 * hid + k];   \
-        free(parts);                                                                            \
+        if (threads > 1)                                                                        \
+            for (int64_t p = 0; p < threads; p++)                                               \
+                for (int64_t k = 0; k < 2 * 4 * hid; k++) dbias[k] += a.dbias[p * 2 * 4 * hid + k]; \
+        scratch_put(scratch);                                                                   \
         return 0;                                                                               \
     }
 
@@ -351,14 +417,15 @@ struct pool_args {
     const int64_t *starts, *counts, *widths;
     float *values;
     int64_t *index;
+    int32_t *where; /* [parts][n_filters]: each part's positions of a token */
+    uint16_t *seen; /* [parts][n_filters]: each part's NaN sightings of a token */
 };
 
 static void pool_part(void *ctx, int64_t begin, int64_t end, int64_t part) {
     const struct pool_args *a = ctx;
     int64_t nf = a->n_filters;
-    int32_t where[nf];
-    uint16_t seen[nf];
-    (void)part;
+    int32_t *where = a->where + part * nf;
+    uint16_t *seen = a->seen + part * nf;
     for (int64_t n = begin; n < end; n++) {
         const uint16_t *token = a->conv + n * a->positions * nf;
         float *value_row = a->values + n * nf;
@@ -369,11 +436,18 @@ static void pool_part(void *ctx, int64_t begin, int64_t end, int64_t part) {
     }
 }
 
-void max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const uint16_t *conv,
-                   int64_t n_groups, const int64_t *starts, const int64_t *counts,
-                   const int64_t *widths, float *values, int64_t *index, int64_t threads) {
-    struct pool_args a = {positions, n_filters, n_groups, conv, starts, counts, widths, values, index};
+/* returns 0, or -1 (nothing written) when the threads' scratch cannot be allocated */
+int max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const uint16_t *conv,
+                  int64_t n_groups, const int64_t *starts, const int64_t *counts,
+                  const int64_t *widths, float *values, int64_t *index, int64_t threads) {
+    threads = parts_for(tokens, threads);
+    int32_t *where = scratch_get((size_t)threads * n_filters * (sizeof(int32_t) + sizeof(uint16_t)));
+    if (!where) return -1;
+    uint16_t *seen = (uint16_t *)(where + threads * n_filters);
+    struct pool_args a = {positions, n_filters, n_groups, conv, starts, counts, widths, values, index, where, seen};
     parallel_for(pool_part, &a, tokens, threads);
+    scratch_put(where);
+    return 0;
 }
 
 /* One time step of *inference* (bf16.py's run_layer in bfloat16, lstm.py's in float32), for the
@@ -409,13 +483,13 @@ void max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const u
         float *const *c;                                                                        \
         LOW *const *m;                                                                          \
         float cell_clip;                                                                        \
+        float *scratch; /* [parts][4 hid]: each part's gates of a row */                        \
     };                                                                                          \
                                                                                                 \
     static void infer_part_##SUFFIX(void *ctx, int64_t begin, int64_t end, int64_t part) {      \
         const struct infer_args_##SUFFIX *a = ctx;                                              \
         int64_t hid = a->hid;                                                                   \
-        float g[4 * hid];                                                                       \
-        (void)part;                                                                             \
+        float *g = a->scratch + part * 4 * hid;                                                 \
         FOR_ROWS(q, d, r, begin, end, a->n) {                                                   \
             int64_t row = a->step_rows ? a->step_rows[d][r] : r;                                \
             infer_row_##SUFFIX(hid, a->bias + d * 4 * hid, a->step[d] + row * 4 * hid,          \
@@ -424,13 +498,20 @@ void max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const u
         }                                                                                       \
     }                                                                                           \
                                                                                                 \
-    /* each of step, rec, c, m (and step_rows, or NULL): one pointer per direction */           \
-    void lstm_step_infer_##SUFFIX(int64_t n, int64_t hid, const float *bias,                    \
-                                  const LOW *const *step, const int64_t *const *step_rows,      \
-                                  const LOW *const *rec, float *const *c, LOW *const *m,        \
-                                  float cell_clip, int64_t threads) {                           \
-        struct infer_args_##SUFFIX a = {n, hid, bias, step, rec, step_rows, c, m, cell_clip};   \
+    /* each of step, rec, c, m (and step_rows, or NULL): one pointer per direction. Returns 0, \
+       or -1 (nothing written) when the threads' scratch cannot be allocated. */                \
+    int lstm_step_infer_##SUFFIX(int64_t n, int64_t hid, const float *bias,                     \
+                                 const LOW *const *step, const int64_t *const *step_rows,       \
+                                 const LOW *const *rec, float *const *c, LOW *const *m,         \
+                                 float cell_clip, int64_t threads) {                            \
+        threads = parts_for(2 * n, threads);                                                    \
+        float *scratch = scratch_get((size_t)threads * 4 * hid * sizeof(float));                \
+        if (!scratch) return -1;                                                                \
+        struct infer_args_##SUFFIX a = {n, hid, bias, step, rec, step_rows, c, m, cell_clip,    \
+                                        scratch};                                               \
         parallel_for(infer_part_##SUFFIX, &a, 2 * n, threads);                                  \
+        scratch_put(scratch);                                                                   \
+        return 0;                                                                               \
     }
 
 DEFINE_INFER(bf16, uint16_t, load_bf16, store_bf16)
