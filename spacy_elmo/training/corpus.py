@@ -32,8 +32,6 @@ Output folder::
 from __future__ import annotations
 
 import csv
-import gzip
-import io
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -42,6 +40,8 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, T
 
 import srsly
 from tqdm import tqdm
+
+from ..gzipped import GzipError, open_read
 
 SPLITS = ("train", "valid", "test")
 SPECIALS = ("<S>", "</S>", "<UNK>")
@@ -97,16 +97,17 @@ def text_files(inputs: Sequence[Path]) -> Dict[str, List[Path]]:
 
 def _lines(path: Path, stats: SplitStats) -> Iterator[str]:
     """Stripped lines of a (possibly gzipped) file; lines that are not UTF-8 are counted and skipped."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rb") as fh:  # type: ignore[operator]
+    with open_read(path, "rb") as fh:
         try:
-            for raw in io.BufferedReader(fh):  # type: ignore[arg-type]
+            for raw in fh:
                 try:
                     yield raw.decode("utf-8").strip()
                 except UnicodeDecodeError:
                     stats.skipped_lines += 1
-        except (OSError, EOFError, zlib.error) as err:
-            raise ValueError(f"{path}: cannot read it to the end ({err}); is the file truncated or not gzip?") from err
+        except GzipError as err:
+            raise ValueError(f"{err}; the file is damaged (or not gzip): fix or remove it") from err
+        except OSError as err:
+            raise ValueError(f"{path}: cannot read it to the end ({err})") from err
 
 
 def detect_layout(path: Path, sample_lines: int = 2000) -> str:
