@@ -26,6 +26,7 @@ import torch
 from ..bilm import BiLM
 from ..bilm.characters import TokenBatch
 from ..bilm.scalar_mix import MixSpec, spec_weights
+from ..vocabulary import VocabularyError, read_vocabulary
 
 SOFTMAX_FILE, VOCAB_FILE = "softmax.pt", "vocab.txt"
 SPECIALS = ("<S>", "</S>", "<UNK>")
@@ -136,10 +137,9 @@ def native_head(folder: Union[str, Path]) -> LMHead:
     if not isinstance(state, dict) or not {"weight", "bias"} <= set(state):
         raise HeadError(f"{softmax}: expected a state dict with 'weight' and 'bias'")
     try:
-        lines = vocab_file.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as error:
-        raise HeadError(f"{vocab_file}: not UTF-8 text ({error.reason}); the vocabulary is damaged") from None
-    vocab = [line.split("\t", 1)[0] for line in lines if line]
+        vocab = read_vocabulary(vocab_file).tokens
+    except VocabularyError as error:
+        raise HeadError(str(error)) from None
     return LMHead.from_arrays(vocab, state["weight"], state["bias"], source=str(softmax))
 
 

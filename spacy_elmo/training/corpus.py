@@ -42,6 +42,7 @@ import srsly
 from tqdm import tqdm
 
 from ..gzipped import GzipError, open_read
+from ..vocabulary import read_vocabulary
 
 SPLITS = ("train", "valid", "test")
 SPECIALS = ("<S>", "</S>", "<UNK>")
@@ -307,23 +308,9 @@ def write_vocab(path: Path, vocab: Sequence[str], counts: Optional[Counter] = No
 
 
 def read_vocab(path: Path) -> Tuple[List[str], List[int]]:
-    """Tokens and their train counts from a vocab.txt (a count column is optional)."""
-    tokens, counts = [], []
-    with Path(path).open(encoding="utf-8") as fh:
-        try:
-            for number, line in enumerate(fh, 1):
-                line = line.rstrip("\n")
-                if not line:
-                    continue
-                token, _, count = line.partition("\t")
-                if not count.strip().isdigit() and count:
-                    raise ValueError(f"{path}, line {number}: the count {count!r} of {token!r} is not a whole number")
-                tokens.append(token)
-                counts.append(int(count) if count else 0)
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{path}: not UTF-8 text ({err.reason} after {len(tokens)} entries); the vocabulary is damaged") from err
-    if len(set(tokens)) != len(tokens):
-        raise ValueError(f"{path}: {len(tokens) - len(set(tokens))} duplicated entries; a vocabulary lists each token once")
+    """Tokens and their train counts from a vocab.txt (the package's one vocabulary reader,
+    :func:`~spacy_elmo.vocabulary.read_vocabulary`), which must start with the special tokens."""
+    tokens, counts = read_vocabulary(path)
     if tuple(tokens[:3]) != SPECIALS:
         raise ValueError(f"{path}: a vocabulary must start with {', '.join(SPECIALS)}")
     return tokens, counts
