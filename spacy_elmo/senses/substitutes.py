@@ -124,6 +124,7 @@ class LMHead:
             if exclude is not None:
                 logp.masked_fill_(exclude, float("-inf"))
             values, ids = logp.topk(k, dim=-1)
+            del logp  # freed before the next chunk's scores are made
             ids_out.append(ids.to(torch.int32).cpu().numpy())
             values_out.append(values.cpu().numpy())
         if not ids_out:
