@@ -125,11 +125,7 @@ def main() -> None:
             "speedup": {config: medians[config] / medians["allennlp"] for config in CONFIGS if config != "allennlp"},
             "fraction_of_roof": {config: medians[config] / roof for config in CONFIGS},
         }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
-    table = markdown(results)
-    args.out.with_suffix(".md").write_text(table)
-    print(table)
+    bench.write_results(args.out, results, markdown(results))
 
 
 def markdown(results: Dict[str, Any]) -> str:

@@ -42,9 +42,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-REPO = Path(__file__).resolve().parent.parent
+from bench_common import DATA, REPO, RESULTS, book_sentences, write_results
+from bench_common import run_worker as run_script_worker
 BENCH = REPO / "bench"
-RESULTS = REPO / "bench" / "results"
 # --shapes names -> what `random-weights` takes
 SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-original"}
 
@@ -73,13 +73,8 @@ def make_inputs(work: Path, shapes: List[str], n_sentences: int, text: str = "bo
     return paths
 
 
-DATA = REPO / "project" / "assets" / "data"  # `spacy project assets project/` + `spacy project run data project/`
-
-
 def real_sentences(text: str, n: int, max_tokens: int = 100) -> List[List[str]]:
     """The first ``n`` sentences (1 to ``max_tokens`` tokens) of the Gutenberg test books or of UD EWT test."""
-    import csv
-
     from spacy_elmo.assets import open_text
 
     out: List[List[str]] = []
@@ -98,23 +93,7 @@ def real_sentences(text: str, n: int, max_tokens: int = 100) -> List[List[str]]:
         return out[:n]
     if text != "books":
         raise ValueError(f"--text {text!r}: use books, ud or synthetic")
-    from spacy_elmo.training.corpus import SplitStats, read_units, sentences_of
-
-    folder = DATA / "gutenberg_en_books"
-    with (folder / "manifest.tsv").open(encoding="utf-8") as fh:
-        books = [folder / row["file"] for row in csv.DictReader(fh, delimiter="\t") if row["split"] == "test"]
-
-    def units():
-        for book in books:
-            for unit in read_units(book, "paragraph", SplitStats()):
-                yield unit, "test"
-
-    for tokens, _ in sentences_of(units(), "en"):
-        if len(tokens) <= max_tokens:
-            out.append(tokens)
-        if len(out) >= n:
-            break
-    return out
+    return book_sentences(n, max_tokens, sample=False)
 
 
 def macs_per_token(options: Dict[str, Any]) -> Dict[str, float]:
@@ -329,11 +308,7 @@ def train_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, 
 
 
 def run_worker(task: Dict[str, Any]) -> Dict[str, Any]:
-    env = dict(os.environ, OMP_NUM_THREADS=str(task["threads"]))
-    out = subprocess.run([sys.executable, __file__, "--worker", json.dumps(task)], capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise RuntimeError(f"benchmark worker failed for {task}:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_script_worker(__file__, task, dict(os.environ, OMP_NUM_THREADS=str(task["threads"])))
 
 
 def median_run(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -481,11 +456,7 @@ def main() -> None:
             for key in ("fraction_of_roof", "fraction_of_roof_counted"):
                 results["train_small"][key] *= gflops / end["gflops"]
         results["matmul"] = end
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
-    table = markdown(results)
-    args.out.with_suffix(".md").write_text(table)
-    print(table)
+    write_results(args.out, results, markdown(results))
 
 
 def _cpu_name() -> str:

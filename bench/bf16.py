@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
-import json
 import platform
 import sys
 import time
@@ -33,34 +31,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO / "project" / "assets" / "data"  # `spacy project assets project/` + `spacy project run data project/`
-SAMPLE_BOOKS = REPO / "project" / "assets" / "general_sample"
-
-
-def book_sentences(n: int, max_tokens: int = 100) -> List[List[str]]:
-    """Sentences of the test split of the Gutenberg books (the project's assets, else the in-repo sample)."""
-    from spacy_elmo.training.corpus import SplitStats, read_units, sentences_of
-
-    folder = DATA / "gutenberg_en_books"
-    if not (folder / "manifest.tsv").is_file():
-        folder = SAMPLE_BOOKS
-        print(f"(Gutenberg books not found: using the in-repo sample {folder.relative_to(REPO)})", file=sys.stderr)
-    with (folder / "manifest.tsv").open(encoding="utf-8") as fh:
-        books = [folder / row["file"] for row in csv.DictReader(fh, delimiter="\t") if row["split"] == "test"]
-
-    def units():
-        for book in books:
-            for unit in read_units(book, "paragraph", SplitStats()):
-                yield unit, "test"
-
-    out: List[List[str]] = []
-    for tokens, _ in sentences_of(units(), "en"):
-        if 0 < len(tokens) <= max_tokens:
-            out.append(tokens)
-        if len(out) >= n:
-            break
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, also when imported from elsewhere
+from bench_common import DATA, REPO, add_threads, book_sentences, use_threads, write_results  # noqa: E402
 
 
 def conllu_sentences(path: Path, n: Optional[int] = None, with_tags: bool = False) -> List[Any]:
@@ -195,25 +167,36 @@ def sense_probe(weights: Optional[str], precision: str) -> float:
     return 100 * overall_accuracy(evaluate(nlp))
 
 
+def add_model_options(ap: argparse.ArgumentParser, sentences: int) -> None:
+    """The options this script and bench/bf16_ablation.py share: the model, the text, the batch,
+    the threads and the JSON report (see :func:`load_model_and_sentences`)."""
+    ap.add_argument("--weights", help="model directory (default: the embedded default model)")
+    ap.add_argument("--text", default="books", help="books, ud or a file (see bench/bf16.py)")
+    ap.add_argument("--sentences", type=int, default=sentences)
+    ap.add_argument("--batch", type=int, default=64)
+    add_threads(ap)
+    ap.add_argument("--json", type=Path, help="also write the report here")
+
+
+def load_model_and_sentences(args: argparse.Namespace) -> Any:
+    """Set the threads, load ``--weights`` (or the default) and ``--sentences`` of ``--text``."""
+    use_threads(args.threads)
+    from spacy_elmo import load_bilm
+
+    bilm = load_bilm(args.weights) if args.weights else load_bilm()
+    return bilm, load_sentences(args.text, args.sentences)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--weights", help="model directory (default: the embedded default model)")
-    ap.add_argument("--text", default="books", help="books, ud or a file (see above)")
-    ap.add_argument("--sentences", type=int, default=500)
-    ap.add_argument("--batch", type=int, default=64)
+    add_model_options(ap, sentences=500)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--downstream", action="store_true", help="tagger, neighbours, WiC and sense probe")
     ap.add_argument("--tagger-train", type=int, default=2000, help="UD EWT train sentences for the tagger")
     ap.add_argument("--perturb", type=float, default=0.0,
                     help="also float32 with every weight scaled by 1 + U(-e, e): how far such noise alone moves the outputs")
-    ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    from spacy_elmo import load_bilm
-
-    bilm = load_bilm(args.weights) if args.weights else load_bilm()
-    sentences = load_sentences(args.text, args.sentences)
+    bilm, sentences = load_model_and_sentences(args)
     report: Dict[str, Any] = {
         "weights": Path(args.weights).name if args.weights else "en_default",  # the folder's name: no machine paths
         "text": args.text,
@@ -265,7 +248,7 @@ def main() -> None:
         report["sense_probe"] = {p: sense_probe(args.weights, p) for p in ("float32", "bfloat16")}
     print(markdown(report))
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+        write_results(args.json, report)
 
 
 def markdown(r: Dict[str, Any]) -> str:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bf16 as bench_bf16  # noqa: E402  (bench/bf16.py)
+from bench_common import write_results  # noqa: E402
 
 BF16 = torch.bfloat16
 
@@ -189,25 +189,16 @@ def run_variant(bilm, sentences, variant: str, batch: int) -> List[np.ndarray]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("variants", nargs="+")
-    ap.add_argument("--weights", help="model directory (default: the embedded default model)")
-    ap.add_argument("--text", default="books", help="books, ud or a file (as bench/bf16.py)")
-    ap.add_argument("--sentences", type=int, default=200)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=1)
+    bench_bf16.add_model_options(ap, sentences=200)
     ap.add_argument("--recurrent-gain", type=float, default=1.0,
                     help="scale every LSTM layer's recurrent weights by this first (e.g. 0.5: a random model whose recurrence no longer amplifies errors)")
-    ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    from spacy_elmo import load_bilm
-
-    bilm = load_bilm(args.weights) if args.weights else load_bilm()
+    bilm, sentences = bench_bf16.load_model_and_sentences(args)
     bilm.set_token_cache(0)  # every variant computes every token
     if args.recurrent_gain != 1.0:
         with torch.no_grad():
             for layer in bilm.lstm.layers:
                 layer.w_state.mul_(args.recurrent_gain)
-    sentences = bench_bf16.load_sentences(args.text, args.sentences)
     ref = bilm.embed_sentences(sentences, batch_size=args.batch)
     report: Dict[str, Any] = {
         "weights": Path(args.weights).name if args.weights else "en_default",
@@ -228,7 +219,7 @@ def main() -> None:
         print("    last layer, forward LM: median relative error by position "
               + " ".join(f"{g['positions'][0]}-{g['positions'][1]}: {g['median_relative_error']:.1e}" for g in growth), flush=True)
         if args.json:
-            args.json.write_text(json.dumps(report, indent=1))
+            write_results(args.json, report)
 
 
 if __name__ == "__main__":

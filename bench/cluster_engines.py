@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_common import write_results
+
 CHILD = r"""
 import json, os, sys, tempfile, time
 from pathlib import Path
@@ -114,7 +116,7 @@ def main() -> None:
         pass
     print(json.dumps(summary, indent=1))
     if args.out:
-        args.out.write_text(json.dumps(report, indent=1) + "\n")
+        write_results(args.out, report)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 BOOKS = REPO / "project" / "assets" / "data" / "gutenberg_en_books"  # the project's assets
 
+from bench_common import write_results
+
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
@@ -140,7 +142,7 @@ def main() -> None:
         }
         print(json.dumps({k: report[k] for k in ("median", "hdf5_assemble_s", "shard_bytes_per_token")}, indent=1))
         if args.out:
-            args.out.write_text(json.dumps(report, indent=1) + "\n")
+            write_results(args.out, report)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from spacy_elmo.senses.explore import WEBGL_FROM, write_explore_page  # noqa: E402
 from spacy_elmo.senses.induced import Occurrence, Sense, WordSenses, save_word_senses  # noqa: E402
+from bench_common import write_results  # noqa: E402
 
 
 def paragraphs(files: Sequence[Path]) -> Iterator[Tuple[str, str]]:
@@ -283,7 +284,7 @@ def cmd_size(args) -> None:
     }
     print(json.dumps(report, indent=1))
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
+        write_results(args.json, report)
 
 
 def cmd_screenshot(args) -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+from bench_common import write_results
+
 CHILD = r"""
 import json, sys, time
 import numpy as np
@@ -47,8 +49,7 @@ def main() -> None:
     row["checkout"] = "this repository" if Path(args.checkout).resolve() == REPO else "another checkout (--checkout)"
     print(json.dumps(row))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(row, indent=1) + "\n", encoding="utf-8")
+        write_results(args.out, row)
 
 
 if __name__ == "__main__":

@@ -16,13 +16,13 @@ bench/results/induce.json and bench/results/induce.md.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
 from pathlib import Path
 
 import torch
+from bench_common import add_threads, use_threads, write_results  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -54,7 +54,7 @@ def probe(representation: str, temperature: float, prior_weight: float, pattern:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("project/assets/data/wsi_semeval2010"))
-    parser.add_argument("--threads", type=int, default=1)
+    add_threads(parser)
     parser.add_argument("--representation", default="substitutes,vectors,both")
     parser.add_argument("--context", type=int, default=0, help="context tokens of the surrounding sentences on each side")
     parser.add_argument("--temperature", type=float, default=0.5, help="temperature of the substitute distributions")
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--pattern", default="and", help="a word for the symmetric pattern reading; none = off")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "induce.json")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     pattern = None if args.pattern.lower() in ("", "none") else args.pattern
 
     from spacy_elmo.senses import wsi_eval
@@ -100,8 +100,7 @@ def main() -> None:
         "pattern": pattern,
         "runs": runs,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1))
+    write_results(args.out, out)
     lines = [
         "| representation | F-S | V-M | AVG | clusters/word | by centroid AVG | probe F-S / V-M / AVG | seconds (1 thread) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",

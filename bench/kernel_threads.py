@@ -14,7 +14,6 @@ thread only where the second column wins. Needs a C compiler (the kernels are bu
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -26,6 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spacy_elmo.kernels import native  # noqa: E402
+from bench_common import write_results  # noqa: E402
 
 BF16, F32 = torch.bfloat16, torch.float32
 SHAPES = [(64, 4096), (16, 4096), (4, 4096), (64, 512), (16, 512)]  # (rows, cell): original and default model
@@ -80,8 +80,7 @@ def main() -> None:
             rows.append({"kernel": name, "rows": n, "cell": hid, "us_1_thread": one, "us_2_threads": two, "picked": picked})
             print(f"| {name} | {n} x {hid} | {one:.0f} | {two:.0f} | {picked} |", flush=True)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"torch": torch.__version__, "rows": rows}, indent=1))
+        write_results(args.json, {"torch": torch.__version__, "rows": rows})
 
 
 if __name__ == "__main__":

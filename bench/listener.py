@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -36,6 +36,7 @@ from downstream_data import conllu_doc, read_conllu  # noqa: E402
 from spacy.training.batchers import minibatch_by_words  # noqa: E402
 
 from spacy_elmo.assets import data_file  # noqa: E402
+from bench_common import add_threads, use_threads, write_results  # noqa: E402
 
 UD = REPO / "project" / "assets" / "data" / "ud_english_ewt"  # the project's assets (or .gz copies)
 CONFIGS = REPO / "project" / "configs" / "downstream"
@@ -128,7 +129,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=int, default=2077)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
+    add_threads(parser)
     parser.add_argument("--train-steps", type=int, default=30)
     parser.add_argument("--original", action="store_true")
     parser.add_argument("--parts", nargs="+", default=["prediction", "training"], choices=["prediction", "training"],
@@ -136,7 +137,7 @@ def main() -> None:
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "spacy-elmo-bench"), help="folder for the random original-shape weights")
     parser.add_argument("--output", default=str(REPO / "bench" / "results" / "listener.json"))
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     test_docs = load_docs("test", args.sentences)
@@ -181,8 +182,7 @@ def main() -> None:
             "tagger, ElmoListener on the default biLM (frozen)": round(training_rate(CONFIGS / "tagger-elmo.cfg", train_docs, args.train_steps, None)),
         }
         print(json.dumps(results["training_words_per_second"], indent=1))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(output, results)
 
 
 if __name__ == "__main__":

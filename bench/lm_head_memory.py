@@ -3,6 +3,12 @@
 Writes a random head of the authors' layout (softmax/W, softmax/b float32 + a vocabulary; 1.6 GB)
 into a folder, then loads it in a fresh process per setting and reports the peak resident memory
 (ru_maxrss) and the seconds. Usage: ``python bench/lm_head_memory.py FOLDER [--out results.json]``.
+
+``--substitutes``: instead, the memory that ``LMHead.top_substitutes`` adds on a random head of
+that shape held in memory (1,024 states, top 10, with a prior and excluded words), in 1,024-row
+chunks (the old fixed chunk) and by its default memory budget (1 GiB of scores); no FOLDER
+needed. Linux only: the peak is the kernel's VmHWM, reset (``/proc/self/clear_refs``) just before
+the call, less the resident memory then.
 """
 from __future__ import annotations
 
@@ -12,6 +18,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from bench_common import write_results
 
 ROWS, DIM = 793_471, 512
 SETTINGS = {
@@ -34,6 +42,42 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"words": len(head.vocab), "dtype": str(head.weight.dtype), "seconds": round(seconds, 2), "grew_mb": round((peak - base) / 1024), "peak_mb": round(peak / 1024)}))
 """
 
+SUBSTITUTES = {"1,024-row chunks (before)": "1024", "default budget (1 GiB of scores)": "None"}
+SUBSTITUTES_CHILD = """
+import json, time, torch
+from spacy_elmo.senses.substitutes import LMHead, score_rows
+torch.manual_seed(0)
+rows, dim = {rows}, {dim}
+head = LMHead([f"w{{i}}" for i in range(rows)], torch.randn(rows, dim) / dim**0.5, torch.randn(rows))
+states, prior = torch.randn(1024, dim), torch.log_softmax(torch.randn(rows), -1)
+exclude = torch.zeros(rows, dtype=torch.bool)
+exclude[:3] = True
+
+def status(key):  # kB, from the kernel's accounting of this process
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key + ":"))
+
+with open("/proc/self/clear_refs", "w") as handle:  # reset the peak (VmHWM) to what is resident now
+    handle.write("5")
+base = status("VmRSS")
+start = time.perf_counter()
+ids, _ = head.top_substitutes(states, 10, exclude, prior, 0.75, chunk={chunk})
+seconds = time.perf_counter() - start
+peak = status("VmHWM")
+chunk = {chunk} or score_rows(rows)
+print(json.dumps({{"chunk_rows": chunk, "states": 1024, "seconds": round(seconds, 2), "grew_mb": round((peak - base) / 1024), "peak_mb": round(peak / 1024)}}))
+"""
+
+
+def measure_substitutes() -> list:
+    rows = []
+    for name, chunk in SUBSTITUTES.items():
+        code = SUBSTITUTES_CHILD.format(rows=ROWS, dim=DIM, chunk=chunk)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        row = {"setting": name, **json.loads(out.stdout.strip().splitlines()[-1])}
+        rows.append(row)
+        print(json.dumps(row))
+    return rows
+
 
 def write_head(folder: Path) -> None:
     import h5py
@@ -54,9 +98,17 @@ def write_head(folder: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folder", type=Path, nargs="?")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--substitutes", action="store_true", help="measure top_substitutes instead of loading")
     args = parser.parse_args()
+    if args.substitutes:
+        rows = measure_substitutes()
+        if args.out:
+            write_results(args.out, {"shape": [ROWS, DIM], "threads": 1, "rows": rows})
+        return
+    if args.folder is None:
+        parser.error("FOLDER is needed (where the random head is written), unless --substitutes")
     write_head(args.folder)
     rows = []
     for name, kwargs in SETTINGS.items():
@@ -66,7 +118,7 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row))
     if args.out:
-        args.out.write_text(json.dumps({"shape": [ROWS, DIM], "threads": 1, "rows": rows}, indent=1) + "\n", encoding="utf-8")
+        write_results(args.out, {"shape": [ROWS, DIM], "threads": 1, "rows": rows})
 
 
 if __name__ == "__main__":

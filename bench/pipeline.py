@@ -52,8 +52,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
+from bench_common import REPO, RESULTS, write_results
+from bench_common import run_worker as run_script_worker
 MODELS = {"en_default": "the embedded default model", "original": "random weights of the original shapes (seed 1)"}
 MAX_BATCH_TOKENS = 4096  # the component's default budget, given to the raw biLM too
 
@@ -272,10 +272,7 @@ def run_worker(task: Dict[str, Any]) -> Dict[str, Any]:
         env["OMP_NUM_THREADS"] = str(task["threads"])
     else:  # the pipeline keeps torch's own thread count: the component's setting must govern its work
         env.pop("OMP_NUM_THREADS", None)
-    out = subprocess.run([sys.executable, __file__, "--worker", json.dumps(task)], capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise RuntimeError(f"benchmark worker failed for {task}:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_script_worker(__file__, task, env)
 
 
 def median_run(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -391,11 +388,7 @@ def main() -> None:
             results["configs"][f"{model}/{precision}"] = r
     results["machine"]["load_average_end"] = os.getloadavg()
     out = args.out or RESULTS / f"pipeline-{Path(source).stem if args.sentences_file else args.text}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
-    table = markdown(results, batch_sizes, args.mp_batch_size)
-    out.with_suffix(".md").write_text(table)
-    print(table)
+    write_results(out, results, markdown(results, batch_sizes, args.mp_batch_size))
 
 
 def _median(r: Dict[str, Any], key: str) -> float:

@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List
+from bench_common import write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -136,8 +137,7 @@ def main() -> None:
         print(f"en_default: {n_tokens / seconds:.0f} tokens/s", flush=True)
     finally:
         server.close()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(args.out, results)
     print(json.dumps(results, indent=2))
 
 

@@ -14,7 +14,6 @@ The layer is built by its registered name, so the same script times any implemen
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -30,6 +29,7 @@ import torch  # noqa: E402
 from spacy.util import registry  # noqa: E402
 
 import spacy_elmo  # noqa: E402,F401  (registers the architectures)
+from bench_common import write_results  # noqa: E402
 
 SHAPES = [("en_default", 3, 256), ("original", 3, 1024)]
 
@@ -80,7 +80,7 @@ def main() -> None:
     for row in rows:
         print(f"{args.label:>12} {row['shape']:>10} {row['n_layers']}x{row['dim']:<5} layer_norm={row['layer_norm']!s:<5} {row['ms_per_batch']:8.3f} ms/batch")
     if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+        write_results(args.output, result)
 
 
 if __name__ == "__main__":

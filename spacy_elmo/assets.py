@@ -8,9 +8,10 @@ explicit path (a local copy in the same layout).
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 from typing import IO, Iterable
+
+from .gzipped import open_read
 
 ASSETS_DATA = Path("project") / "assets" / "data"
 FETCH = "fetch it with `spacy project assets project/` and `spacy project run unpack-assets project/`"
@@ -37,7 +38,4 @@ def data_file(path: Path) -> Path:
 
 def open_text(path: Path) -> IO[str]:
     """Open ``path`` (or ``path.gz``, see :func:`data_file`) as UTF-8 text."""
-    found = data_file(path)
-    if found.suffix == ".gz":
-        return gzip.open(found, "rt", encoding="utf-8")
-    return open(found, encoding="utf-8")
+    return open_read(data_file(path), "rt")

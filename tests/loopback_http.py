@@ -23,9 +23,12 @@ class LoopbackServer:
     bytes (once). ``body[path] = bytes``: serve these bytes instead of the file. ``delay``: seconds
     to sleep per 64 KiB block. ``validators``: ``"etag"`` (a strong ETag and Last-Modified, the
     default), ``"weak"`` (a weak ETag only), ``"last-modified"`` or ``"none"``; each is derived from
-    the bytes served, so a changed body gets a new one. ``If-Range`` is honoured (a stale validator
-    gets the whole body, 200) unless ``ignore_if_range``. ``gzip``: paths gzipped when the client
-    accepts gzip; ``force_gzip``: gzipped whatever it accepts. ``redirect[path] = url``: a 302 to
+    the bytes served, so a changed body gets a new one; the Date header is the time of the answer,
+    or the Last-Modified itself when ``same_second`` (a weak Last-Modified by RFC 9110 8.8.2.2).
+    ``If-Range`` is honoured (a stale validator gets the whole body, 200) unless ``ignore_if_range``;
+    ``range_shift``: a 206 starts that many bytes after the one asked for (its Content-Range says so). ``gzip``: paths gzipped when the client
+    accepts gzip; ``force_gzip``: gzipped whatever it accepts; ``encoded[path] = bytes``: these
+    bytes sent as they are with ``Content-Encoding: gzip`` (a coded body a test made, damaged or not). ``redirect[path] = url``: a 302 to
     ``url``. ``chunked``: paths sent with chunked transfer coding and no length; ``trailing[path] =
     n``: ``n`` extra bytes after the body of a chunked path (a server that sends too much).
     ``log``: (path, Range header or None, status) per request; ``headers``: each request's headers.
@@ -38,8 +41,11 @@ class LoopbackServer:
         self.delay = 0.0
         self.validators = "etag"
         self.ignore_if_range = False
+        self.same_second = False
+        self.range_shift = 0
         self.gzip: Set[str] = set()
         self.force_gzip: Set[str] = set()
+        self.encoded: Dict[str, bytes] = {}
         self.redirect: Dict[str, str] = {}
         self.chunked: Set[str] = set()
         self.trailing: Dict[str, int] = {}
@@ -52,8 +58,13 @@ class LoopbackServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # for chunked bodies; every answer closes its connection
 
+            date: Optional[str] = None  # the Date header of the answer in progress (None: now)
+
             def log_message(self, *args: object) -> None:  # keep test output quiet
                 pass
+
+            def date_time_string(self, timestamp: Optional[float] = None) -> str:
+                return self.date or super().date_time_string(timestamp)
 
             def _validators(self, data: bytes) -> Dict[str, str]:
                 digest = hashlib.sha1(data).hexdigest()[:16]
@@ -79,7 +90,7 @@ class LoopbackServer:
                     self.send_header("Connection", "close")
                     self.end_headers()
                     return
-                data = server.body.get(path)
+                data = server.body.get(path, server.encoded.get(path))
                 if data is None:
                     file = server.root / path
                     if not file.is_file():
@@ -88,10 +99,12 @@ class LoopbackServer:
                         return
                     data = file.read_bytes()
                 validators = self._validators(data)
+                self.date = validators.get("Last-Modified") if server.same_second else None
                 accepts = self.headers.get("Accept-Encoding", "")
                 coded = path in server.force_gzip or (path in server.gzip and "gzip" in accepts)
-                if coded:
+                if coded and path not in server.encoded:
                     data = gzip.compress(data, mtime=0)
+                coded = coded or path in server.encoded
                 start, status = 0, 200
                 requested = self.headers.get("Range")
                 if requested:
@@ -111,7 +124,7 @@ class LoopbackServer:
                             self.send_header("Connection", "close")
                             self.end_headers()
                             return
-                        start, status = int(match.group(1)), 206
+                        start, status = min(len(data) - 1, int(match.group(1)) + server.range_shift), 206
                 server._record(path, requested, status)
                 self.send_response(status)
                 chunked = path in server.chunked

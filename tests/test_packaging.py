@@ -29,11 +29,12 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-def run(args, cwd, **kwargs):
+def run(args, cwd, *, both: bool = False, **kwargs):
+    """The command's stdout (with ``both``, stdout and stderr), after checking that it succeeded."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900, **kwargs)
     assert result.returncode == 0, f"{args}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result.stdout
+    return result.stdout + result.stderr if both else result.stdout
 
 
 def source_copy(dest: Path) -> Path:
@@ -56,8 +57,16 @@ def dist(tmp_path_factory):
     work = tmp_path_factory.mktemp("release")
     src = source_copy(work / "src")
     out = work / "dist"
-    run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, src], cwd=work)  # sdist, then the wheel from it
+    log = run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, src], cwd=work, both=True)  # sdist, then the wheel from it
+    (work / "build.log").write_text(log, encoding="utf-8")
     return out
+
+
+def test_the_build_declares_every_package_it_ships(dist):
+    """The data folders (the embedded model, the kernels' C source) are declared packages: the
+    build ships them without its "Package would be ignored" warnings."""
+    log = (dist.parent / "build.log").read_text(encoding="utf-8")
+    assert "would be ignored" not in log and "is absent from the `packages` configuration" not in log, log[-3000:]
 
 
 def outer_site_dirs() -> list:

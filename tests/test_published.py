@@ -343,6 +343,41 @@ def test_a_server_ignoring_if_range_is_caught_by_its_etag(mirror, other_weights)
     assert [g[2] for g in mirror.gets(SMALL.weights_name)] == [200, 206, 200]  # the 206 of another file is dropped
 
 
+@pytest.mark.parametrize("ignore_if_range", [False, True])
+def test_a_strong_last_modified_never_splices_a_changed_file(mirror, other_weights, ignore_if_range):
+    """Only Last-Modified (strong: the Date is years later); the file changes between the attempts."""
+    mirror.validators, mirror.ignore_if_range = "last-modified", ignore_if_range
+    weights = cut_then(mirror, lambda: mirror.body.__setitem__(WEIGHTS_PATH, other_weights.read_bytes()))
+    assert sha256(weights) == sha256(other_weights)  # the new file whole, not the old head with the new tail
+    gets = mirror.gets(SMALL.weights_name)
+    assert gets[1][1] is not None and mirror.headers[-2 if ignore_if_range else -1]["If-Range"].endswith("GMT")  # it did resume
+    assert [status for _, _, status in gets] == ([200, 206, 200] if ignore_if_range else [200, 200])
+
+
+def test_the_part_records_both_validators_and_the_date(mirror):
+    size = (ALLENNLP / "lm_weights.hdf5").stat().st_size
+    mirror.cut[WEIGHTS_PATH] = size // 2
+    with pytest.raises(WeightsError, match="interrupted"):
+        download.download("elmo-small", progress=False)
+    record = json.loads((published.model_dir("elmo-small") / (SMALL.weights_name + ".part.json")).read_text())
+    assert record["etag"].startswith('"') and record["last_modified"].endswith("GMT") and record["date"].endswith("GMT")
+
+
+@pytest.mark.parametrize("ignore_if_range", [False, True])
+def test_a_last_modified_in_the_same_second_as_its_date_is_weak_and_restarts(mirror, other_weights, ignore_if_range):
+    mirror.validators, mirror.same_second, mirror.ignore_if_range = "last-modified", True, ignore_if_range
+    weights = cut_then(mirror, lambda: mirror.body.__setitem__(WEIGHTS_PATH, other_weights.read_bytes()))
+    assert sha256(weights) == sha256(other_weights)
+    assert [g[1] for g in mirror.gets(SMALL.weights_name)] == [None, None]  # never asked to resume
+
+
+def test_a_resumed_answer_at_another_offset_restarts(mirror):
+    mirror.range_shift = 1  # a 206 that starts one byte after the one asked for
+    weights = cut_then(mirror, lambda: None)
+    assert sha256(weights) == sha256(ALLENNLP / "lm_weights.hdf5")
+    assert [g[2] for g in mirror.gets(SMALL.weights_name)] == [200, 206, 200]
+
+
 def test_a_mirror_that_gzips_is_read_as_sent(mirror):
     mirror.gzip = {OPTIONS_PATH, WEIGHTS_PATH}  # gzips what a client accepts gzipped
     folder = download.download("elmo-small", progress=False)
@@ -354,6 +389,36 @@ def test_a_mirror_that_gzips_regardless_is_decoded_once_complete(mirror):
     mirror.force_gzip = {OPTIONS_PATH}
     folder = download.download("elmo-small", progress=False)
     assert (folder / SMALL.options_name).read_bytes() == (ALLENNLP / "options.json").read_bytes()
+
+
+def gzip_members(*parts: bytes) -> bytes:
+    import gzip
+
+    return b"".join(gzip.compress(part, mtime=0) for part in parts)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda coded: coded[:-6], "truncated"),  # the CRC and length lost
+        (lambda coded: coded + b"trailing", "other bytes follow"),
+        (lambda coded: coded + b"\0" * 16, "other bytes follow"),  # zero padding is not a member either
+    ],
+    ids=["truncated", "trailing-garbage", "zero-padding"],
+)
+def test_a_damaged_gzip_body_is_refused_and_removed(mirror, damage, message):
+    mirror.encoded[OPTIONS_PATH] = damage(gzip_members((ALLENNLP / "options.json").read_bytes()))
+    with pytest.raises(WeightsError, match=message) as info:
+        download.download("elmo-small", progress=False)
+    assert "\n" not in str(info.value) and OPTIONS_PATH in str(info.value)
+    assert not published.model_dir("elmo-small").exists()
+
+
+def test_a_gzip_body_of_two_members_is_read_whole(mirror):
+    options = (ALLENNLP / "options.json").read_bytes()
+    mirror.encoded[OPTIONS_PATH] = gzip_members(options[:40], options[40:])
+    folder = download.download("elmo-small", progress=False)
+    assert (folder / SMALL.options_name).read_bytes() == options
 
 
 def test_redirects_stay_on_the_same_origin_unless_allowed(mirror, monkeypatch):

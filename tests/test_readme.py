@@ -17,18 +17,27 @@ A command that needs hours or data outside the clone is shown as a ``text`` bloc
 ``bash`` or ``python`` block that a reader should run but CI cannot is preceded by an HTML comment
 ``<!-- not-run: REASON -->``: it is skipped with that reason, and ``test_few_blocks_are_not_run``
 counts them (use it sparingly).
+
+Extras: a block runs as after ``pip install -e .`` plus only the extras it names, in a comment line
+``# needs: pip install -e ".[hdf5]"`` (several: ``".[hdf5,train]"``) or in its own install step
+``pip install -e ".[hdf5]"`` (not run here). ``bash`` and ``python``
+blocks run in subprocesses whose ``PYTHONPATH`` starts with ``tests/docs_extras/``; its
+``sitecustomize.py`` hides from every Python process of the block the optional packages (read
+from setup.cfg's ``extras_require``) of every extra the block does not name (``import h5py``:
+``No module named 'h5py'``, as without the extra), so an example that needs an extra it does not
+name fails here as it would for a reader without it; the failure names the extra to add.
 """
 from __future__ import annotations
 
-import builtins
+import configparser
+import json
 import os
 import re
-import runpy
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
 
@@ -38,6 +47,78 @@ PAGES = [README] + sorted((REPO / "docs").glob("*.md"))
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(.+?)\s*-->\s*$")
 # what a reader has in the repository root, made visible in the scratch folder
 LINKED = ("project", "spacy_elmo", "tests", "bench")
+HIDER = REPO / "tests" / "docs_extras"  # its sitecustomize.py hides the extras a block does not name
+NEEDS = re.compile(r"""^\s*(?:#\s*needs:\s*)?pip install -e\s*["']?\.\[([\w,\s-]+)\]["']?(?:\s.*)?$""", re.M)
+MODULES = {"dask[distributed]": ("dask", "distributed")}  # requirement -> the modules it installs, where not its name
+
+
+def extras_modules() -> Dict[str, Set[str]]:
+    """Each extra of setup.cfg -> the top-level modules of its packages."""
+    parser = configparser.ConfigParser()
+    parser.read(REPO / "setup.cfg", encoding="utf-8")
+    out: Dict[str, Set[str]] = {}
+    for extra, requirements in parser["options.extras_require"].items():
+        for requirement in filter(None, (r.strip() for r in requirements.splitlines())):
+            name = re.split(r"[<>=!~;\s]", requirement, maxsplit=1)[0]
+            out.setdefault(extra, set()).update(MODULES.get(name, (name.lower().replace("-", "_"),)))
+    return out
+
+
+def needed_extras(code: str) -> Set[str]:
+    """The extras a block names in its ``# needs: pip install -e ".[EXTRA,...]"`` lines."""
+    return {extra.strip() for match in NEEDS.findall(code) for extra in match.split(",") if extra.strip()}
+
+
+def hidden_modules(needs: Set[str]) -> Dict[str, List[str]]:
+    """The optional modules a block that names ``needs`` must not see -> the extras that provide each."""
+    extras = extras_modules()
+    unknown = needs - set(extras)
+    assert not unknown, f"# needs: names {sorted(unknown)}, which setup.cfg does not define (its extras: {sorted(extras)})"
+    allowed = {module for extra in needs for module in extras[extra]}
+    providers: Dict[str, List[str]] = {}
+    for extra, modules in extras.items():
+        for module in modules - allowed:
+            providers.setdefault(module, []).append(extra)
+    return providers
+
+
+def block_env(code: str) -> Dict[str, str]:
+    """The environment a block runs in: the repository importable, the extras it does not name hidden."""
+    path = [str(HIDER), str(REPO), os.environ.get("PYTHONPATH", "")]
+    hidden = ",".join(sorted(hidden_modules(needed_extras(code))))
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, path)), SPACY_ELMO_DOCS_HIDDEN=hidden)
+
+
+def extra_hint(code: str, output: str) -> str:
+    """For a block that failed on a hidden module: which extra to name in it."""
+    size = {extra: len(modules) for extra, modules in extras_modules().items()}
+    hidden = hidden_modules(needed_extras(code))
+    for module in re.findall(r"No module named '([\w.]+)'", output):
+        extras = sorted(hidden.get(module.partition(".")[0], []), key=lambda e: (e == "test", size[e], e))  # smallest first
+        if extras:
+            return (f"\n-> {module!r} comes with the extra {' or '.join(f'[{e}]' for e in extras)}, which this block does not name: "
+                    f'if it needs it, add the line  # needs: pip install -e ".[{extras[0]}]"')
+    return ""
+
+
+# runs a python block: records what each print on a line of the block writes (line -> text) into a JSON file
+RUNNER = """
+import builtins, json, runpy, sys
+script, record = sys.argv[1], sys.argv[2]
+printed, real_print = {}, builtins.print
+def recording_print(*args, sep=" ", end="\\n", file=None, flush=False):
+    frame = sys._getframe(1)
+    if file is None and frame.f_code.co_filename == script:
+        printed.setdefault(frame.f_lineno, sep.join(str(a) for a in args))
+    real_print(*args, sep=sep, end=end, file=file, flush=flush)
+builtins.print = recording_print
+sys.argv = [script]
+try:
+    runpy.run_path(script, run_name="__main__")
+finally:
+    with open(record, "w", encoding="utf-8") as handle:
+        json.dump(printed, handle)
+"""
 
 
 def code_blocks(text: str) -> List[Tuple[int, str, str]]:
@@ -151,6 +232,32 @@ def test_the_readme_shows_outputs_that_are_checked():
     assert len(shown) >= 4, shown
 
 
+def test_a_block_sees_only_the_extras_it_names(tmp_path):
+    assert needed_extras('x = 1\n# needs: pip install -e ".[hdf5, train]"\n') == {"hdf5", "train"}
+    assert needed_extras('# needs: pip install -e ".[hdf5,cluster]"   (h5py, Dask)\n') == {"hdf5", "cluster"}
+    assert needed_extras("python -m spacy_elmo embed x  # needs h5py\n") == set()  # only the marker line counts
+    assert needed_extras('pip install -e ".[train]"   # matplotlib\n') == {"train"}  # a reader's install step names it too
+    hidden = hidden_modules({"hdf5"})
+    assert "h5py" not in hidden and hidden["hnswlib"] == ["ann", "test"] and "plotly" in hidden
+    assert {"dask", "distributed"} <= set(hidden_modules(set()))
+    with pytest.raises(AssertionError, match="setup.cfg does not define"):
+        hidden_modules({"hfd5"})
+    probe = ("import importlib, importlib.util\nfor m in ('h5py', 'json'):\n    try:\n        importlib.import_module(m); print(m, 'ok')\n"
+             "    except ImportError as e:\n        print(m, 'refused:', e, importlib.util.find_spec(m))\n")
+    for needs, expected in (("", "h5py refused: No module named 'h5py' None"), ("# needs: pip install -e '.[hdf5]'\n", "h5py ok")):
+        code = needs + probe
+        out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=block_env(code), capture_output=True, text=True, check=True).stdout
+        assert out.splitlines() == [expected, "json ok"], out
+    assert '# needs: pip install -e ".[hdf5]"' in extra_hint("", "ModuleNotFoundError: No module named 'h5py'")
+    assert extra_hint("", "ModuleNotFoundError: No module named 'nothing_optional'") == ""
+
+
+def test_the_readme_extras_table_names_every_extra():
+    rows = re.findall(r"^\| `\[(\w+)\]` \| ([^|]+) \| ([^|]+) \|$", README.read_text(encoding="utf-8"), flags=re.M)
+    assert sorted(extra for extra, _, _ in rows) == sorted(extras_modules()), "README's extras table and setup.cfg's extras differ"
+    assert all(installs.strip() and needed.strip() for _, installs, needed in rows)
+
+
 def test_a_not_run_marker_is_recognised():
     text = "# t\n\n<!-- not-run: needs a GPU -->\n\n```bash\nnvidia-smi\n```\n\n```bash\nls\n```\n"
     assert [(lang, reason) for _, lang, _, reason in marked_blocks(text)] == [("bash", "needs a GPU"), ("bash", None)]
@@ -209,27 +316,23 @@ def test_docs_block(scratch, monkeypatch, page, line, lang, code, not_run):
     if not_run and lang in RUNNABLE:
         pytest.skip(f"{where}: not-run: {not_run}")
     monkeypatch.chdir(scratch)
+    env = block_env(code)
     if lang in ("bash", "sh", "shell", "console"):
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         for command in shell_commands(code):
             command = re.sub(r"^python(3)?\b", shlex.quote(sys.executable), command)
             result = subprocess.run(command, shell=True, cwd=scratch, env=env, capture_output=True, text=True, timeout=900)
-            assert result.returncode == 0, f"{where}: `{command}` failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+            assert result.returncode == 0, (
+                f"{where}: `{command}` failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}{extra_hint(code, result.stdout + result.stderr)}"
+            )
     elif lang == "python":
-        script = scratch / f"{page.stem}_{line}.py"
+        script, record = scratch / f"{page.stem}_{line}.py", scratch / "out" / f".{page.stem}_{line}.printed.json"
         script.write_text(code, encoding="utf-8")
-        printed: Dict[int, str] = {}
-        real_print = builtins.print
-
-        def recording_print(*args, sep=" ", end="\n", file=None, flush=False):
-            frame = sys._getframe(1)
-            if file is None and frame.f_code.co_filename == str(script):
-                printed.setdefault(frame.f_lineno, sep.join(str(a) for a in args))
-            real_print(*args, sep=sep, end=end, file=file, flush=flush)
-
-        monkeypatch.setattr(builtins, "print", recording_print)
-        runpy.run_path(str(script), run_name="__main__")
-        monkeypatch.setattr(builtins, "print", real_print)
+        record.parent.mkdir(exist_ok=True)
+        result = subprocess.run([sys.executable, "-c", RUNNER, str(script), str(record)], cwd=scratch, env=env, capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, (
+            f"{where}: the block failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}{extra_hint(code, result.stdout + result.stderr)}"
+        )
+        printed = {int(k): v for k, v in json.loads(record.read_text(encoding="utf-8")).items()}
         for number, shown in shown_outputs(code).items():
             assert number in printed, f"{_page_name(page)}:{line + number}: the print whose output the page shows printed nothing"
             assert output_matches(shown, printed[number]), \

@@ -8,11 +8,12 @@ across files.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable, Container, Iterator, List, Sequence, Tuple
+from typing import Callable, Container, Iterator, List, Sequence, Tuple
+
+from ..gzipped import open_read
 
 SUFFIXES = (".txt", ".txt.gz")
 
@@ -35,14 +36,10 @@ def input_files(path: Path) -> List[Path]:
     return files
 
 
-def _open(path: Path) -> BinaryIO:
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # type: ignore[return-value]
-
-
 def iter_raw_lines(files: List[Path]) -> Iterator[Tuple[Path, int, bytes]]:
     """``(file, line number within the file, raw bytes)`` for every line of every file."""
     for path in files:
-        with _open(path) as handle:
+        with open_read(path, "rb") as handle:
             for number, raw in enumerate(handle):
                 yield path, number, raw
 

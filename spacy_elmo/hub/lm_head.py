@@ -23,6 +23,7 @@ from typing import Any, List, Mapping, NamedTuple, Optional, Tuple
 import torch
 
 from ..bilm.errors import WeightsError
+from ..vocabulary import VocabularyError, read_vocabulary
 from .download import cached_files, fetch_files
 from .published import PUBLISHED, published_model, shape_options
 from .resolve import DEFAULT_NAMES, WeightsSpec, default_model_path, is_name, normalise_spec
@@ -144,17 +145,14 @@ def cached_lm_head(name: str, *, download: bool = True) -> Tuple[Path, Path]:
 
 
 def read_vocab(path: Path) -> List[str]:
-    """One token per line; a ``<TAB>count`` column (our ``vocab.txt``) is dropped."""
+    """The tokens of a vocabulary file, read by the package's one reader
+    (:func:`~spacy_elmo.vocabulary.read_vocabulary`: one token a line, ``\n`` only)."""
     try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise WeightsError(f"vocabulary {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+        return read_vocabulary(path).tokens
+    except VocabularyError as err:
+        raise WeightsError(str(err)) from None
     except OSError as err:
         raise WeightsError(f"vocabulary {path} cannot be read ({err.strerror})") from None
-    lines = text.split("\n")  # not splitlines(): a token may hold other line-breaking characters
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.split("\t", 1)[0] for line in lines]
 
 
 def _rows(total: int, top_n: Optional[int], source: str) -> int:

@@ -1,29 +1,35 @@
 """One file over HTTP into ``NAME.part``, resumable only when the server proves it is the same file.
 
-``NAME.part.json`` beside the part records the URL asked for, the server's validator (a strong
-ETag, else Last-Modified) and the content coding. A resumed request sends ``Range`` with
-``If-Range`` set to that validator: a server whose file changed answers 200 with the whole new
-file, and the part restarts from zero; so does a part whose URL changed (another mirror) or that
-has no validator. A 416 on a part that already has the whole file keeps it. The body is read as
-sent (``Accept-Encoding: identity``; a server that gzips anyway is decoded once complete), counted
-against the announced length, the registry's known size or a ceiling per kind of file, and the
-transfer stops as soon as it goes past. Redirects are followed only within the same scheme and
-host, or to origins listed in ``SPACY_ELMO_ALLOW_REDIRECT``.
+``NAME.part.json`` beside the part records the URL asked for, both validators the server sent
+(ETag and Last-Modified), its Date and the content coding. A part resumes only on a validator that
+proves the file unchanged: a strong ETag, else a Last-Modified that is strong by RFC 9110's rule
+(section 8.8.2.2: the recorded Date is at least one second after it). Anything else (a weak ETag,
+a Last-Modified from the same second as its Date or with no Date, no validator, another URL)
+restarts from zero. A resumed request sends ``Range`` with ``If-Range`` set to that validator; a
+server whose file changed answers 200 with the whole new file, and the part restarts from zero.
+A 206 is appended only when it carries the validator resumed with, each validator it carries
+equals the recorded one, and its ``Content-Range`` starts at the requested byte; otherwise (a
+server that ignores ``If-Range``) the part restarts from zero. A 416 on a part that already has
+the whole file keeps it. The body is read as sent (``Accept-Encoding: identity``; a server that
+gzips anyway is decoded once complete), counted against the announced length, the registry's
+known size or a ceiling per kind of file, and the transfer stops as soon as it goes past.
+Redirects are followed only within the same scheme and host, or to origins listed in
+``SPACY_ELMO_ALLOW_REDIRECT``.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import sys
-import zlib
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 from urllib.parse import urljoin
 
 from ..bilm.errors import WeightsError
 from ..files import write_json
+from ..gzipped import GzipError, decode_chunks, read_chunks
 from .published import MIRROR_ENV, REDIRECT_ENV, origin, redirect_origins
 
 STREAM_CHUNK = 1 << 16  # an interrupted read loses at most this much of what was received
@@ -82,13 +88,37 @@ def _read_sidecar(path: Path) -> Dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _seconds(stamp: Any) -> Optional[float]:
+    """An HTTP date as seconds since the epoch (None when absent or not a date)."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return parsedate_to_datetime(stamp).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def strong_last_modified(modified: Any, date: Any) -> bool:
+    """RFC 9110 section 8.8.2.2: a Last-Modified is a strong validator for the client that holds
+    the Date of the same answer and that Date is at least one second later (the file could not
+    have changed again within the second it names)."""
+    then, now = _seconds(modified), _seconds(date)
+    return then is not None and now is not None and now - then >= 1
+
+
 def _if_range(meta: Dict[str, Any]) -> Optional[str]:
-    """The validator to resume with: a strong ETag, else Last-Modified (a weak ETag cannot be used)."""
+    """The validator to resume with: a strong ETag, else a strong Last-Modified (recorded with
+    the Date of the same answer); None when neither proves the file unchanged."""
     etag = meta.get("etag")
     if isinstance(etag, str) and etag and not etag.startswith("W/"):
         return etag
     modified = meta.get("last_modified")
-    return modified if isinstance(modified, str) and modified else None
+    return modified if strong_last_modified(modified, meta.get("date")) else None
+
+
+def _agrees(meta: Dict[str, Any], etag: Optional[str], modified: Optional[str]) -> bool:
+    """Each validator an answer carries equals the recorded one."""
+    return (etag is None or etag == meta.get("etag")) and (modified is None or modified == meta.get("last_modified"))
 
 
 def _get(url: str, headers: Dict[str, str]) -> Any:
@@ -116,17 +146,16 @@ def _get(url: str, headers: Dict[str, str]) -> Any:
     raise WeightsError(f"{url}: more than {MAX_REDIRECTS} redirects; check {MIRROR_ENV}")
 
 
-def _range_total(content_range: str, start: Optional[int], url: str) -> Optional[int]:
-    """TOTAL of ``bytes START-END/TOTAL`` (or ``bytes */TOTAL`` when ``start`` is None)."""
+def _range_total(content_range: str, start: Optional[int]) -> Tuple[bool, Optional[int]]:
+    """Whether ``bytes START-END/TOTAL`` (or ``bytes */TOTAL`` when ``start`` is None) is well
+    formed and starts at ``start``, and its TOTAL (None when ``*``)."""
     try:
-        unit, rest = content_range.split(" ", 1)
+        unit, rest = content_range.strip().split(" ", 1)
         span, total = rest.split("/", 1)
         first = None if span == "*" else int(span.split("-", 1)[0])
     except ValueError:
-        raise WeightsError(f"{url}: the server answered a resumed download with a malformed Content-Range {content_range!r}") from None
-    if unit != "bytes" or (start is not None and first != start):
-        raise WeightsError(f"{url}: the server resumed at byte {first}, not {start}; delete the .part file and run again")
-    return int(total) if total.isdigit() else None
+        return False, None
+    return unit == "bytes" and first == start, int(total) if total.isdigit() else None
 
 
 def fetch(url: str, dest: Path, *, progress: bool = True, known_size: Optional[int] = None) -> Fetched:
@@ -161,23 +190,27 @@ def _fetch_once(url: str, dest: Path, progress: bool, known_size: Optional[int])
         status = response.status_code
         etag, modified = response.headers.get("ETag"), response.headers.get("Last-Modified")
         if status == 416 and have:
-            total = _range_total(response.headers.get("Content-Range", "bytes */?"), None, url)
-            if total == have:  # the part already holds the whole file (killed before its rename)
+            valid, total = _range_total(response.headers.get("Content-Range", "bytes */?"), None)
+            if (
+                valid and total == have and _agrees(meta, etag, modified)
+            ):  # the part already holds the whole file (killed before its rename)
                 return _finish(dest, meta, url)
             discard(dest)
             return None
-        if status == 206 and have:
-            if etag and meta.get("etag") and etag != meta.get("etag"):  # a server that ignored If-Range
-                discard(dest)
+        if status == 206 and have and condition is not None:
+            valid, total = _range_total(response.headers.get("Content-Range", ""), have)
+            # of the recorded file only when it carries the validator resumed with and no other one
+            if not valid or condition not in (etag, modified) or not _agrees(meta, etag, modified):
+                discard(dest)  # another file or another offset (a server that ignored If-Range): started again, never spliced
                 return None
-            total = _range_total(response.headers.get("Content-Range", ""), have, url)
             mode = "ab"
         elif status == 200:
             have, mode = 0, "wb"
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             encoding = response.headers.get("Content-Encoding", "identity").strip().lower() or "identity"
-            meta = {"url": url, "etag": etag, "last_modified": modified, "encoding": encoding}
+            date = response.headers.get("Date")
+            meta = {"url": url, "etag": etag, "last_modified": modified, "date": date, "encoding": encoding}
             part.unlink(missing_ok=True)
             write_json(meta_path, meta)  # before the first byte: a part never exists without its origin
         else:
@@ -241,30 +274,26 @@ def _finish(dest: Path, meta: Dict[str, Any], url: str) -> Fetched:
 
 
 def _decode(part: Path, encoding: str, dest: Path, url: str) -> None:
-    if encoding in ("gzip", "x-gzip"):
-        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    elif encoding == "deflate":
-        decoder = zlib.decompressobj()
-    else:
+    """Decode the part in place (the package's gzip reader: the whole stream, every member, no
+    bytes after it), stopping as soon as it decodes past the ceiling of its kind of file."""
+    if encoding not in ("gzip", "x-gzip", "deflate"):
         discard(dest)
         raise WeightsError(f"{url} came with Content-Encoding {encoding!r}, which spacy-elmo cannot decode: removed; use another mirror")
     top, tmp = ceiling(dest), part.with_name(part.name + ".decoded")
     try:
         with open(part, "rb") as source, open(tmp, "wb") as out:
             written = 0
-            for block in iter(lambda: source.read(STREAM_CHUNK), b""):
-                data = decoder.decompress(block, top + 1 - written)
+            for data in decode_chunks(read_chunks(source, STREAM_CHUNK), f"the {encoding} body", deflate=encoding == "deflate"):
                 written += len(data)
-                if written > top or decoder.unconsumed_tail:
+                if written > top:
                     raise WeightsError(f"{url}: the {encoding} body decodes to more than {top:,} bytes: removed")
                 out.write(data)
-            out.write(decoder.flush())
             out.flush()
             os.fsync(out.fileno())
-    except (zlib.error, EOFError, gzip.BadGzipFile) as err:
+    except GzipError as err:
         tmp.unlink(missing_ok=True)
         discard(dest)
-        raise WeightsError(f"{url}: the {encoding} body does not decode ({err}): removed; run again") from None
+        raise WeightsError(f"{url}: {err}: removed; run again") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         discard(dest)

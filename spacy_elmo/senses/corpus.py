@@ -9,12 +9,13 @@ names the file and the line.
 
 from __future__ import annotations
 
-import gzip
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, List, Sequence, Tuple, Union
 
 from spacy.tokens import Doc, DocBin
+
+from ..gzipped import open_read
 
 Corpus = Union[str, Path, Sequence[Union[str, Path]], Iterable[Doc], Iterable[str]]
 TEXT_SUFFIXES = (".txt", ".txt.gz")
@@ -60,8 +61,7 @@ def corpus_files(
 
 
 def _lines(path: Path) -> Iterator[Tuple[int, str]]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as handle:  # type: ignore[operator]
+    with open_read(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
                 yield number, raw.decode("utf-8")

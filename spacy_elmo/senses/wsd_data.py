@@ -9,13 +9,13 @@ expressions stay joined with ``_``).
 
 from __future__ import annotations
 
-import gzip
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Dict, Iterator, List, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Sequence, Tuple, Union
 
 from ..assets import ASSETS_DATA
+from ..gzipped import open_read
 
 DEFAULT_WSD_DIR = ASSETS_DATA / "wsd_raganato"
 EVAL_SETS: Tuple[str, ...] = ("senseval2", "senseval3", "semeval2007", "semeval2013", "semeval2015", "ALL")
@@ -33,10 +33,6 @@ class WsdSentence:
     instances: List[Tuple[int, str]] = field(default_factory=list)  # (token index, instance id)
 
 
-def _open(path: Path) -> Union[gzip.GzipFile, BinaryIO]:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
-
-
 def _find(folder: Path, name: str) -> Path:
     for candidate in (folder / name, folder / (name + ".gz")):
         if candidate.exists():
@@ -48,7 +44,7 @@ def read_sentences(path: Union[str, Path]) -> List[WsdSentence]:
     """Parse a ``.data.xml`` (or ``.data.xml.gz``) file."""
     path = Path(path)
     out: List[WsdSentence] = []
-    with _open(path) as fh:
+    with open_read(path, "rb") as fh:
         for _event, elem in ET.iterparse(fh, events=("end",)):
             if elem.tag != "sentence":
                 continue
@@ -71,7 +67,7 @@ def read_sentences(path: Union[str, Path]) -> List[WsdSentence]:
 def read_gold(path: Union[str, Path]) -> Dict[str, List[str]]:
     """``instance id -> [sense keys]`` from a ``.gold.key.txt`` (or ``.gz``) file."""
     gold: Dict[str, List[str]] = {}
-    with _open(Path(path)) as fh:
+    with open_read(path, "rb") as fh:
         for number, raw in enumerate(fh, 1):
             parts = raw.decode("utf-8").split()
             if not parts:

@@ -22,7 +22,6 @@ a graded instance counts for its heaviest label (the first among equals).
 
 from __future__ import annotations
 
-import gzip
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -31,6 +30,8 @@ from typing import Dict, Iterable, List, Mapping, Tuple, Union
 
 import numpy as np
 
+from ..gzipped import open_read
+
 Key = Dict[str, Dict[str, str]]  # word -> instance id -> label
 
 
@@ -38,8 +39,7 @@ def read_key(path: Union[str, Path]) -> Key:
     """A key file (or a gzipped one) as ``{word: {instance: label}}`` (the heaviest label of a graded line); one line names a bad line."""
     path = Path(path)
     out: Key = defaultdict(dict)
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+    with open_read(path, "rt") as fh:
         for number, line in enumerate(fh, 1):
             parts = line.split()
             if not parts:

@@ -32,8 +32,6 @@ Output folder::
 from __future__ import annotations
 
 import csv
-import gzip
-import io
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -42,6 +40,9 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, T
 
 import srsly
 from tqdm import tqdm
+
+from ..gzipped import GzipError, open_read
+from ..vocabulary import read_vocabulary
 
 SPLITS = ("train", "valid", "test")
 SPECIALS = ("<S>", "</S>", "<UNK>")
@@ -97,16 +98,17 @@ def text_files(inputs: Sequence[Path]) -> Dict[str, List[Path]]:
 
 def _lines(path: Path, stats: SplitStats) -> Iterator[str]:
     """Stripped lines of a (possibly gzipped) file; lines that are not UTF-8 are counted and skipped."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rb") as fh:  # type: ignore[operator]
+    with open_read(path, "rb") as fh:
         try:
-            for raw in io.BufferedReader(fh):  # type: ignore[arg-type]
+            for raw in fh:
                 try:
                     yield raw.decode("utf-8").strip()
                 except UnicodeDecodeError:
                     stats.skipped_lines += 1
-        except (OSError, EOFError, zlib.error) as err:
-            raise ValueError(f"{path}: cannot read it to the end ({err}); is the file truncated or not gzip?") from err
+        except GzipError as err:
+            raise ValueError(f"{err}; the file is damaged (or not gzip): fix or remove it") from err
+        except OSError as err:
+            raise ValueError(f"{path}: cannot read it to the end ({err})") from err
 
 
 def detect_layout(path: Path, sample_lines: int = 2000) -> str:
@@ -306,23 +308,9 @@ def write_vocab(path: Path, vocab: Sequence[str], counts: Optional[Counter] = No
 
 
 def read_vocab(path: Path) -> Tuple[List[str], List[int]]:
-    """Tokens and their train counts from a vocab.txt (a count column is optional)."""
-    tokens, counts = [], []
-    with Path(path).open(encoding="utf-8") as fh:
-        try:
-            for number, line in enumerate(fh, 1):
-                line = line.rstrip("\n")
-                if not line:
-                    continue
-                token, _, count = line.partition("\t")
-                if not count.strip().isdigit() and count:
-                    raise ValueError(f"{path}, line {number}: the count {count!r} of {token!r} is not a whole number")
-                tokens.append(token)
-                counts.append(int(count) if count else 0)
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{path}: not UTF-8 text ({err.reason} after {len(tokens)} entries); the vocabulary is damaged") from err
-    if len(set(tokens)) != len(tokens):
-        raise ValueError(f"{path}: {len(tokens) - len(set(tokens))} duplicated entries; a vocabulary lists each token once")
+    """Tokens and their train counts from a vocab.txt (the package's one vocabulary reader,
+    :func:`~spacy_elmo.vocabulary.read_vocabulary`), which must start with the special tokens."""
+    tokens, counts = read_vocabulary(path)
     if tuple(tokens[:3]) != SPECIALS:
         raise ValueError(f"{path}: a vocabulary must start with {', '.join(SPECIALS)}")
     return tokens, counts
