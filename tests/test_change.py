@@ -296,3 +296,15 @@ def test_change_user_errors(tmp_path, args, message):
     args = [a.format(a=text, dir=tmp_path) for a in args]
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_threshold_call_is_chosen_on_dev_and_scored_on_test():
+    from spacy_elmo.change.detect import WordChange
+
+    pairs, changes = [], []
+    for i, (split, value, changed) in enumerate([("dev", 0.1, False), ("dev", 0.3, True), ("dev", 0.5, True), ("test", 0.2, True), ("test", 0.05, False)]):
+        counts_b = [10, 10] if not changed else [20, 0]
+        pairs.append(synthetic.SyntheticPair(f"w{i}", "none", ["s1", "s2"], [10, 10], counts_b, [], [], split))
+        changes.append(WordChange(f"w{i}", 20, 20, 20, 20, {"apd_c": value}))
+    call = synthetic.threshold_call(pairs, changes, "apd_c", BinaryRule())
+    assert call == {"measure": "apd_c", "threshold": 0.3, "dev": 1.0, "test": 0.5}

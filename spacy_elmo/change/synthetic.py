@@ -103,7 +103,7 @@ def build_pairs(
     sentences: Sequence[WsdSentence],
     gold: Dict[str, List[str]],
     *,
-    size: int = 30,
+    size: int = 50,
     min_per_sense: int = 20,
     max_senses: int = 3,
     max_lemmas: Optional[int] = None,
@@ -175,9 +175,26 @@ def score(pairs: Sequence[SyntheticPair], changes: Sequence[WordChange], rule: B
             "changed": int(sum(labels)),
             "spearman": {m: round(spearman([c.measures[m] for _, c in chosen], truth), 4) for m in MEASURES},
             "binary_accuracy": round(float(np.mean([a == b for a, b in zip(labels, calls)])), 4) if chosen else float("nan"),
+            "called_changed": int(sum(calls)),
             "majority_baseline": round(max(np.mean(labels), 1 - np.mean(labels)), 4) if chosen else float("nan"),
         }
     return out
+
+
+def threshold_call(pairs: Sequence[SyntheticPair], changes: Sequence[WordChange], measure: str, rule: BinaryRule) -> Dict[str, Any]:
+    """The alternative binary call "changed when ``measure`` reaches a threshold": the threshold that
+    is most accurate on the dev lemmas, and its accuracy on dev and on the held-out test lemmas."""
+    rows = [(p.split, c.measures[measure], p.truth_changed(rule)) for p, c in zip(pairs, changes) if c.measured]
+    dev = [(v, t) for split, v, t in rows if split == "dev"]
+    test = [(v, t) for split, v, t in rows if split == "test"]
+    if not dev:
+        return {}
+
+    def accuracy(items: List[Tuple[float, bool]], threshold: float) -> float:
+        return float(np.mean([(v >= threshold) == t for v, t in items])) if items else float("nan")
+
+    best = max(sorted({v for v, _ in dev}), key=lambda th: accuracy(dev, th))
+    return {"measure": measure, "threshold": round(best, 6), "dev": round(accuracy(dev, best), 4), "test": round(accuracy(test, best), 4)}
 
 
 def evaluate(
@@ -185,7 +202,7 @@ def evaluate(
     weights: Optional[Any] = None,
     settings: Optional[ChangeSettings] = None,
     *,
-    size: int = 30,
+    size: int = 50,
     min_per_sense: int = 20,
     max_lemmas: Optional[int] = None,
     seed: int = 0,
@@ -229,6 +246,7 @@ def evaluate(
         "scores": scores,
         "best_on_dev": best,
         "best_on_test": scores["test"]["spearman"][best],
+        "binary_by_threshold": threshold_call(pairs, changes, best, settings.rule),
         "lemmas": [
             {
                 "lemma": p.lemma,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 from ..senses.wsd_data import DEFAULT_WSD_DIR
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
@@ -42,6 +42,15 @@ def change_settings(
         raise UserError(str(err)) from None
 
 
+def corpus_paths(value: Path) -> List[Path]:
+    """A corpus argument: one path, or several joined by commas (``a.txt,b.txt``) when no file has that whole name."""
+    from ..senses.corpus import corpus_files
+
+    paths = [value] if value.exists() or "," not in str(value) else [Path(p.strip()) for p in str(value).split(",") if p.strip()]
+    corpus_files(paths)  # a missing file is one line now, not after loading the model
+    return paths
+
+
 def _spec(weights: Path) -> Optional[str]:
     return None if str(weights) in ("en_default", "default") else str(weights)
 
@@ -51,7 +60,8 @@ def _spec(weights: Path) -> Optional[str]:
 def change_cli(
     # fmt: off
     corpus_a: Path = Arg(
-        ..., help="The first corpus: a text file (.txt/.txt.gz, a paragraph per line), a folder of them, or a .spacy DocBin"
+        ...,
+        help="The first corpus: a text file (.txt/.txt.gz, a paragraph per line), a folder of them, a .spacy DocBin, or several joined by commas",
     ),
     corpus_b: Path = Arg(..., help="The second corpus, in the same forms"),
     out: Path = Opt(..., "--out", "-o", help="Folder for report.json, report.tsv, senses/ (for explore) and pages/"),
@@ -83,7 +93,6 @@ def change_cli(
     from ..change.detect import DEFAULT_MEASURE, detect_change
     from ..change.report import explain, write_report
     from ..hub.load import load_bilm
-    from ..senses.corpus import corpus_files
     from ..senses.induce import load_head
 
     settings = change_settings(
@@ -99,16 +108,15 @@ def change_cli(
         confidence=confidence,
         measure=measure or DEFAULT_MEASURE,
     )
-    pair = [n.strip() for n in names.split(",")] if names else [corpus_a.name, corpus_b.name]
+    pair = [n.strip() for n in names.split(",")] if names else [corpus_a.name.split(",")[0], corpus_b.name.split(",")[0]]
     if len(pair) != 2 or not all(pair):
         raise UserError(f"--names {names!r}: give two names, comma-separated, e.g. --names 1850s,2000s")
-    corpus_files(corpus_a)  # a missing file is one line now, not after loading the model
-    corpus_files(corpus_b)
+    paths_a, paths_b = corpus_paths(corpus_a), corpus_paths(corpus_b)
     apply_threads(threads)
     spec = _spec(weights)
     bilm, head = load_bilm(spec), load_head(spec)
     report = detect_change(
-        corpus_a, corpus_b, _words(words), n_words=n_words, names=(pair[0], pair[1]), bilm=bilm, head=head, settings=settings, log=msg.info
+        paths_a, paths_b, _words(words), n_words=n_words, names=(pair[0], pair[1]), bilm=bilm, head=head, settings=settings, log=msg.info
     )
     for change in report.words:
         if not change.measured:
@@ -144,7 +152,7 @@ def change_eval_cli(
     separation: float = SEPARATION_OPT,
     at_least: int = AT_LEAST_OPT,
     at_most: int = AT_MOST_OPT,
-    size: int = Opt(30, "--size", help="Occurrences in each of a lemma's two sampled corpora"),
+    size: int = Opt(50, "--size", help="Occurrences in each of a lemma's two sampled corpora"),
     min_per_sense: int = Opt(20, "--min-per-sense", help="A lemma takes part with two senses of at least this many SemCor occurrences"),
     max_lemmas: int = Opt(0, "--max-lemmas", help="At most this many lemmas (0 = every eligible one)"),
     seed: int = SEED_OPT,
@@ -172,6 +180,12 @@ def change_eval_cli(
         f"best on dev: {best}; on the held-out test lemmas Spearman {result['best_on_test']:.3f}, "
         f"binary accuracy {result['scores']['test']['binary_accuracy']:.3f} ({result['seconds']:.0f} s, {result['threads']} thread(s))"
     )
+    by_threshold = result["binary_by_threshold"]
+    if by_threshold:
+        msg.info(
+            f"binary call by a threshold on {best} instead (chosen on dev: {by_threshold['threshold']:.4g}): "
+            f"accuracy {by_threshold['dev']:.3f} on dev, {by_threshold['test']:.3f} on test"
+        )
     if output is not None:
         from ..files import write_json
 
