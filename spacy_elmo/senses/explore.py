@@ -96,37 +96,26 @@ def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[f
     scatter = go.Scattergl if len(senses.occurrences) >= WEBGL_FROM else go.Scatter
     fig = go.Figure()
     split = corpus_split(senses)
-    if split is not None:  # two corpora: colour by corpus, a marker shape per sense
-        corpus, names = split
-        for c, members in enumerate(trace_members(senses)):
-            fig.add_trace(
-                scatter(
-                    x=coords[members, 0],
-                    y=coords[members, 1],
-                    mode="markers",
-                    name=f"{names[c]} ({len(members)})",
-                    customdata=members.astype(np.int32),
-                    hovertemplate="%{hovertext}<extra></extra>",
-                    marker={
-                        "color": CORPUS_COLOURS[c],
-                        "symbol": [SENSE_SYMBOLS[int(labels[i]) % len(SENSE_SYMBOLS)] for i in members],
-                        "size": 8,
-                        "opacity": 0.8,
-                        "line": {"width": 0.5, "color": "white"},
-                    },
-                )
-            )
-    for sense, colour in zip(senses.senses if split is None else [], colours):
-        members = np.flatnonzero(labels == sense.id)
+    members = trace_members(senses)
+    if split is None:  # a trace per sense, in its colour
+        names = [sense.name for sense in senses.senses]
+        styles: List[Dict[str, Any]] = [{"color": colour, "opacity": 0.85} for colour in colours]
+    else:  # two corpora: a trace per corpus, in its colour; a marker shape per sense
+        names = split[1]
+        styles = [
+            {"color": CORPUS_COLOURS[c], "opacity": 0.8, "symbol": [SENSE_SYMBOLS[int(labels[i]) % len(SENSE_SYMBOLS)] for i in ids]}
+            for c, ids in enumerate(members)
+        ]
+    for ids, name, style in zip(members, names, styles):
         fig.add_trace(
             scatter(
-                x=coords[members, 0],
-                y=coords[members, 1],
+                x=coords[ids, 0],
+                y=coords[ids, 1],
                 mode="markers",
-                name=f"{sense.name} ({len(members)})",
-                customdata=members.astype(np.int32),
+                name=f"{name} ({len(ids)})",
+                customdata=ids.astype(np.int32),
                 hovertemplate="%{hovertext}<extra></extra>",  # the page's script writes the labels from its data
-                marker={"color": colour, "size": 8, "opacity": 0.85, "line": {"width": 0.5, "color": "white"}},
+                marker={**style, "size": 8, "line": {"width": 0.5, "color": "white"}},
             )
         )
     axis = {"zeroline": False, "showticklabels": False}
