@@ -308,3 +308,13 @@ def test_threshold_call_is_chosen_on_dev_and_scored_on_test():
         changes.append(WordChange(f"w{i}", 20, 20, 20, 20, {"apd_c": value}))
     call = synthetic.threshold_call(pairs, changes, "apd_c", BinaryRule())
     assert call == {"measure": "apd_c", "threshold": 0.3, "dev": 1.0, "test": 0.5}
+
+
+def test_binary_rule_counts_in_samples_of_equal_size():
+    from spacy_elmo.change.detect import equal_size_counts
+
+    a, b = equal_size_counts(np.array([8, 2]), np.array([150, 50]))  # 2 of 10 in A, 50 of 200 in B
+    assert a.tolist() == [8, 2] and b.tolist() == [8, 2]  # as in a sample of 10: 25% of 10 is 2 (rounded), not a gain
+    assert not BinaryRule().changed(a, b) and BinaryRule().changed(np.array([8, 2]), np.array([150, 50]))
+    a, b = equal_size_counts(np.array([30, 0]), np.array([20, 10]))
+    assert a.tolist() == [30, 0] and b.tolist() == [20, 10]  # equal sizes: unchanged

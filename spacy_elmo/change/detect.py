@@ -141,6 +141,14 @@ def _examples(weights: np.ndarray, members: np.ndarray, sense: int, n: int) -> L
     return [int(i) for i in order[:n]]
 
 
+def equal_size_counts(counts_a: np.ndarray, counts_b: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Sense counts as in two samples of the smaller sample's size (the larger's scaled down, rounded):
+    SemEval's rule counts occurrences in samples of about equal size, so 5 of 10 is not 5 of 200."""
+    size = min(int(counts_a.sum()), int(counts_b.sum()))
+    scaled = [np.rint(c * size / max(int(c.sum()), 1)).astype(np.int64) if int(c.sum()) != size else c for c in (counts_a, counts_b)]
+    return scaled[0], scaled[1]
+
+
 def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple[int, int], names: Tuple[str, str]) -> WordChange:
     """The measures, intervals, binary call and sense explanations of one word whose first ``n_a``
     occurrences come from A and the rest from B; tags ``ws`` with each occurrence's corpus."""
@@ -160,7 +168,7 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
     change.measures = measure_all(a, b, wa, wb)
     change.intervals = bootstrap(a, b, wa, wb, settings.n_resamples, settings.confidence, settings.seed)
     counts_a, counts_b = sense_counts(wa), sense_counts(wb)
-    gained, lost = settings.rule.changes(counts_a, counts_b)
+    gained, lost = settings.rule.changes(*equal_size_counts(counts_a, counts_b))
     change.changed = bool(gained or lost)
     shares_a, shares_b = sense_shares(wa), sense_shares(wb)
     members_a, members_b = np.arange(n_a), np.arange(n_a, n_a + n_b)
