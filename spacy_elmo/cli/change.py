@@ -8,13 +8,10 @@ from typing import List, Optional
 
 from ..senses.wsd_data import DEFAULT_WSD_DIR
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
-from .induce import REPRESENTATION_HELP, _words
+from .induce import MAX_SENSES_OPT, REPRESENTATION_OPT, SEPARATION_OPT, _words
 
 MEASURE_HELP = "apd (average pairwise distance), apd_c (APD less the corpora's own), prt (prototype distance) or jsd (of sense shares)"
-# the options change and change-eval share (one definition each)
-REPRESENTATION_OPT = Opt("substitutes", "--representation", "-r", help="Senses induced from " + REPRESENTATION_HELP)
-MAX_SENSES_OPT = Opt(10, "--max-senses", help="At most this many senses per word (induced jointly over both corpora)")
-SEPARATION_OPT = Opt(1.0, "--separation", help="Senses stay apart when their mean distance exceeds this times the word's mean distance")
+# the options change and change-eval share (one definition each; the induction's are induce's own)
 MAX_OCC_OPT = Opt(200, "--max-occurrences", help="Occurrences sampled per word and corpus (a seeded uniform sample beyond)")
 AT_LEAST_OPT = Opt(5, "--at-least", help="Binary call: a sense with at least this many occurrences in one corpus ...")
 AT_MOST_OPT = Opt(2, "--at-most", help="... and at most this many in the other was gained or lost (SemEval-2020 Task 1)")
