@@ -262,10 +262,11 @@ def test_two_corpora_coloured_by_corpus_with_shares_per_sense(browser, tmp_path)
         "return Array.from(document.querySelectorAll('#shares tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))"
     )
     weights = np.asarray(ws.weights, dtype=np.float64)
-    for sense, row in zip(ws.senses, rows):
+    for sense, (shape, *row) in zip(ws.senses, rows):
         share_a, share_b = weights[:14, sense.id].mean(), weights[14:, sense.id].mean()
-        assert row[0] == sense.name and row[1] == f"{share_a:.0%}" and row[2] == f"{share_b:.0%}" and row[3] == f"{share_b - share_a:+.0%}"
-    assert rows[0][4] == "12 / 0" and rows[2][4] == "0 / 8"
+        assert shape == explore.SENSE_GLYPHS[sense.id] and row[0] == sense.name
+        assert row[1] == f"{share_a:.0%}" and row[2] == f"{share_b:.0%}" and row[3] == f"{share_b - share_a:+.0%}"
+    assert rows[0][5] == "12 / 0" and rows[2][5] == "0 / 8"
     assert browser.execute_script("return document.querySelector('#shares thead').textContent").count("1850s <i>") == 2  # escaped, shown as text
     mouse(browser, 20)
     assert wait_for(browser, "return document.getElementById('hovered').dataset.occurrence === '20'")

@@ -34,6 +34,7 @@ WEBGL_FROM = 1000  # from this many occurrences the map is drawn with WebGL (sca
 TABLE_EXAMPLES = 8  # examples per sense in the table below the map
 CORPUS_COLOURS = ("#1f77b4", "#d62728")  # corpus A, corpus B
 SENSE_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "triangle-down", "pentagon", "hexagon")
+SENSE_GLYPHS = ("●", "■", "◆", "▲", "✚", "✖", "★", "▼", "⬟", "⬢")  # the same shapes as text, for the shares table
 PLOTLY_MISSING = "the explore page needs Plotly: pip install 'spacy-elmo[explore]' (or pip install plotly)"
 
 
@@ -262,7 +263,8 @@ def _shares_table(senses: WordSenses, colours: Sequence[str]) -> str:
     corpus, names = split
     counts = [np.bincount(senses.labels[corpus == c], minlength=len(senses.senses)) for c in (0, 1)]
     rows = "".join(
-        f'<tr data-sense="{sense.id}"><td><span class="swatch" style="background:{colour}"></span>{html.escape(sense.name)}</td>'
+        f'<tr data-sense="{sense.id}"><td class="shape">{SENSE_GLYPHS[sense.id % len(SENSE_GLYPHS)]}</td>'
+        f'<td><span class="swatch" style="background:{colour}"></span>{html.escape(sense.name)}</td>'
         f'<td class="share">{shares[0, sense.id]:.0%}</td><td class="share">{shares[1, sense.id]:.0%}</td>'
         f'<td class="share">{shares[1, sense.id] - shares[0, sense.id]:+.0%}</td>'
         f"<td>{counts[0][sense.id]} / {counts[1][sense.id]}</td></tr>"
@@ -270,7 +272,7 @@ def _shares_table(senses: WordSenses, colours: Sequence[str]) -> str:
     )
     a, b = (html.escape(n) for n in names)
     return (
-        f'<table id="shares"><thead><tr><th>sense</th><th>share of {a}</th><th>share of {b}</th><th>change</th>'
+        f'<table id="shares"><thead><tr><th>shape</th><th>sense</th><th>share of {a}</th><th>share of {b}</th><th>change</th>'
         f"<th>occurrences ({a} / {b})</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 
@@ -321,6 +323,7 @@ td:first-child { font-variant-numeric: tabular-nums; width: 4em; }
 #shares { width: auto; margin: .4em 0 1em; }
 #shares td:first-child { width: auto; }
 td.share { font-variant-numeric: tabular-nums; text-align: right; }
+td.shape { color: #555; text-align: center; }
 """
 
 # The glue between the chart and the panel: hover shows a sentence, click lists its neighbours.
