@@ -318,3 +318,20 @@ def test_binary_rule_counts_in_samples_of_equal_size():
     assert not BinaryRule().changed(a, b) and BinaryRule().changed(np.array([8, 2]), np.array([150, 50]))
     a, b = equal_size_counts(np.array([30, 0]), np.array([20, 10]))
     assert a.tolist() == [30, 0] and b.tolist() == [20, 10]  # equal sizes: unchanged
+
+
+def test_explain_shows_the_senses_that_matter():
+    from spacy_elmo.change.detect import SenseChange, WordChange
+    from spacy_elmo.change.report import explain
+
+    change = WordChange("party", 20, 20, 20, 20, {"apd": 0.4, "apd_c": 0.07, "prt": 0.1, "jsd": 0.5}, rank=1, changed=True)
+    change.intervals = {k: (v - 0.01, v + 0.01) for k, v in change.measures.items()}
+    change.senses = [
+        SenseChange(0, "party: group", [], 0.7, 0.1, 14, 2, "shrank", [], []),
+        SenseChange(1, "party: politics", [], 0.01, 0.87, 0, 17, "appeared", [], []),
+        SenseChange(2, "party: tiny", [], 0.02, 0.03, 0, 1, "stable", [], []),
+    ]
+    lines = explain(change, ("old", "new"))
+    assert lines[0].startswith("1. party: APD 0.400 [0.390, 0.410], APD-c 0.070") and "binary: changed (20 in old, 20 in new)" in lines[0]
+    assert lines[1] == "   party: group: 70% of old -> 10% of new (shrank)" and lines[2] == "   party: politics: 1% of old -> 87% of new (appeared)"
+    assert lines[3] == "   (1 smaller senses, under 5% of either corpus: see report.json)" and len(lines) == 4

@@ -89,8 +89,10 @@ def report_tsv(report: ChangeReport) -> str:
     return out.getvalue()
 
 
-def explain(change: WordChange, names: Any = ("A", "B"), width: int = 90) -> List[str]:
-    """Lines a person can check: the word's measures, then each sense with its shares and an example from each corpus."""
+def explain(change: WordChange, names: Any = ("A", "B"), width: int = 90, min_share: float = 0.05) -> List[str]:
+    """Lines a person can check: the word's measures, then each sense with its shares and an example
+    from each corpus (senses under ``min_share`` of both corpora that neither appeared nor vanished
+    are counted in one line; the JSON report lists them all)."""
     if not change.measured:
         return [change.note or f"{change.word}: not measured"]
     m = change.measures
@@ -99,12 +101,15 @@ def explain(change: WordChange, names: Any = ("A", "B"), width: int = 90) -> Lis
     )
     lines = [head + f"; binary: {'changed' if change.changed else 'no change'} ({change.n_a} in {names[0]}, {change.n_b} in {names[1]})"]
     ws = change.word_senses
-    for s in change.senses:
+    shown = [s for s in change.senses if max(s.share_a, s.share_b) >= min_share or s.status in ("appeared", "vanished")]
+    for s in shown:
         lines.append(f"   {s.name}: {s.share_a:.0%} of {names[0]} -> {s.share_b:.0%} of {names[1]} ({s.status})")
         for label, examples in ((names[0], s.examples_a), (names[1], s.examples_b)):
             if examples and ws is not None:
                 text = " ".join(ws.occurrences[examples[0]].text.split())
                 lines.append(f"      {label}: {text[:width]}{'…' if len(text) > width else ''}")
+    if len(shown) < len(change.senses):
+        lines.append(f"   ({len(change.senses) - len(shown)} smaller senses, under {min_share:.0%} of either corpus: see report.json)")
     return lines
 
 
