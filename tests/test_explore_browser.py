@@ -11,6 +11,7 @@ import os
 import shutil
 import time
 
+import numpy as np
 import pytest
 
 from spacy_elmo.senses import explore
@@ -236,3 +237,38 @@ def test_markup_in_the_corpus_stays_text(browser, page):
     assert browser.execute_script("return document.querySelectorAll('.panel img, .panel script, .panel b').length") == 0
     assert browser.execute_script("return document.querySelectorAll('section.sense img, section.sense script').length") == 0
     assert problems(log) == [] and problems(browser.get_log("browser")) == []
+
+
+def test_two_corpora_coloured_by_corpus_with_shares_per_sense(browser, tmp_path):
+    """Senses induced over two corpora (as `spacy elmo change` saves them): one trace per corpus in its
+    colour, a marker shape per sense, hover labels for every point, the corpus in the panel, and
+    each sense's share of either corpus in a table."""
+    ws = synthetic((12, 10, 8), dim=24, texts=HOSTILE)
+    corpus = np.array([0] * 12 + [0] * 2 + [1] * 8 + [1] * 8, dtype=np.int8)  # sense 0 only in A, sense 2 only in B
+    ws.extra.update({"corpus": corpus, "corpus_names": ["1850s <i>", "2000s"]})
+    path = write_explore_page(ws, tmp_path / "change.html", neighbours=4)
+    log = open_page(browser, path)
+    assert problems(log) == []
+    traces = browser.execute_script(
+        "return document.getElementById('explore-map')._fullData.map(t => [t.name, Array.from(t.customdata), t.marker.color,"
+        " Array.from(t.marker.symbol), t.hovertext.length])"
+    )
+    assert [name for name, *_ in traces] == ["1850s <i> (14)", "2000s (16)"]
+    assert [sorted(members) for _, members, *_ in traces] == [list(range(14)), list(range(14, 30))]
+    assert [colour for _, _, colour, *_ in traces] == list(explore.CORPUS_COLOURS)
+    for _, members, _, symbols, hovers in traces:
+        assert symbols == [explore.SENSE_SYMBOLS[ws.labels[i]] for i in members] and hovers == len(members)
+    rows = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#shares tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))"
+    )
+    weights = np.asarray(ws.weights, dtype=np.float64)
+    for sense, (shape, *row) in zip(ws.senses, rows):
+        share_a, share_b = weights[:14, sense.id].mean(), weights[14:, sense.id].mean()
+        assert shape == explore.SENSE_GLYPHS[sense.id] and row[0] == sense.name
+        assert row[1] == f"{share_a:.0%}" and row[2] == f"{share_b:.0%}" and row[3] == f"{share_b - share_a:+.0%}"
+    assert rows[0][5] == "12 / 0" and rows[2][5] == "0 / 8"
+    assert browser.execute_script("return document.querySelector('#shares thead').textContent").count("1850s <i>") == 2  # escaped, shown as text
+    mouse(browser, 20)
+    assert wait_for(browser, "return document.getElementById('hovered').dataset.occurrence === '20'")
+    assert browser.execute_script("return document.querySelector('#hovered .source').textContent").startswith("2000s · ")
+    assert browser.execute_script("return window.__pwned") is None

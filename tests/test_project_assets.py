@@ -338,3 +338,22 @@ def test_extra_text_reads_the_assets_layout(tmp_path):
     result = subprocess.run([sys.executable, str(PROJECT / "scripts" / "extra_text.py"), "write", str(tmp_path / "plain"), str(tmp_path / "e"), str(tmp_path / "u")],
                             capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0 and "spacy project assets" in result.stderr, result.stderr
+
+
+def test_modern_sample_of_the_change_workflow(config):
+    """The change workflow's corpora are in the clone: the modern sample matches its manifest (text
+    SHA-256, words), stays under 1 MB of text and names its licences; the books it compares exist."""
+    sample = SAMPLES / "modern_sample"
+    rows = list(csv.DictReader(open(sample / "manifest.tsv", encoding="utf-8"), delimiter="\t"))
+    total = 0
+    for row in rows:
+        text = gzip.open(sample / row["file"], "rb").read()
+        assert hashlib.sha256(text).hexdigest() == row["sha256_text"] and len(text) == int(row["bytes"])
+        assert len(text.decode("utf-8").split()) == int(row["words"]) and row["split"] == "train"
+        total += len(text)
+    assert total < 1_000_000
+    source = (sample / "SOURCE.md").read_text(encoding="utf-8")
+    assert "CC BY 2.5" in source and "CC BY-SA 3.0" in source and "contributors" in source
+    for path in config["vars"]["change_a"].split(","):
+        assert (PROJECT / path).is_file(), path
+    assert config["workflows"]["change"] == ["prepare-change", "finetune-change", "change-report"]

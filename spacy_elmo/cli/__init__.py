@@ -3,7 +3,7 @@
 ``_util`` holds what the commands share (the app, the printer, Arg/Opt, UserError, checks);
 ``embed`` (embed, convert, export), ``training`` (prepare, pretrain, finetune, evaluate, ship,
 package), ``published`` (download, models), ``mixes``, ``embed_corpus``, ``senses`` (wic, wsd,
-index, neighbours) and ``explore`` register their commands on the app; ``main`` runs one. Nothing else in the
+index, neighbours), ``explore`` and ``change`` (change, change-eval) register their commands on the app; ``main`` runs one. Nothing else in the
 package imports this one: it sits on top.
 """
 

@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 import typer
 
 # each command module registers its commands on ``app`` when imported; the order is the order of --help
-from . import embed, training, published, random_weights, mixes, embed_corpus, senses, induce, explore  # noqa: F401  isort: skip
+from . import embed, training, published, random_weights, mixes, embed_corpus, senses, induce, explore, change  # noqa: F401  isort: skip
 from ._util import PROG, app, msg
 
 

@@ -6,6 +6,10 @@ its sentence with the word marked; clicking it lists its nearest occurrences (co
 original vector space, precomputed, :func:`.projection.nearest_occurrences`). Below the map, a
 table per sense of its most representative examples.
 
+Senses induced over two corpora (``extra["corpus"]``: each occurrence's corpus, 0 or 1;
+``extra["corpus_names"]``: their names, as ``spacy elmo change`` saves them) are drawn coloured
+by corpus, one marker shape per sense, with a table of each sense's share in either corpus.
+
 The chart is Plotly's, with plotly.js inlined: the page opens from disk with no network. All
 corpus text is escaped: it reaches the page as escaped HTML, or as JSON that the page's script
 puts into text nodes (or escapes, for Plotly's hover labels), never as markup.
@@ -28,6 +32,9 @@ HOVER_CONTEXT = 70  # characters of the sentence shown either side of the word i
 HOVER_LINE = 60  # the hover label wraps at about this many characters
 WEBGL_FROM = 1000  # from this many occurrences the map is drawn with WebGL (scattergl), about twice as fast to load as SVG
 TABLE_EXAMPLES = 8  # examples per sense in the table below the map
+CORPUS_COLOURS = ("#1f77b4", "#d62728")  # corpus A, corpus B
+SENSE_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "triangle-down", "pentagon", "hexagon")
+SENSE_GLYPHS = ("●", "■", "◆", "▲", "✚", "✖", "★", "▼", "⬟", "⬢")  # the same shapes as text, for the shares table
 PLOTLY_MISSING = "the explore page needs Plotly: pip install 'spacy-elmo[explore]' (or pip install plotly)"
 
 
@@ -46,6 +53,39 @@ def marked_html(occurrence: Occurrence, context: Optional[int] = None) -> str:
     return f"{html.escape(before)}<mark>{html.escape(word)}</mark>{html.escape(after)}"
 
 
+def corpus_split(senses: WordSenses) -> Optional[Tuple[np.ndarray, List[str]]]:
+    """Each occurrence's corpus (0 or 1) and the two corpora's names, for senses induced over two
+    corpora; ``None`` for one corpus."""
+    corpus = senses.extra.get("corpus")
+    if corpus is None:
+        return None
+    corpus = np.asarray(corpus, dtype=np.int64)
+    names = [str(n) for n in senses.extra.get("corpus_names", ["A", "B"])]
+    if corpus.shape != (len(senses.occurrences),) or len(names) != 2 or not np.isin(corpus, (0, 1)).all():
+        raise ValueError(
+            f"extra['corpus'] of {senses.word!r} must give corpus 0 or 1 for each of its {len(senses.occurrences)} occurrences, with two names"
+        )
+    return corpus, names
+
+
+def corpus_shares(senses: WordSenses) -> Optional[np.ndarray]:
+    """float ``[2, n_senses]``: each sense's share of each corpus's occurrences (their mean graded weight); ``None`` for one corpus."""
+    split = corpus_split(senses)
+    if split is None:
+        return None
+    corpus, _ = split
+    weights = np.asarray(senses.weights, dtype=np.float64)
+    return np.stack([weights[corpus == c].mean(0) if (corpus == c).any() else np.zeros(weights.shape[1]) for c in (0, 1)])
+
+
+def trace_members(senses: WordSenses) -> List[np.ndarray]:
+    """The occurrences of each trace of the map, in order: one trace per sense, or per corpus for two corpora."""
+    split = corpus_split(senses)
+    if split is not None:
+        return [np.flatnonzero(split[0] == c) for c in (0, 1)]
+    return [np.flatnonzero(senses.labels == sense.id) for sense in senses.senses]
+
+
 def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[float], colours: Sequence[str]) -> Any:
     """The Plotly figure: one scatter trace per sense (so that the legend lists the senses), each
     point's ``customdata`` its occurrence index; SVG up to WEBGL_FROM occurrences, WebGL from there.
@@ -56,17 +96,27 @@ def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[f
     labels = senses.labels
     scatter = go.Scattergl if len(senses.occurrences) >= WEBGL_FROM else go.Scatter
     fig = go.Figure()
-    for sense, colour in zip(senses.senses, colours):
-        members = np.flatnonzero(labels == sense.id)
+    split = corpus_split(senses)
+    members = trace_members(senses)
+    if split is None:  # a trace per sense, in its colour
+        names = [sense.name for sense in senses.senses]
+        styles: List[Dict[str, Any]] = [{"color": colour, "opacity": 0.85} for colour in colours]
+    else:  # two corpora: a trace per corpus, in its colour; a marker shape per sense
+        names = split[1]
+        styles = [
+            {"color": CORPUS_COLOURS[c], "opacity": 0.8, "symbol": [SENSE_SYMBOLS[int(labels[i]) % len(SENSE_SYMBOLS)] for i in ids]}
+            for c, ids in enumerate(members)
+        ]
+    for ids, name, style in zip(members, names, styles):
         fig.add_trace(
             scatter(
-                x=coords[members, 0],
-                y=coords[members, 1],
+                x=coords[ids, 0],
+                y=coords[ids, 1],
                 mode="markers",
-                name=f"{sense.name} ({len(members)})",
-                customdata=members.astype(np.int32),
+                name=f"{name} ({len(ids)})",
+                customdata=ids.astype(np.int32),
                 hovertemplate="%{hovertext}<extra></extra>",  # the page's script writes the labels from its data
-                marker={"color": colour, "size": 8, "opacity": 0.85, "line": {"width": 0.5, "color": "white"}},
+                marker={**style, "size": 8, "line": {"width": 0.5, "color": "white"}},
             )
         )
     axis = {"zeroline": False, "showticklabels": False}
@@ -77,7 +127,7 @@ def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[f
         font={"color": "#222"},
         # above the map, one sense a line (a horizontal legend cuts long names off)
         legend={
-            "title": {"text": "Senses (occurrences)", "side": "top"},
+            "title": {"text": "Senses (occurrences)" if split is None else "Corpora (occurrences)", "side": "top"},
             "yanchor": "bottom",
             "y": 1.02,
             "x": 0,
@@ -94,6 +144,7 @@ def page_data(senses: WordSenses, indices: np.ndarray, cosines: np.ndarray, colo
     """What the page's script reads: the occurrences, their senses and their neighbour lists."""
     weights = np.asarray(senses.weights)
     labels = senses.labels
+    split = corpus_split(senses)
     return {
         "word": senses.word,
         "senses": [{"name": sense.name, "colour": colour} for sense, colour in zip(senses.senses, colours)],
@@ -103,6 +154,9 @@ def page_data(senses: WordSenses, indices: np.ndarray, cosines: np.ndarray, colo
         "neighbours": indices.astype(int).tolist(),
         "cosines": np.round(cosines.astype(np.float64), 3).tolist(),
         "hover": {"context": HOVER_CONTEXT, "line": HOVER_LINE},
+        "traces": [members.astype(int).tolist() for members in trace_members(senses)],
+        "corpus": split[0].astype(int).tolist() if split else None,
+        "corpora": split[1] if split else None,
     }
 
 
@@ -133,7 +187,7 @@ def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[st
     data = _script_json(page_data(senses, indices, cosines, colours))
     return _TEMPLATE.format(
         title=html.escape(title),
-        summary=_summary(senses),
+        summary=_summary(senses) + _shares_table(senses, colours),
         chart=chart,
         data=data,
         glue=_GLUE,
@@ -200,6 +254,29 @@ def _summary(senses: WordSenses) -> str:
     return f"<p>{' · '.join(parts)}</p>{note}"
 
 
+def _shares_table(senses: WordSenses, colours: Sequence[str]) -> str:
+    """For two corpora: each sense's share of either corpus, and the change from the first to the second."""
+    shares = corpus_shares(senses)
+    split = corpus_split(senses)
+    if shares is None or split is None:
+        return ""
+    corpus, names = split
+    counts = [np.bincount(senses.labels[corpus == c], minlength=len(senses.senses)) for c in (0, 1)]
+    rows = "".join(
+        f'<tr data-sense="{sense.id}"><td class="shape">{SENSE_GLYPHS[sense.id % len(SENSE_GLYPHS)]}</td>'
+        f'<td><span class="swatch" style="background:{colour}"></span>{html.escape(sense.name)}</td>'
+        f'<td class="share">{shares[0, sense.id]:.0%}</td><td class="share">{shares[1, sense.id]:.0%}</td>'
+        f'<td class="share">{shares[1, sense.id] - shares[0, sense.id]:+.0%}</td>'
+        f"<td>{counts[0][sense.id]} / {counts[1][sense.id]}</td></tr>"
+        for sense, colour in zip(senses.senses, colours)
+    )
+    a, b = (html.escape(n) for n in names)
+    return (
+        f'<table id="shares"><thead><tr><th>shape</th><th>sense</th><th>share of {a}</th><th>share of {b}</th><th>change</th>'
+        f"<th>occurrences ({a} / {b})</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
 def _sense_tables(senses: WordSenses, colours: Sequence[str]) -> str:
     labels = senses.labels
     weights = np.asarray(senses.weights)
@@ -243,6 +320,10 @@ section.sense h3 { font-size: 1.05em; margin: 1.2em 0 .2em; }
 table { border-collapse: collapse; width: 100%; font-size: .92em; }
 th, td { text-align: left; padding: .25em .5em; border-bottom: 1px solid #eee; vertical-align: top; }
 td:first-child { font-variant-numeric: tabular-nums; width: 4em; }
+#shares { width: auto; margin: .4em 0 1em; }
+#shares td:first-child { width: auto; }
+td.share { font-variant-numeric: tabular-nums; text-align: right; }
+td.shape { color: #555; text-align: center; }
 """
 
 # The glue between the chart and the panel: hover shows a sentence, click lists its neighbours.
@@ -297,7 +378,7 @@ function spacyElmoExplore(gd) {
   }
   function describe(target, i) {
     target.replaceChildren(senseLabel(i), document.createElement('br'), sentence(i));
-    const source = data.occurrences[i][3];
+    const source = (data.corpora ? data.corpora[data.corpus[i]] + (data.occurrences[i][3] ? ' \u00b7 ' : '') : '') + data.occurrences[i][3];
     if (source) {
       const where = document.createElement('div');
       where.className = 'source';
@@ -324,9 +405,7 @@ function spacyElmoExplore(gd) {
       return item;
     }));
   }
-  const members = data.senses.map(() => []);
-  data.sense.forEach((sense, i) => members[sense].push(i));
-  Plotly.restyle(gd, {hovertext: members.map((ids) => ids.map(hoverLabel))});
+  Plotly.restyle(gd, {hovertext: data.traces.map((ids) => ids.map(hoverLabel))});
   gd.on('plotly_hover', (event) => describe(document.getElementById('hovered'), event.points[0].customdata));
   gd.on('plotly_click', (event) => select(event.points[0].customdata));
   window.spacyElmoExplorer = {data: data, select: select, ready: performance.now()};

@@ -1,0 +1,339 @@
+"""Which words are used differently in two corpora: the measures per word, sense by sense.
+
+For each target word, a bounded sample of its occurrences is taken from each corpus while the
+corpora stream (:mod:`.sample`); the biLM reads every sampled occurrence once, and the word's
+senses are induced jointly over both samples (:class:`..senses.induce.Inducer`), so that the two
+corpora's sense shares are shares of the same senses. The word then gets every measure of
+:mod:`.measures`, a bootstrap interval for each, the binary call of SemEval-2020 Task 1, and an
+explanation: each sense with its share in A and in B, whether it appeared, vanished, grew or
+shrank, and example sentences from each corpus.
+
+    >>> report = detect_change("books/", "news/", ["broadcast", "gay"])   # doctest: +SKIP
+    >>> report.words[0].measures["apd"]                                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from ..bilm import BiLM
+from ..senses.corpus import Corpus, read_sentences
+from ..senses.induce import Inducer, InductionSettings, frequent_words, match_target, target_forms
+from ..senses.induced import Occurrence, WordSenses
+from ..senses.substitutes import LMHead
+from .measures import MEASURES, BinaryRule, bootstrap, measure_all, sense_counts, sense_shares
+from .sample import CorpusSamples, Sampled
+
+# The measure words are ranked by unless told otherwise: the best of the four on the dev half of
+# the synthetic SemCor benchmark (docs/change.md#choosing-the-default-measure; bench/results/change-synthetic.json).
+DEFAULT_MEASURE = "apd_c"
+SHARE_STEP = 0.1  # a sense "grew" or "shrank" when its share moved by at least this much
+Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
+
+
+@dataclass
+class ChangeSettings:
+    """How change is measured.
+
+    max_occurrences: occurrences sampled per word and corpus (a uniform sample beyond: bounded memory).
+    min_occurrences: a word with fewer in either corpus is reported without measures.
+    rule: the binary call's counts (a sense with at most ``rule.at_most`` occurrences in one
+        corpus and at least ``rule.at_least`` in the other was gained or lost).
+    n_resamples / confidence: the bootstrap's replicates and interval.
+    measure: what the ranking sorts by (one of :data:`.measures.MEASURES`).
+    induction: the sense induction's settings (its ``max_occurrences`` is set to hold both samples).
+    """
+
+    max_occurrences: int = 200
+    min_occurrences: int = 10
+    rule: BinaryRule = field(default_factory=BinaryRule)
+    n_resamples: int = 200
+    confidence: float = 0.95
+    measure: str = DEFAULT_MEASURE
+    n_examples: int = 3
+    seed: int = 0
+    induction: InductionSettings = field(default_factory=InductionSettings)
+
+    def __post_init__(self) -> None:
+        if self.measure not in MEASURES:
+            raise ValueError(f"measure must be one of {', '.join(MEASURES)}, got {self.measure!r}")
+        if self.max_occurrences < 2 or self.min_occurrences < 2:
+            raise ValueError(
+                f"max_occurrences and min_occurrences must be 2 or more, got {self.max_occurrences} and {self.min_occurrences}"
+            )
+        if self.min_occurrences > self.max_occurrences:
+            raise ValueError(f"min_occurrences ({self.min_occurrences}) is above max_occurrences ({self.max_occurrences})")
+        if self.n_resamples < 1 or not 0 < self.confidence < 1:
+            raise ValueError(f"n_resamples must be >= 1 and confidence in (0, 1), got {self.n_resamples} and {self.confidence}")
+
+
+@dataclass
+class SenseChange:
+    """One jointly induced sense of a word: its share and count in each corpus and what happened to it."""
+
+    id: int
+    name: str
+    substitutes: List[str]
+    share_a: float
+    share_b: float
+    count_a: int
+    count_b: int
+    status: str  # appeared, vanished, grew, shrank or stable (A -> B)
+    examples_a: List[int]  # indices into WordChange.word_senses.occurrences, most representative first
+    examples_b: List[int]
+
+
+@dataclass
+class WordChange:
+    """How one word's use differs between corpus A and corpus B."""
+
+    word: str
+    n_a: int  # occurrences sampled (and measured) in A
+    n_b: int
+    seen_a: int  # occurrences streamed in A (the sample is drawn from them)
+    seen_b: int
+    measures: Dict[str, float] = field(default_factory=dict)
+    intervals: Dict[str, Tuple[float, float]] = field(default_factory=dict)
+    changed: Optional[bool] = None  # the binary call (None: too few occurrences to measure)
+    senses: List[SenseChange] = field(default_factory=list)
+    note: Optional[str] = None
+    rank: Optional[int] = None
+    word_senses: Optional[WordSenses] = None  # the occurrences of both corpora and their senses (for explore)
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.measures)
+
+
+@dataclass
+class ChangeReport:
+    """The words of two corpora ranked by how much their use differs."""
+
+    names: Tuple[str, str]
+    measure: str
+    words: List[WordChange]
+    settings: Dict[str, Any]
+    seconds: float = 0.0
+
+
+def sense_status(gained: bool, lost: bool, share_a: float, share_b: float) -> str:
+    """What happened to a sense from A to B (see :data:`SHARE_STEP`)."""
+    if gained:
+        return "appeared"
+    if lost:
+        return "vanished"
+    if share_b - share_a >= SHARE_STEP:
+        return "grew"
+    if share_a - share_b >= SHARE_STEP:
+        return "shrank"
+    return "stable"
+
+
+def _examples(weights: np.ndarray, members: np.ndarray, sense: int, n: int) -> List[int]:
+    inside = members[weights[members].argmax(1) == sense]
+    order = inside[np.argsort(-weights[inside, sense], kind="stable")]
+    return [int(i) for i in order[:n]]
+
+
+def equal_size_counts(counts_a: np.ndarray, counts_b: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Sense counts as in two samples of the smaller sample's size (the larger's scaled down, rounded):
+    SemEval's rule counts occurrences in samples of about equal size, so 5 of 10 is not 5 of 200."""
+    size = min(int(counts_a.sum()), int(counts_b.sum()))
+    scaled = [np.rint(c * size / max(int(c.sum()), 1)).astype(np.int64) if int(c.sum()) != size else c for c in (counts_a, counts_b)]
+    return scaled[0], scaled[1]
+
+
+def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple[int, int], names: Tuple[str, str]) -> WordChange:
+    """The measures, intervals, binary call and sense explanations of one word whose first ``n_a``
+    occurrences come from A and the rest from B; tags ``ws`` with each occurrence's corpus."""
+    n_b = len(ws.occurrences) - n_a
+    corpus = np.array([0] * n_a + [1] * n_b, dtype=np.int8)
+    ws.extra.update({"corpus": corpus, "corpus_names": list(names)})
+    change = WordChange(ws.word, n_a, n_b, seen[0], seen[1], word_senses=ws)
+    if min(n_a, n_b) < settings.min_occurrences:
+        change.note = (
+            f"{ws.word!r}: {n_a} occurrences in {names[0]} and {n_b} in {names[1]} (fewer than {settings.min_occurrences}): not measured"
+        )
+        return change
+    vectors = np.asarray(ws.extra["elmo_vectors"], dtype=np.float32)
+    weights = np.asarray(ws.weights, dtype=np.float64)
+    a, b = vectors[:n_a], vectors[n_a:]
+    wa, wb = weights[:n_a], weights[n_a:]
+    change.measures = measure_all(a, b, wa, wb)
+    change.intervals = bootstrap(a, b, wa, wb, settings.n_resamples, settings.confidence, settings.seed)
+    counts_a, counts_b = sense_counts(wa), sense_counts(wb)
+    gained, lost = settings.rule.changes(*equal_size_counts(counts_a, counts_b))
+    change.changed = bool(gained or lost)
+    shares_a, shares_b = sense_shares(wa), sense_shares(wb)
+    members_a, members_b = np.arange(n_a), np.arange(n_a, n_a + n_b)
+    for sense in ws.senses:
+        s = sense.id
+        change.senses.append(
+            SenseChange(
+                s,
+                sense.name,
+                list(sense.substitutes),
+                float(shares_a[s]),
+                float(shares_b[s]),
+                int(counts_a[s]),
+                int(counts_b[s]),
+                sense_status(s in gained, s in lost, float(shares_a[s]), float(shares_b[s])),
+                _examples(weights, members_a, s, settings.n_examples),
+                _examples(weights, members_b, s, settings.n_examples),
+            )
+        )
+    ws.extra["change"] = {"measures": change.measures, "changed": change.changed}
+    ws.extra["shares"] = [[float(shares_a[s]), float(shares_b[s])] for s in range(len(ws.senses))]
+    return change
+
+
+def rank_words(changes: List[WordChange], measure: str) -> List[WordChange]:
+    """Measured words first, by ``measure`` (highest first), then the unmeasured; sets ``rank`` (1 = most changed)."""
+    measured = sorted((c for c in changes if c.measured), key=lambda c: -c.measures[measure])
+    for rank, c in enumerate(measured, 1):
+        c.rank = rank
+    return measured + [c for c in changes if not c.measured]
+
+
+def compare_samples(
+    samples: Mapping[str, Tuple[Sequence[Sampled], Sequence[Sampled]]],
+    bilm: BiLM,
+    head: Optional[LMHead],
+    settings: Optional[ChangeSettings] = None,
+    *,
+    names: Tuple[str, str] = ("A", "B"),
+    seen: Optional[Mapping[str, Tuple[int, int]]] = None,
+    forms: Optional[Mapping[str, Sequence[str]]] = None,
+    progress: bool = False,
+) -> List[WordChange]:
+    """:func:`compare_word` for each word of ``samples`` (``{word: (occurrences in A, occurrences in B)}``),
+    in that order: the biLM reads them all first (the induction's prior is their mean prediction),
+    then each word's senses are induced over its two samples together."""
+    from ..progress import progress_bar
+
+    settings = settings or ChangeSettings()
+    largest = max((len(a) + len(b) for a, b in samples.values()), default=1)
+    induction = dataclasses.replace(settings.induction, max_occurrences=max(largest, 1))
+    inducer = Inducer(bilm, head, induction)
+    total = sum(len(a) + len(b) for a, b in samples.values())
+    bar = progress_bar(total=total, desc="read occurrences", unit=" occurrences", disable=not progress)
+    with torch.inference_mode():
+        for word, (in_a, in_b) in samples.items():
+            for item in [*in_a, *in_b]:
+                inducer.add(word, item.tokens, item.position, item.occurrence)
+                bar.update(1)
+        inducer.flush()
+    bar.close()
+    out = []
+    for word, (in_a, in_b) in samples.items():
+        ws = inducer.word_senses(word, list((forms or {}).get(word, ())))
+        counts = (seen or {}).get(word, (len(in_a), len(in_b)))
+        out.append(compare_word(ws, len(in_a), settings, counts, names))
+    return out
+
+
+def candidate_words(corpus_a: Corpus, corpus_b: Corpus, n: int, min_count: int) -> Dict[str, List[str]]:
+    """The ``n`` content words frequent in both corpora (by the lower of their two frequency ranks), with their forms."""
+    pool = max(20 * n, 200)
+    in_a = frequent_words(corpus_a, pool, min_count=min_count)
+    in_b = frequent_words(corpus_b, pool, min_count=min_count)
+    rank_a = {w: i for i, w in enumerate(in_a)}
+    rank_b = {w: i for i, w in enumerate(in_b)}
+    shared = sorted(set(rank_a) & set(rank_b), key=lambda w: (max(rank_a[w], rank_b[w]), w))[:n]
+    return {w: sorted(set(in_a[w]) | set(in_b[w])) for w in shared}
+
+
+def sample_corpora(
+    corpora: Sequence[Corpus], words: Mapping[str, Sequence[str]], limit: int, seed: int = 0, progress: bool = True
+) -> CorpusSamples:
+    """Stream each corpus once and keep at most ``limit`` occurrences of each word per corpus (seeded reservoir samples)."""
+    from ..progress import progress_bar
+
+    forms = target_forms(words)
+    samples = CorpusSamples(len(corpora), limit, seed)
+    for index, corpus in enumerate(corpora):
+        bar = progress_bar(desc=f"sample corpus {'AB'[index] if index < 2 else index}", unit=" sentences", disable=not progress)
+        for sentence in read_sentences(corpus):
+            bar.update(1)
+            tokens: Optional[Tuple[str, ...]] = None
+            for position, token in enumerate(sentence.tokens):
+                word = match_target(token, forms)
+                if word is None:
+                    continue
+                tokens = tokens or tuple(sentence.tokens)
+                start, end = sentence.spans[position]
+                samples.offer(index, word, Sampled(tokens, position, Occurrence(sentence.text, start, end, sentence.source)))
+        bar.close()
+    return samples
+
+
+def detect_change(
+    corpus_a: Corpus,
+    corpus_b: Corpus,
+    words: Words = None,
+    *,
+    n_words: int = 20,
+    names: Tuple[str, str] = ("A", "B"),
+    weights: Optional[Any] = None,
+    bilm: Optional[BiLM] = None,
+    head: Optional[LMHead] = None,
+    settings: Optional[ChangeSettings] = None,
+    progress: bool = True,
+    log: Optional[Callable[[str], None]] = None,
+) -> ChangeReport:
+    """Measure how each of ``words`` is used differently in ``corpus_b`` than in ``corpus_a``.
+
+    corpus_a / corpus_b: text files, folders of them, DocBins, or lists of Docs or strings (see
+        :mod:`..senses.corpus`). Each is read once (twice without ``words``).
+    words: target words (a list, or ``{word: [other forms]}``); ``None`` takes the ``n_words``
+        content words frequent in both corpora (the corpora must then be paths or lists).
+    weights / bilm / head: the biLM (default: the embedded model) and its LM head.
+    Returns a :class:`ChangeReport`, words ranked by ``settings.measure``.
+    """
+    from ..senses.induce import load_head
+
+    started = time.perf_counter()
+    settings = settings or ChangeSettings()
+    if bilm is None:
+        from ..hub.load import load_bilm
+
+        bilm = load_bilm(weights)
+    if head is None:
+        head = load_head(weights)
+    if head is None and settings.induction.uses_substitutes:
+        raise ValueError(
+            f"the biLM {weights or 'en_default'} carries no LM head (softmax.pt + vocab.txt): induce senses with representation='vectors'"
+        )
+    if words is None:
+        for corpus in (corpus_a, corpus_b):
+            if not isinstance(corpus, (str, list, tuple)) and not hasattr(corpus, "__fspath__"):
+                raise ValueError("finding the target words reads each corpus twice: pass paths or lists, or name the words")
+        table = candidate_words(corpus_a, corpus_b, n_words, settings.min_occurrences)
+        if log:
+            log(f"{len(table)} content words frequent in both corpora: {', '.join(list(table)[:10])}{' ...' if len(table) > 10 else ''}")
+    elif isinstance(words, Mapping):
+        table = {w: list(f) for w, f in words.items()}
+    else:
+        table = {w: [] for w in words}
+    if not table:
+        raise ValueError("no target words: name them, or give corpora that share frequent content words")
+    samples = sample_corpora([corpus_a, corpus_b], table, settings.max_occurrences, settings.seed, progress)
+    pairs = {w: (samples.items(0, w), samples.items(1, w)) for w in table}
+    seen = {w: (samples.seen(0, w), samples.seen(1, w)) for w in table}
+    changes = compare_samples(pairs, bilm, head, settings, names=names, seen=seen, forms=table, progress=progress)
+    return ChangeReport(
+        names, settings.measure, rank_words(changes, settings.measure), settings_dict(settings), time.perf_counter() - started
+    )
+
+
+def settings_dict(settings: ChangeSettings) -> Dict[str, Any]:
+    """The settings as JSON values (for the report)."""
+    out = dataclasses.asdict(settings)
+    out["induction"]["mix"] = list(settings.induction.mix)
+    return out

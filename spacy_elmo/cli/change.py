@@ -1,0 +1,191 @@
+"""Commands ``change`` (which words are used differently in two corpora) and ``change-eval``
+(the measures against known truth on the synthetic SemCor benchmark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+from ..senses.wsd_data import DEFAULT_WSD_DIR
+from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
+from .induce import MAX_SENSES_OPT, REPRESENTATION_OPT, SEPARATION_OPT, _words
+
+MEASURE_HELP = "apd (average pairwise distance), apd_c (APD less the corpora's own), prt (prototype distance) or jsd (of sense shares)"
+# the options change and change-eval share (one definition each; the induction's are induce's own)
+MAX_OCC_OPT = Opt(200, "--max-occurrences", help="Occurrences sampled per word and corpus (a seeded uniform sample beyond)")
+AT_LEAST_OPT = Opt(5, "--at-least", help="Binary call: a sense with at least this many occurrences in one corpus ...")
+AT_MOST_OPT = Opt(2, "--at-most", help="... and at most this many in the other was gained or lost (SemEval-2020 Task 1)")
+SEED_OPT = Opt(0, "--seed", help="Seed of the samples and the bootstrap")
+THREADS_OPT = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)")
+WEIGHTS_OPT = Opt(
+    Path("en_default"), "--weights", "-w", help="biLM folder (with softmax.pt + vocab.txt for substitutes); en_default = the embedded model"
+)
+
+
+def change_settings(
+    representation: str, max_senses: int, separation: float, max_occurrences: int, at_least: int, at_most: int, seed: int, **options
+):
+    """The command line's options as :class:`ChangeSettings`; a bad value is one line."""
+    from ..change.detect import ChangeSettings
+    from ..change.measures import BinaryRule
+    from .induce import induction_settings
+
+    induction = induction_settings(representation, max_senses=max_senses, separation=separation, seed=seed)
+    try:
+        return ChangeSettings(
+            max_occurrences=max_occurrences, rule=BinaryRule(at_least, at_most), seed=seed, induction=induction, **options
+        )
+    except ValueError as err:
+        raise UserError(str(err)) from None
+
+
+def corpus_paths(value: Path) -> List[Path]:
+    """A corpus argument: one path, or several joined by commas (``a.txt,b.txt``) when no file has that whole name."""
+    from ..senses.corpus import corpus_files
+
+    paths = [value] if value.exists() or "," not in str(value) else [Path(p.strip()) for p in str(value).split(",") if p.strip()]
+    corpus_files(paths)  # a missing file is one line now, not after loading the model
+    return paths
+
+
+def _spec(weights: Path) -> Optional[str]:
+    return None if str(weights) in ("en_default", "default") else str(weights)
+
+
+@app.command("change")
+@user_errors
+def change_cli(
+    # fmt: off
+    corpus_a: Path = Arg(
+        ...,
+        help="The first corpus: a text file (.txt/.txt.gz, a paragraph per line), a folder of them, a .spacy DocBin, or several joined by commas",
+    ),
+    corpus_b: Path = Arg(..., help="The second corpus, in the same forms"),
+    out: Path = Opt(..., "--out", "-o", help="Folder for report.json, report.tsv, senses/ (for explore) and pages/"),
+    words: Optional[str] = Opt(
+        None, "--words", help="Target words, comma-separated; extra forms after '=' split by '/'. Default: content words frequent in both"
+    ),
+    n_words: int = Opt(20, "--n-words", "-n", help="Without --words: how many words frequent in both corpora"),
+    names: Optional[str] = Opt(None, "--names", help="The corpora's names in the report, comma-separated. Default: their file names"),
+    measure: str = Opt(
+        "", "--measure", "-m", help=f"Rank by {MEASURE_HELP}. Default: apd_c (chosen on the synthetic benchmark's dev half)"
+    ),
+    weights: Path = WEIGHTS_OPT,
+    representation: str = REPRESENTATION_OPT,
+    max_senses: int = MAX_SENSES_OPT,
+    separation: float = SEPARATION_OPT,
+    max_occurrences: int = MAX_OCC_OPT,
+    min_occurrences: int = Opt(10, "--min-occurrences", help="A word with fewer occurrences in either corpus is listed, not measured"),
+    at_least: int = AT_LEAST_OPT,
+    at_most: int = AT_MOST_OPT,
+    resamples: int = Opt(200, "--resamples", help="Bootstrap replicates for each measure's interval"),
+    confidence: float = Opt(0.95, "--confidence", help="Coverage of the bootstrap intervals"),
+    seed: int = SEED_OPT,
+    pages: bool = Opt(True, "--pages/--no-pages", help="Also write an explore page per word (pages/WORD.html; needs Plotly)"),
+    threads: int = THREADS_OPT,
+    # fmt: on
+) -> None:
+    """Which words are used differently in two corpora: APD, APD-c, PRT and the JSD of jointly induced senses, with
+    bootstrap intervals, a ranking, SemEval-2020 Task 1's binary call, and each word's senses with their shares in A and B."""
+    from ..change.detect import DEFAULT_MEASURE, detect_change
+    from ..change.report import explain, write_report
+    from ..hub.load import load_bilm
+    from ..senses.induce import load_head
+
+    settings = change_settings(
+        representation,
+        max_senses,
+        separation,
+        max_occurrences,
+        at_least,
+        at_most,
+        seed,
+        min_occurrences=min_occurrences,
+        n_resamples=resamples,
+        confidence=confidence,
+        measure=measure or DEFAULT_MEASURE,
+    )
+    pair = [n.strip() for n in names.split(",")] if names else [corpus_a.name.split(",")[0], corpus_b.name.split(",")[0]]
+    if len(pair) != 2 or not all(pair):
+        raise UserError(f"--names {names!r}: give two names, comma-separated, e.g. --names 1850s,2000s")
+    paths_a, paths_b = corpus_paths(corpus_a), corpus_paths(corpus_b)
+    apply_threads(threads)
+    spec = _spec(weights)
+    bilm, head = load_bilm(spec), load_head(spec)
+    report = detect_change(
+        paths_a, paths_b, _words(words), n_words=n_words, names=(pair[0], pair[1]), bilm=bilm, head=head, settings=settings, log=msg.info
+    )
+    for change in report.words:
+        if not change.measured:
+            msg.warn(change.note or change.word)
+            continue
+        for line in explain(change, report.names):
+            msg.text(line)
+    try:
+        written = write_report(report, out, pages=pages)
+    except ImportError as err:
+        raise UserError(f"{err} (or pass --no-pages)") from None
+    measured = sum(c.measured for c in report.words)
+    if not measured:
+        raise UserError(f"no target word occurs {settings.min_occurrences} times in both corpora: nothing measured (see {written['json']})")
+    msg.good(
+        f"wrote {out}: report.json, report.tsv, senses/{', pages/' if 'pages' in written else ''} ({measured} words measured, {report.seconds:.0f} s)"
+    )
+
+
+@app.command("change-eval")
+@user_errors
+def change_eval_cli(
+    # fmt: off
+    data: Path = Opt(
+        DEFAULT_WSD_DIR,
+        "--data",
+        "-d",
+        help="Raganato WSD framework folder (the benchmark reads Training_Corpora/SemCor)",
+    ),
+    weights: Path = WEIGHTS_OPT,
+    representation: str = REPRESENTATION_OPT,
+    max_senses: int = MAX_SENSES_OPT,
+    separation: float = SEPARATION_OPT,
+    at_least: int = AT_LEAST_OPT,
+    at_most: int = AT_MOST_OPT,
+    size: int = Opt(50, "--size", help="Occurrences in each of a lemma's two sampled corpora"),
+    min_per_sense: int = Opt(20, "--min-per-sense", help="A lemma takes part with two senses of at least this many SemCor occurrences"),
+    max_lemmas: int = Opt(0, "--max-lemmas", help="At most this many lemmas (0 = every eligible one)"),
+    seed: int = SEED_OPT,
+    threads: int = THREADS_OPT,
+    output: Optional[Path] = Opt(
+        None, "--output", "-o", help="Also write the results (scores and one row per lemma) as JSON here. Default: none"
+    ),
+    # fmt: on
+) -> None:
+    """The synthetic change benchmark from SemCor: Spearman of APD, APD-c, PRT and JSD against the true JSD of the
+    sampled sense distributions, and the binary call's accuracy; dev and held-out test halves of the lemmas."""
+    from ..change import synthetic
+
+    settings = change_settings(representation, max_senses, separation, 2 * size, at_least, at_most, seed, min_occurrences=2)
+    semcor = data / "Training_Corpora" / "SemCor"
+    if not any((semcor / f"semcor.data.xml{gz}").is_file() for gz in ("", ".gz")):
+        raise UserError(f"SemCor not found in {semcor}: place the WSD framework (with Training_Corpora/SemCor) there, or pass --data")
+    apply_threads(threads)
+    result = synthetic.evaluate(
+        data, _spec(weights), settings, size=size, min_per_sense=min_per_sense, max_lemmas=max_lemmas or None, seed=seed, log=msg.info
+    )
+    msg.text(synthetic.table(result))
+    best = result["best_on_dev"]
+    msg.good(
+        f"best on dev: {best}; on the held-out test lemmas Spearman {result['best_on_test']:.3f}, "
+        f"binary accuracy {result['scores']['test']['binary_accuracy']:.3f} ({result['seconds']:.0f} s, {result['threads']} thread(s))"
+    )
+    by_threshold = result["binary_by_threshold"]
+    if by_threshold:
+        msg.info(
+            f"binary call by a threshold on {best} instead (chosen on dev: {by_threshold['threshold']:.4g}): "
+            f"accuracy {by_threshold['dev']:.3f} on dev, {by_threshold['test']:.3f} on test"
+        )
+    if output is not None:
+        from ..files import write_json
+
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_json(output, result)
+        msg.good(f"wrote {output}")
