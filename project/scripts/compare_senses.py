@@ -16,24 +16,8 @@ from typing import Dict, List
 
 import numpy as np
 
+from spacy_elmo.senses.clustering import adjusted_rand
 from spacy_elmo.senses.induce import load_senses
-
-
-def adjusted_rand(a: np.ndarray, b: np.ndarray) -> float:
-    """The adjusted Rand index of two labelings of the same items."""
-    n = len(a)
-    if n < 2:
-        return 1.0
-    table = np.zeros((a.max() + 1, b.max() + 1))
-    np.add.at(table, (a, b), 1)
-
-    def pairs(x: np.ndarray) -> float:
-        return float((x * (x - 1) / 2).sum())
-
-    index, rows, cols = pairs(table), pairs(table.sum(1)), pairs(table.sum(0))
-    expected = rows * cols / (n * (n - 1) / 2)
-    top = (rows + cols) / 2
-    return 1.0 if top == expected else (index - expected) / (top - expected)
 
 
 def main() -> None:

@@ -97,6 +97,26 @@ def cut_senses(distances: np.ndarray, max_senses: int = 10, separation: float = 
     return _relabel(labels)
 
 
+def adjusted_rand(a: Sequence[int], b: Sequence[int]) -> float:
+    """The adjusted Rand index of two labelings of the same items (1: the same partition, about 0: unrelated)."""
+    x, y = np.unique(np.asarray(a), return_inverse=True)[1].ravel(), np.unique(np.asarray(b), return_inverse=True)[1].ravel()
+    n = len(x)
+    if n != len(y):
+        raise ValueError(f"the two labelings have {n} and {len(y)} items; expected the same items")
+    if n < 2:
+        return 1.0
+    table = np.zeros((x.max() + 1, y.max() + 1))
+    np.add.at(table, (x, y), 1)
+
+    def pairs(counts: np.ndarray) -> float:
+        return float((counts * (counts - 1) / 2).sum())
+
+    index, rows, cols = pairs(table), pairs(table.sum(1)), pairs(table.sum(0))
+    expected = rows * cols / (n * (n - 1) / 2)
+    top = (rows + cols) / 2
+    return 1.0 if top == expected else (index - expected) / (top - expected)
+
+
 def _relabel(labels: np.ndarray) -> np.ndarray:
     """Labels renumbered 0..k-1 by decreasing cluster size (ties: first occurrence)."""
     values, first, counts = np.unique(labels, return_index=True, return_counts=True)
