@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import sparse
 
 
@@ -23,6 +24,21 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.where(norms == 0, 1.0, norms)
+
+
+def remove_form(vectors: np.ndarray, forms: Sequence[str]) -> np.ndarray:
+    """``vectors`` less the mean vector of their form (``forms[i]``, e.g. ``cell`` or ``cells``): what the
+    form alone contributes (number, capitals, inflection) is taken out, what the context adds stays.
+
+    A form seen once is centred on the mean of all the occurrences instead."""
+    x = np.asarray(vectors, dtype=np.float32)
+    out = x - x.mean(0, keepdims=True)
+    keys = np.asarray(forms)
+    for form in np.unique(keys):
+        members = keys == form
+        if members.sum() > 1:
+            out[members] = x[members] - x[members].mean(0, keepdims=True)
+    return out
 
 
 def substitute_bags(
@@ -152,7 +168,7 @@ def count_senses(
     points: np.ndarray,
     max_senses: int = 10,
     min_share: float = 0.1,
-    significance: float = 4.0,
+    significance: float = 2.0,
     n_senses: Optional[int] = None,
     seed: int = 0,
     min_size: int = 3,
@@ -221,7 +237,7 @@ def cut_senses(
     n_senses: Optional[int] = None,
     *,
     min_share: float = 0.1,
-    significance: float = 4.0,
+    significance: float = 2.0,
     seed: int = 0,
 ) -> np.ndarray:
     """int ``[n]`` sense labels 0..k-1 (0 the largest) from cosine ``distances``: the occurrences'
@@ -231,7 +247,7 @@ def cut_senses(
     return count_senses(embed_distances(distances), max_senses, min_share, significance, n_senses, seed)
 
 
-def adjusted_rand(a: Sequence[int], b: Sequence[int]) -> float:
+def adjusted_rand(a: ArrayLike, b: ArrayLike) -> float:
     """The adjusted Rand index of two labelings of the same items (1: the same partition, about 0: unrelated)."""
     x, y = np.unique(np.asarray(a), return_inverse=True)[1].ravel(), np.unique(np.asarray(b), return_inverse=True)[1].ravel()
     n = len(x)

@@ -3,12 +3,14 @@
 For each occurrence of a target word the forward LM (reading up to the word) and the backward LM
 (reading back to it) each predict what could stand in its place (:mod:`.substitutes`). The
 occurrences of a word are clustered (:mod:`.clustering`) by those substitutes, by their ELMo
-vectors, or by both; the number of senses comes from the data. Each occurrence then gets a
+vectors (less their form's mean, so that "cell" and "cells" in one context agree), or by both;
+the number of senses is decided against a null: a word whose occurrences look like one
+distribution gets one sense. Each occurrence then gets a
 graded assignment: with substitutes, ``n_representatives`` small bags sampled from its two
 predicted distributions (Amrami & Goldberg's representatives) each vote for their nearest sense,
 and its full bag votes once more; with vectors, a softmax over its cosines to the senses'
-centroids. Each sense is named by its most distinctive substitutes ("bank: river / shore /
-edge") and shown by its most representative sentences.
+centroids. Each sense is named by its most distinctive context words and substitutes ("bank:
+river / water / shore", :mod:`.naming`) and shown by its most representative sentences.
 
 The corpus is streamed (:mod:`.corpus`): per occurrence only its sentence, the LM states that
 predict it (two, four with the symmetric pattern; float16) and one compact vector are kept, and
@@ -36,7 +38,7 @@ from scipy import sparse
 
 from ..bilm import BiLM
 from ..bilm.batching import plan_batches
-from .clustering import cosine_distances, cut_senses, substitute_bags, tfidf, unit_rows
+from .clustering import cosine_distances, cut_senses, remove_form, substitute_bags, tfidf, unit_rows
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
 from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
 from .inventory import SenseInventory
@@ -55,9 +57,12 @@ class InductionSettings:
         ``mix``) or ``both`` (their cosine similarities averaged).
     top_k: substitutes kept per direction and occurrence. temperature: applied to their
         log-probabilities (above 1 flattens, below sharpens).
-    max_senses: at most this many senses per word; the number below it comes from the data:
-        clusters whose average cosine distance exceeds ``separation`` times the mean distance
-        between the word's occurrences stay apart (see :func:`.clustering.cut_senses`).
+    max_senses: at most this many senses per word (a cap; the number below it is decided per word
+        against a null: :func:`.clustering.count_senses`).
+    min_share: a sense holds at least this share of the word's occurrences (a split that would
+        leave less on one side is not made).
+    significance: a split into two senses is kept when it separates the occurrences better than
+        one Gaussian with their spread would be, by this many standard deviations (z-score).
     n_senses: a fixed number of senses instead (for comparisons).
     min_occurrences: a word seen fewer times gets one sense (and a note saying so).
     max_occurrences: occurrences kept per word (a uniform sample beyond it: bounded memory).
@@ -295,8 +300,8 @@ class Inducer:
         if s.uses_substitutes:
             assert bags is not None
             blocks.append(bags[0])
-        if s.representation in ("vectors", "both"):
-            blocks.append(unit_rows(vectors))
+        if s.representation in ("vectors", "both"):  # the form's own part removed: "cell" and "cells" in one context agree
+            blocks.append(unit_rows(remove_form(vectors, [o.text[o.start : o.end].lower() for o in store.occurrences])))
         note = None
         if n < s.min_occurrences:
             labels = np.zeros(n, dtype=np.int64)
