@@ -534,6 +534,12 @@ def induce(
         candidates = frequent_words(corpus, 4 * n_words, min_count=settings.min_occurrences)
         if log:
             log(f"{len(candidates)} frequent words as candidates; keeping the {n_words} whose occurrences spread most")
+        if not candidates:
+            if next(iter(read_sentences(corpus)), None) is None:
+                raise ValueError("the corpus is empty: no sentences to induce senses from")
+            raise ValueError(
+                f"no content word occurs {settings.min_occurrences} times or more in the corpus: name the target words (--words)"
+            )
         words = candidates
     table: Dict[str, List[str]] = {w: list(f) for w, f in words.items()} if isinstance(words, Mapping) else {w: [] for w in words}  # type: ignore[union-attr]
     if not table:
