@@ -12,6 +12,8 @@ hand-written sentences per sense):
   and by average linkage on cosine distance; mean adjusted Rand index (ARI) against gold. This
   is what a model's vectors can do when told the number of senses (issue 31's ship rule reads
   the k-means ARI of the average mix).
+- **features**: which representation carries the context rather than the word's form (k-means
+  at gold on each; ARI against the senses and against the surface forms, ``cell``/``cells``).
 - **induction**: ``induce`` with its default settings (its own number of senses): mean ARI,
   senses per word, and the share of the senses holding >= 15% of a word's occurrences that are
   named by a word a person accepts for their majority gold sense (``names.json``, written before
@@ -26,7 +28,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import numpy as np
 import torch
@@ -85,6 +87,50 @@ def fixed_k(items, bilm) -> Dict[str, Dict[str, Dict[str, float]]]:
     return out
 
 
+def features(items, bilm, head) -> Dict[str, Dict[str, float]]:
+    """Which features carry the context, not the word's form: per feature, the mean ARI (k-means, k at gold)
+    against the gold senses and against the occurrences' surface forms (``cell`` / ``cells`` / ``Cell``)."""
+    from spacy_elmo.bilm.characters import TokenBatch
+    from spacy_elmo.senses.clustering import remove_form
+    from spacy_elmo.senses.corpus import read_sentences
+    from spacy_elmo.senses.induce import Inducer, InductionSettings, match_target, target_forms
+    from spacy_elmo.senses.induced import Occurrence
+
+    proj = bilm.config.projection_dim
+    sums: Dict[str, List[Tuple[float, float]]] = {}
+    for item in items:
+        forms = target_forms({item.word: item.forms})
+        tokens, positions = [], []
+        for sentence in read_sentences(item.sentences):
+            tokens.append(sentence.tokens)
+            positions.append(next(i for i, t in enumerate(sentence.tokens) if match_target(t, forms)))
+        surface = np.unique([t[p] for t, p in zip(tokens, positions)], return_inverse=True)[1]
+        with torch.inference_mode():
+            token_layer, layers = bilm.encode(TokenBatch.from_sentences(tokens))
+        rows, at = torch.arange(len(tokens)), torch.tensor(positions)
+        stack = [torch.cat([token_layer, token_layer], -1)[rows, at + 1].float().numpy()]
+        stack += [layer[rows, at + 1].float().numpy() for layer in layers]
+        average = stack[1] + stack[2]
+        found = {
+            "vectors (layers 1-2)": average,
+            "vectors less their form's mean (the vectors representation)": remove_form(average, [t[p].lower() for t, p in zip(tokens, positions)]),
+            "vectors less the context-free layer 0": average - 2 * stack[0],
+            "LM states around the word (top layer, before and after)": torch.cat(
+                [layers[-1][rows, at, :proj], layers[-1][rows, at + 2, proj:]], -1
+            ).float().numpy(),
+        }
+        inducer = Inducer(bilm, head, InductionSettings(min_occurrences=1))
+        for i, (t, p) in enumerate(zip(tokens, positions)):
+            inducer.add(item.word, t, p, Occurrence(" ".join(t), 0, 1, f"text {i}"))
+        inducer.flush()
+        bags, _ = inducer._bags(inducer._substitutes(inducer.stores[item.word]))
+        found["substitutes, lemma-folded (the default reading)"] = np.asarray(bags.todense())
+        for name, x in found.items():
+            labels = kmeans_labels(x, item.n_senses)
+            sums.setdefault(name, []).append((adjusted_rand(item.gold, labels), adjusted_rand(surface, labels)))
+    return {name: {"ari_gold": float(np.mean([a for a, _ in v])), "ari_form": float(np.mean([b for _, b in v]))} for name, v in sums.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--weights", default=None, help="the biLM (default: the embedded default)")
@@ -112,8 +158,13 @@ def main() -> None:
     print("vectors, k fixed at gold (mean ARI):")
     for mix, per in result["fixed_k"].items():  # type: ignore[union-attr]
         print(f"  {mix:8s} k-means {per['kmeans']['mean_ari']:.3f}  average linkage {per['average_linkage']['mean_ari']:.3f}")
+    head = load_head(args.weights)
+    if head is not None:
+        result["features"] = features(items, bilm, head)
+        print("features, k-means at gold (mean ARI against the senses / against the surface forms):")
+        for name, v in result["features"].items():  # type: ignore[union-attr]
+            print(f"  {v['ari_gold']:.3f} / {v['ari_form']:.3f}  {name}")
     if not args.skip_induce:
-        head = load_head(args.weights)
         scores = []
         per_word: List[Dict[str, object]] = []
         for item in items:

@@ -96,3 +96,23 @@ def test_pseudoword_pairs_and_check(bilm, head):
     assert (pair.first, pair.second) == ("river", "account") and pair.occurrences >= 5
     assert -1.0 <= pair.ari <= 1.0 and pair.senses >= 1
     assert "pseudoword check: mean ARI" in report.line() and report.as_dict()["pairs"][0]["first"] == "river"
+
+
+def test_induce_check_is_printed_saved_and_shown(tmp_path, capsys):
+    torch.set_num_threads(1)
+    (tmp_path / "a.txt").write_text("\n".join((RIVER + MONEY) * 10), encoding="utf-8")  # bank 100 times, river and money 20
+    out = tmp_path / "out"
+    args = ["induce", str(tmp_path / "a.txt"), "--words", "bank", "--out", str(out), "--min-occurrences", "4", "--check", "1"]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    assert "pseudoword check: mean ARI" in printed.out + printed.err
+    import json
+
+    from spacy_elmo.senses.explore import explore_page
+    from spacy_elmo.senses.induce import load_senses
+
+    saved = json.loads((out / "pseudoword-check.json").read_text(encoding="utf-8"))
+    assert len(saved["pairs"]) == 1 and {saved["pairs"][0]["first"], saved["pairs"][0]["second"]} <= {"bank", "river", "money"}
+    (ws,) = load_senses(out)  # the check's file is not a word's senses
+    assert ws.extra["check"] == saved
+    assert "Pseudoword check on this corpus: mean ARI" in explore_page(ws)

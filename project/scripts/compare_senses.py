@@ -3,7 +3,7 @@
 
     python scripts/compare_senses.py senses/biomed-general senses/biomed-adapted --out metrics/biomed-senses.md
 
-For each word both folders hold: the number of senses each model found, each sense's name and
+The pseudoword check of each folder first (``induce --check`` writes ``pseudoword-check.json``), then for each word both folders hold: the number of senses each model found, each sense's name and
 size, and how far the two clusterings agree on the same occurrences (adjusted Rand index over
 the occurrences both kept; 1 = the same partition, about 0 = unrelated). A Markdown report.
 """
@@ -11,6 +11,7 @@ the occurrences both kept; 1 = the same partition, about 0 = unrelated). A Markd
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Dict, List
 
@@ -29,6 +30,14 @@ def main() -> None:
     before = {r.word: r for r in load_senses(args.before)}
     after = {r.word: r for r in load_senses(args.after)}
     lines: List[str] = [f"# Induced senses: {args.before} vs {args.after}", ""]
+    checks = {name: folder / "pseudoword-check.json" for name, folder in (("before", args.before), ("after", args.after))}
+    if all(path.is_file() for path in checks.values()):  # induce --check: does induction work on this text, before and after?
+        scores = {name: json.loads(path.read_text(encoding="utf-8")) for name, path in checks.items()}
+        lines += ["| pseudoword check | mean ARI | pairs |", "|---|---:|---|"]
+        for name, score in scores.items():
+            pairs = ", ".join(f"{p['first']}+{p['second']} {p['ari']:.2f}" for p in score["pairs"])
+            lines.append(f"| {name} | {score['mean_ari']:.2f} | {pairs} |")
+        lines.append("")
     for word in [w for w in before if w in after]:
         a, b = before[word], after[word]
         key: Dict[tuple, int] = {(o.source, o.text, o.start): i for i, o in enumerate(b.occurrences)}

@@ -12,9 +12,9 @@ REPRESENTATION_HELP = "substitutes (the LM's predicted words), vectors (ELMo vec
 REPRESENTATION_OPT = Opt("substitutes", "--representation", "-r", help=REPRESENTATION_HELP)
 MAX_SENSES_OPT = Opt(10, "--max-senses", help="At most this many senses per word")
 N_SENSES_OPT = Opt(0, "--n-senses", help="A fixed number of senses per word (0 = chosen per word from the data)")
-MIN_SHARE_OPT = Opt(0.1, "--min-share", help="A sense holds at least this share of a word's occurrences (else it is not split off)")
+MIN_SHARE_OPT = Opt(0.05, "--min-share", help="A sense holds at least this share of a word's occurrences (else it is not split off)")
 SIGNIFICANCE_OPT = Opt(
-    2.0,
+    1.0,
     "--significance",
     help="A split into two senses must beat one Gaussian of the same spread by this many standard deviations (higher: fewer senses)",
 )
@@ -165,7 +165,7 @@ def _write_out(out: Path, results: List[Any], inventory: Any, report: Any) -> No
         save_senses(scratch, results)
         inventory.to_disk(scratch / "inventory.bin")
         if report is not None:
-            write_json(scratch / "check.json", report.as_dict())
+            write_json(scratch / "pseudoword-check.json", report.as_dict())
         out.mkdir(parents=True, exist_ok=True)
         for path in sorted(scratch.iterdir(), key=lambda p: p.suffix == ".json"):  # each word's JSON after its arrays
             path.replace(out / path.name)

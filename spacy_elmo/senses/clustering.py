@@ -167,8 +167,8 @@ def split_score(x: np.ndarray, rng: np.random.Generator, n_null: int = 10) -> Tu
 def count_senses(
     points: np.ndarray,
     max_senses: int = 10,
-    min_share: float = 0.1,
-    significance: float = 2.0,
+    min_share: float = 0.05,
+    significance: float = 1.0,
     n_senses: Optional[int] = None,
     seed: int = 0,
     min_size: int = 3,
@@ -236,8 +236,8 @@ def cut_senses(
     max_senses: int = 10,
     n_senses: Optional[int] = None,
     *,
-    min_share: float = 0.1,
-    significance: float = 2.0,
+    min_share: float = 0.05,
+    significance: float = 1.0,
     seed: int = 0,
 ) -> np.ndarray:
     """int ``[n]`` sense labels 0..k-1 (0 the largest) from cosine ``distances``: the occurrences'

@@ -83,8 +83,8 @@ class InductionSettings:
     top_k: int = 100
     temperature: float = 0.5
     max_senses: int = 10
-    min_share: float = 0.1
-    significance: float = 2.0
+    min_share: float = 0.05
+    significance: float = 1.0
     n_senses: Optional[int] = None
     min_occurrences: int = 10
     max_occurrences: int = 2000
@@ -641,7 +641,7 @@ def save_senses(folder: Union[str, Path], results: Sequence[WordSenses]) -> List
 def load_senses(folder: Union[str, Path]) -> List[WordSenses]:
     """Every word's senses saved in ``folder`` by :func:`save_senses` (sorted by file name)."""
     folder = Path(folder)
-    paths = sorted(folder.glob("*.json"))
+    paths = sorted(p for p in folder.glob("*.json") if p.with_suffix(".npz").is_file())  # not check.json and the like
     if not paths:
         raise FileNotFoundError(f"{folder} holds no saved word senses (WORD.json + WORD.npz)")
     return [load_word_senses(p) for p in paths]
