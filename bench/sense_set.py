@@ -38,7 +38,7 @@ from scipy.cluster.vq import kmeans2
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "project" / "scripts"))
 
-from labelled_senses import load_labelled, occurrence_gold, score_word, summary  # noqa: E402
+from labelled_senses import load_labelled, score_word, summary  # noqa: E402
 
 from spacy_elmo.senses.clustering import adjusted_rand, unit_rows  # noqa: E402
 

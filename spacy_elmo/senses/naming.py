@@ -17,6 +17,8 @@ from typing import Collection, Dict, List, Mapping, Sequence
 
 import numpy as np
 
+from .substitutes import inflection_bases
+
 _ROMAN = re.compile(r"^m{0,4}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})$")
 # book apparatus and abbreviations that name no sense, and archaic function words spaCy's list lacks
 APPARATUS = frozenset(
@@ -79,11 +81,15 @@ def distinctive_words(
     """Per sense (``labels`` 0..k-1), its readable context words scored by log-odds z against the
     other senses (against ``background`` when there is one sense), positive scores only, best first.
 
-    ``contexts[i]``: occurrence i's context words (each counted once per occurrence)."""
+    ``contexts[i]``: occurrence i's context words (each counted once per occurrence, a regular inflection
+    as its base when the base occurs too)."""
     k = int(labels.max()) + 1 if len(labels) else 0
+    seen = {w for words in contexts for w in words}
     per: List[Counter] = [Counter() for _ in range(k)]
-    for words, label in zip(contexts, labels):
-        per[int(label)].update({w for w in words if readable(w, exclude)})
+    for words, label in zip(contexts, labels):  # inflections folded onto a base seen too: "genes" counts as "gene"
+        per[int(label)].update(
+            {next((b for b in inflection_bases(w) if b in seen and readable(b, exclude)), w) for w in words if readable(w, exclude)}
+        )
     prior: Counter = Counter()
     for sense_counts in per:
         prior.update(sense_counts)
