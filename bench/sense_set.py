@@ -64,19 +64,13 @@ def average_linkage_labels(vectors: np.ndarray, k: int) -> np.ndarray:
 
 def fixed_k(items, bilm) -> Dict[str, Dict[str, Dict[str, float]]]:
     """Per mix and clustering: the ARI of each word with k fixed at its gold number of senses."""
-    from spacy_elmo.senses.corpus import read_sentences
-    from spacy_elmo.senses.induce import match_target, target_forms
     from spacy_elmo.senses.substitutes import lm_states
 
     out: Dict[str, Dict[str, Dict[str, float]]] = {}
     for mix_name, mix in MIXES.items():
         per: Dict[str, Dict[str, float]] = {"kmeans": {}, "average_linkage": {}}
         for item in items:
-            forms = target_forms({item.word: item.forms})
-            tokens, positions = [], []
-            for sentence in read_sentences(item.sentences):
-                tokens.append(sentence.tokens)
-                positions.append(next(i for i, t in enumerate(sentence.tokens) if match_target(t, forms)))
+            tokens, positions = item.tokens()
             with torch.inference_mode():
                 vectors = np.concatenate(
                     [lm_states(bilm, tokens[i : i + 32], positions[i : i + 32], mix).vectors for i in range(0, len(tokens), 32)]
@@ -92,18 +86,13 @@ def features(items, bilm, head) -> Dict[str, Dict[str, float]]:
     against the gold senses and against the occurrences' surface forms (``cell`` / ``cells`` / ``Cell``)."""
     from spacy_elmo.bilm.characters import TokenBatch
     from spacy_elmo.senses.clustering import remove_form
-    from spacy_elmo.senses.corpus import read_sentences
-    from spacy_elmo.senses.induce import Inducer, InductionSettings, match_target, target_forms
+    from spacy_elmo.senses.induce import Inducer, InductionSettings
     from spacy_elmo.senses.induced import Occurrence
 
     proj = bilm.config.projection_dim
     sums: Dict[str, List[Tuple[float, float]]] = {}
     for item in items:
-        forms = target_forms({item.word: item.forms})
-        tokens, positions = [], []
-        for sentence in read_sentences(item.sentences):
-            tokens.append(sentence.tokens)
-            positions.append(next(i for i, t in enumerate(sentence.tokens) if match_target(t, forms)))
+        tokens, positions = item.tokens()
         surface = np.unique([t[p] for t, p in zip(tokens, positions)], return_inverse=True)[1]
         with torch.inference_mode():
             token_layer, layers = bilm.encode(TokenBatch.from_sentences(tokens))
@@ -113,11 +102,15 @@ def features(items, bilm, head) -> Dict[str, Dict[str, float]]:
         average = stack[1] + stack[2]
         found = {
             "vectors (layers 1-2)": average,
-            "vectors less their form's mean (the vectors representation)": remove_form(average, [t[p].lower() for t, p in zip(tokens, positions)]),
+            "vectors less their form's mean (the vectors representation)": remove_form(
+                average, [t[p].lower() for t, p in zip(tokens, positions)]
+            ),
             "vectors less the context-free layer 0": average - 2 * stack[0],
             "LM states around the word (top layer, before and after)": torch.cat(
                 [layers[-1][rows, at, :proj], layers[-1][rows, at + 2, proj:]], -1
-            ).float().numpy(),
+            )
+            .float()
+            .numpy(),
         }
         inducer = Inducer(bilm, head, InductionSettings(min_occurrences=1))
         for i, (t, p) in enumerate(zip(tokens, positions)):
@@ -128,7 +121,9 @@ def features(items, bilm, head) -> Dict[str, Dict[str, float]]:
         for name, x in found.items():
             labels = kmeans_labels(x, item.n_senses)
             sums.setdefault(name, []).append((adjusted_rand(item.gold, labels), adjusted_rand(surface, labels)))
-    return {name: {"ari_gold": float(np.mean([a for a, _ in v])), "ari_form": float(np.mean([b for _, b in v]))} for name, v in sums.items()}
+    return {
+        name: {"ari_gold": float(np.mean([a for a, _ in v])), "ari_form": float(np.mean([b for _, b in v]))} for name, v in sums.items()
+    }
 
 
 def main() -> None:
@@ -152,7 +147,8 @@ def main() -> None:
         "command": "OMP_NUM_THREADS=1 python bench/sense_set.py" + (f" --weights {args.weights}" if args.weights else ""),
         "words": {i.word: i.n_senses for i in items},
         "fixed_k": {
-            mix: {algo: {"mean_ari": float(np.mean(list(v.values()))), "per_word": v} for algo, v in per.items()} for mix, per in fixed.items()
+            mix: {algo: {"mean_ari": float(np.mean(list(v.values()))), "per_word": v} for algo, v in per.items()}
+            for mix, per in fixed.items()
         },
     }
     print("vectors, k fixed at gold (mean ARI):")

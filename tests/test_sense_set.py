@@ -10,8 +10,8 @@ import re
 
 import numpy as np
 import pytest
-
 from labelled_senses import load_labelled, score_word, summary  # project/scripts
+
 from spacy_elmo.senses.induce import InductionSettings, induce, match_target, target_forms
 from spacy_elmo.senses.naming import readable
 from spacy_elmo.senses.wsi_check import pseudoword_check
@@ -96,5 +96,7 @@ def test_scoring_counts_what_it_should(labelled):
     ws = WordSenses(item.word, [item.word], occurrences, senses, weights, np.zeros((len(gold), 2), np.float32))
     score = score_word(item, ws)
     assert score.ari == 1.0 and score.named == score.large == k
-    wrong = WordSenses(item.word, [item.word], occurrences, [Sense(0, "x", ["zzz"], len(gold), [])], np.ones((len(gold), 1), np.float32), ws.vectors)
+    wrong = WordSenses(
+        item.word, [item.word], occurrences, [Sense(0, "x", ["zzz"], len(gold), [])], np.ones((len(gold), 1), np.float32), ws.vectors
+    )
     assert score_word(item, wrong).named == 0 and score_word(item, wrong).ari == 0.0

@@ -45,7 +45,12 @@ def main() -> None:
         key: Dict[tuple, int] = {(o.source, o.text, o.start): i for i, o in enumerate(b.occurrences)}
         shared = [(i, key[(o.source, o.text, o.start)]) for i, o in enumerate(a.occurrences) if (o.source, o.text, o.start) in key]
         ari = adjusted_rand(a.labels[[i for i, _ in shared]], b.labels[[j for _, j in shared]]) if shared else float("nan")
-        lines += [f"## {word}", "", f"{_senses(len(a.senses))} before, {len(b.senses)} after; agreement on {len(shared)} shared occurrences (ARI) {ari:.2f}", ""]
+        lines += [
+            f"## {word}",
+            "",
+            f"{_senses(len(a.senses))} before, {len(b.senses)} after; agreement on {len(shared)} shared occurrences (ARI) {ari:.2f}",
+            "",
+        ]
         lines += ["| before | n | after | n |", "|---|---:|---|---:|"]
         for k in range(max(len(a.senses), len(b.senses))):
             left = (a.senses[k].name, a.senses[k].count) if k < len(a.senses) else ("", "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -38,6 +38,18 @@ class LabelledWord:
     @property
     def n_senses(self) -> int:
         return len(set(self.senses))
+
+    def tokens(self) -> Tuple[List[List[str]], List[int]]:
+        """Each sentence's tokens (as induction reads them) and the position of the word in it."""
+        from spacy_elmo.senses.corpus import read_sentences
+        from spacy_elmo.senses.induce import match_target, target_forms
+
+        forms = target_forms({self.word: self.forms})
+        tokens, positions = [], []
+        for sentence in read_sentences(self.sentences):
+            tokens.append(sentence.tokens)
+            positions.append(next(i for i, t in enumerate(sentence.tokens) if match_target(t, forms)))
+        return tokens, positions
 
 
 def load_labelled(folder: Path = LABELLED, words: Optional[Iterable[str]] = None) -> List[LabelledWord]:
