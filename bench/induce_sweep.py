@@ -9,7 +9,7 @@
 and keeps them (a few tens of MB) in ``--cache`` (default: the system's temporary folder).
 ``run`` takes settings, each a space-separated list of ``key=value``: any
 :class:`~spacy_elmo.senses.induce.InductionSettings` field (``prior_weight``, ``pattern``
-(``and`` or ``none``), ``top_k``, ``temperature``, ``separation``, ``max_senses``, ``n_senses``,
+(``and`` or ``none``), ``top_k``, ``temperature``, ``significance``, ``min_share``, ``max_senses``, ``n_senses``,
 ``n_representatives``, ``representation`` ...) and ``cluster=kmeans:K`` or ``cluster=spectral:K``
 to replace average linkage. It fills the package's own ``Inducer`` with the cached states, so
 what it scores is what ``wsi-eval`` computes (up to the float16 rounding of the states), and
@@ -144,7 +144,7 @@ def run(path: Path, spec: str, data: Path) -> Dict[str, Any]:
         store.rows.append((states["vectors"][i], *(states[k][i] for k in names)))
     if cluster:
         method = clusterer(cluster)
-        induce_module.cut_senses = lambda d, **_: method(d) if len(d) >= 3 else np.zeros(len(d), np.int64)  # type: ignore[assignment]
+        induce_module.cut_senses = lambda d, *_, **__: method(d) if len(d) >= 3 else np.zeros(len(d), np.int64)  # type: ignore[assignment]
     try:
         results = inducer.senses(sorted(inducer.stores))
     finally:

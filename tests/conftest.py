@@ -44,6 +44,21 @@ def bilmtf_bilm():
     return load_bilm(BILMTF)
 
 
+@pytest.fixture(scope="session")
+def bilm():
+    """The embedded default biLM (sense induction's tests share it)."""
+    return load_bilm(None)
+
+
+@pytest.fixture(scope="session")
+def head():
+    """The embedded default's LM head (softmax + vocabulary)."""
+    from spacy_elmo.models import default_model_path
+    from spacy_elmo.senses.substitutes import native_head
+
+    return native_head(default_model_path())
+
+
 @pytest.fixture()
 def nlp():
     nlp = spacy.blank("en")

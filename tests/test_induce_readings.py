@@ -5,11 +5,9 @@ import pytest
 import torch
 
 from spacy_elmo.cli.main import main
-from spacy_elmo.hub.load import load_bilm
-from spacy_elmo.models import default_model_path
 from spacy_elmo.senses.induce import Inducer, InductionSettings, induce
 from spacy_elmo.senses.induced import Occurrence
-from spacy_elmo.senses.substitutes import LMHead, lm_states, native_head, pattern_sentence
+from spacy_elmo.senses.substitutes import LMHead, lm_states, pattern_sentence
 
 SENTENCES = [
     "He sat down on the bank of the river .",
@@ -19,16 +17,6 @@ SENTENCES = [
     "The river overflowed its bank after the storm .",
     "Thieves robbed the bank on Friday .",
 ]
-
-
-@pytest.fixture(scope="module")
-def bilm():
-    return load_bilm(None)
-
-
-@pytest.fixture(scope="module")
-def head():
-    return native_head(default_model_path())
 
 
 def toy_head() -> LMHead:

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 from ..senses.wsd_data import DEFAULT_WSD_DIR
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
-from .induce import MAX_SENSES_OPT, REPRESENTATION_OPT, SEPARATION_OPT, _words
+from .induce import MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, _words
 
 MEASURE_HELP = "apd (average pairwise distance), apd_c (APD less the corpora's own), prt (prototype distance) or jsd (of sense shares)"
 # the options change and change-eval share (one definition each; the induction's are induce's own)
@@ -23,14 +23,22 @@ WEIGHTS_OPT = Opt(
 
 
 def change_settings(
-    representation: str, max_senses: int, separation: float, max_occurrences: int, at_least: int, at_most: int, seed: int, **options
+    representation: str,
+    max_senses: int,
+    min_share: float,
+    significance: float,
+    max_occurrences: int,
+    at_least: int,
+    at_most: int,
+    seed: int,
+    **options,
 ):
     """The command line's options as :class:`ChangeSettings`; a bad value is one line."""
     from ..change.detect import ChangeSettings
     from ..change.measures import BinaryRule
     from .induce import induction_settings
 
-    induction = induction_settings(representation, max_senses=max_senses, separation=separation, seed=seed)
+    induction = induction_settings(representation, max_senses=max_senses, min_share=min_share, significance=significance, seed=seed)
     try:
         return ChangeSettings(
             max_occurrences=max_occurrences, rule=BinaryRule(at_least, at_most), seed=seed, induction=induction, **options
@@ -73,7 +81,8 @@ def change_cli(
     weights: Path = WEIGHTS_OPT,
     representation: str = REPRESENTATION_OPT,
     max_senses: int = MAX_SENSES_OPT,
-    separation: float = SEPARATION_OPT,
+    min_share: float = MIN_SHARE_OPT,
+    significance: float = SIGNIFICANCE_OPT,
     max_occurrences: int = MAX_OCC_OPT,
     min_occurrences: int = Opt(10, "--min-occurrences", help="A word with fewer occurrences in either corpus is listed, not measured"),
     at_least: int = AT_LEAST_OPT,
@@ -95,7 +104,8 @@ def change_cli(
     settings = change_settings(
         representation,
         max_senses,
-        separation,
+        min_share,
+        significance,
         max_occurrences,
         at_least,
         at_most,
@@ -146,7 +156,8 @@ def change_eval_cli(
     weights: Path = WEIGHTS_OPT,
     representation: str = REPRESENTATION_OPT,
     max_senses: int = MAX_SENSES_OPT,
-    separation: float = SEPARATION_OPT,
+    min_share: float = MIN_SHARE_OPT,
+    significance: float = SIGNIFICANCE_OPT,
     at_least: int = AT_LEAST_OPT,
     at_most: int = AT_MOST_OPT,
     size: int = Opt(50, "--size", help="Occurrences in each of a lemma's two sampled corpora"),
@@ -163,7 +174,7 @@ def change_eval_cli(
     sampled sense distributions, and the binary call's accuracy; dev and held-out test halves of the lemmas."""
     from ..change import synthetic
 
-    settings = change_settings(representation, max_senses, separation, 2 * size, at_least, at_most, seed, min_occurrences=2)
+    settings = change_settings(representation, max_senses, min_share, significance, 2 * size, at_least, at_most, seed, min_occurrences=2)
     semcor = data / "Training_Corpora" / "SemCor"
     if not any((semcor / f"semcor.data.xml{gz}").is_file() for gz in ("", ".gz")):
         raise UserError(f"SemCor not found in {semcor}: place the WSD framework (with Training_Corpora/SemCor) there, or pass --data")

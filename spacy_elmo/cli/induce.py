@@ -12,10 +12,11 @@ REPRESENTATION_HELP = "substitutes (the LM's predicted words), vectors (ELMo vec
 REPRESENTATION_OPT = Opt("substitutes", "--representation", "-r", help=REPRESENTATION_HELP)
 MAX_SENSES_OPT = Opt(10, "--max-senses", help="At most this many senses per word")
 N_SENSES_OPT = Opt(0, "--n-senses", help="A fixed number of senses per word (0 = chosen per word from the data)")
-SEPARATION_OPT = Opt(
+MIN_SHARE_OPT = Opt(0.05, "--min-share", help="A sense holds at least this share of a word's occurrences (else it is not split off)")
+SIGNIFICANCE_OPT = Opt(
     1.0,
-    "--separation",
-    help="Clusters stay apart when their mean distance exceeds this times the word's mean distance (the stopping rule)",
+    "--significance",
+    help="A split into two senses must beat one Gaussian of the same spread by this many standard deviations (higher: fewer senses)",
 )
 TEMPERATURE_OPT = Opt(0.5, "--temperature", help="Temperature of the substitute distributions (below 1 sharpens)")
 PRIOR_WEIGHT_OPT = Opt(
@@ -82,12 +83,18 @@ def induce_cli(
     representation: str = REPRESENTATION_OPT,
     max_senses: int = MAX_SENSES_OPT,
     n_senses: int = N_SENSES_OPT,
-    separation: float = SEPARATION_OPT,
+    min_share: float = MIN_SHARE_OPT,
+    significance: float = SIGNIFICANCE_OPT,
     temperature: float = TEMPERATURE_OPT,
     prior_weight: float = PRIOR_WEIGHT_OPT,
     pattern: str = PATTERN_OPT,
     min_occurrences: int = Opt(10, "--min-occurrences", help="A word seen fewer times gets one sense"),
     max_occurrences: int = Opt(2000, "--max-occurrences", help="Occurrences kept per word (a uniform sample beyond)"),
+    check: int = Opt(
+        0,
+        "--check",
+        help="Also run the pseudoword check with this many pairs of frequent words (printed, saved, shown by explore); 0 = off",
+    ),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     # fmt: on
 ) -> None:
@@ -95,13 +102,14 @@ def induce_cli(
     from ..bilm.fingerprint import bilm_fingerprint
     from ..hub.load import load_bilm
     from ..senses.corpus import corpus_files
-    from ..senses.induce import build_inventory, induce, load_head, save_senses
+    from ..senses.induce import build_inventory, induce, load_head
 
     settings = induction_settings(
         representation,
         n_senses,
         max_senses=max_senses,
-        separation=separation,
+        min_share=min_share,
+        significance=significance,
         min_occurrences=min_occurrences,
         max_occurrences=max_occurrences,
         temperature=temperature,
@@ -114,20 +122,55 @@ def induce_cli(
     bilm = load_bilm(spec)
     head = load_head(spec)
     results = induce(corpus, _words(words), n_words=n_words, bilm=bilm, head=head, settings=settings, log=msg.info)
+    if not any(r.occurrences for r in results):
+        raise UserError("none of the target words occurs in the corpus: nothing induced (nothing written)")
     for result in results:
         if result.note:
             msg.warn(result.note)
         for sense in result.senses:
             example = result.occurrences[sense.examples[0]].text if sense.examples else ""
             msg.text(f"{sense.name}\t{sense.count}\t{example[:100]}")
-    save_senses(out, results)
-    if any(r.occurrences for r in results):
-        build_inventory(results, bilm_fingerprint(bilm)).to_disk(out / "inventory.bin")
-        msg.good(
-            f"wrote {out}: WORD.json + WORD.npz per word and inventory.bin ({sum(len(r.senses) for r in results)} senses of {len(results)} words)"
-        )
-    else:
-        raise UserError("none of the target words occurs in the corpus: nothing induced")
+    report = None
+    if check:
+        from ..senses.wsi_check import pseudoword_check
+
+        report = pseudoword_check(corpus, bilm, head, settings, n_pairs=check)
+        for result in results:
+            result.extra["check"] = report.as_dict()
+        (msg.good if report.pairs and report.mean_ari >= 0.6 else msg.warn)(report.line())
+    inventory = build_inventory(results, bilm_fingerprint(bilm))
+    _write_out(out, results, inventory, report)
+    n_senses = sum(len(r.senses) for r in results)
+    msg.good(
+        f"wrote {out}: WORD.json + WORD.npz per word and inventory.bin ({plural(n_senses, 'sense')} of {plural(len(results), 'word')})"
+    )
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 sense``, ``2 senses``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _write_out(out: Path, results: List[Any], inventory: Any, report: Any) -> None:
+    """Write everything into a scratch folder beside ``out``, then move it in: a failure leaves ``out`` as it was."""
+    import shutil
+    import tempfile
+
+    from ..files import write_json
+    from ..senses.induce import save_senses
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        save_senses(scratch, results)
+        inventory.to_disk(scratch / "inventory.bin")
+        if report is not None:
+            write_json(scratch / "pseudoword-check.json", report.as_dict())
+        out.mkdir(parents=True, exist_ok=True)
+        for path in sorted(scratch.iterdir(), key=lambda p: p.suffix == ".json"):  # each word's JSON after its arrays
+            path.replace(out / path.name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @app.command("wsi-eval")
@@ -144,7 +187,8 @@ def wsi_eval_cli(
     representation: str = REPRESENTATION_OPT,
     max_senses: int = MAX_SENSES_OPT,
     n_senses: int = N_SENSES_OPT,
-    separation: float = SEPARATION_OPT,
+    min_share: float = MIN_SHARE_OPT,
+    significance: float = SIGNIFICANCE_OPT,
     temperature: float = TEMPERATURE_OPT,
     prior_weight: float = PRIOR_WEIGHT_OPT,
     pattern: str = PATTERN_OPT,
@@ -161,7 +205,8 @@ def wsi_eval_cli(
         representation,
         n_senses,
         max_senses=max_senses,
-        separation=separation,
+        min_share=min_share,
+        significance=significance,
         temperature=temperature,
         prior_weight=prior_weight,
         pattern=pattern_word(pattern),

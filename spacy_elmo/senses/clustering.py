@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import sparse
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.spatial.distance import squareform
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -25,6 +24,21 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.where(norms == 0, 1.0, norms)
+
+
+def remove_form(vectors: np.ndarray, forms: Sequence[str]) -> np.ndarray:
+    """``vectors`` less the mean vector of their form (``forms[i]``, e.g. ``cell`` or ``cells``): what the
+    form alone contributes (number, capitals, inflection) is taken out, what the context adds stays.
+
+    A form seen once is centred on the mean of all the occurrences instead."""
+    x = np.asarray(vectors, dtype=np.float32)
+    out = x - x.mean(0, keepdims=True)
+    keys = np.asarray(forms)
+    for form in np.unique(keys):
+        members = keys == form
+        if members.sum() > 1:
+            out[members] = x[members] - x[members].mean(0, keepdims=True)
+    return out
 
 
 def substitute_bags(
@@ -73,28 +87,184 @@ def cosine_distances(blocks: Sequence[Any]) -> np.ndarray:
     return np.clip(dist, 0.0, 2.0)
 
 
-def cut_senses(distances: np.ndarray, max_senses: int = 10, separation: float = 1.0, n_senses: Optional[int] = None) -> np.ndarray:
-    """int ``[n]`` sense labels 0..k-1 (0 the largest) from average linkage over ``distances``.
+def embed_distances(distances: np.ndarray, dims: int = 16) -> np.ndarray:
+    """float64 ``[n, <=dims]`` points whose squared Euclidean distances approximate ``2 * distances``.
 
-    With ``n_senses`` the tree is cut into that many clusters. Otherwise the number comes from
-    the data, by a stopping rule on merge distance that is free of the representation's scale:
-    two clusters stay apart when their average distance exceeds ``separation`` times the mean
-    distance between the word's occurrences; at most ``max_senses`` clusters.
+    ``distances`` are cosine distances of unit rows (``1 - similarity``); the similarities, centred
+    on both sides, are a Gram matrix whose top eigenvectors (scaled by the square roots of their
+    eigenvalues) are the points' principal coordinates (classical multidimensional scaling).
     """
     n = len(distances)
-    if n < 3 or max_senses < 2 or n_senses == 1:
+    if n < 2:
+        return np.zeros((n, 1))
+    gram = 1.0 - np.asarray(distances, dtype=np.float64)
+    gram = gram - gram.mean(0, keepdims=True) - gram.mean(1, keepdims=True) + gram.mean()
+    r = int(min(dims, n - 1))
+    if n > 4 * r:
+        from scipy.sparse.linalg import eigsh
+
+        values, axes = eigsh(gram, k=r, which="LA", v0=np.random.default_rng(0).standard_normal(n))
+    else:
+        values, axes = np.linalg.eigh(gram)
+    top = np.argsort(-values)[:r]
+    return axes[:, top] * np.sqrt(np.clip(values[top], 0.0, None))
+
+
+def _lloyd(x: np.ndarray, labels: np.ndarray, steps: int = 50) -> Tuple[np.ndarray, float]:
+    """2-means from ``labels``: the converged labels and their within-cluster sum of squares."""
+    for _ in range(steps):
+        if labels.min() == labels.max():
+            break
+        centres = np.stack([x[labels == c].mean(0) for c in (0, 1)])
+        new = ((x[:, None, :] - centres[None]) ** 2).sum(-1).argmin(1)
+        if (new == labels).all():
+            break
+        labels = new
+    ss = float(sum(((x[labels == c] - x[labels == c].mean(0)) ** 2).sum() for c in (0, 1) if (labels == c).any()))
+    return labels, ss
+
+
+def _two_means(x: np.ndarray, rng: np.random.Generator, restarts: int = 3) -> Tuple[np.ndarray, float]:
+    """The best 2-means split of centred ``x`` (within-cluster sum of squares) from the sign of its first
+    principal axis and from ``restarts`` k-means++ seedings: labels (0/1) and that sum."""
+    axis = np.linalg.svd(x[: min(len(x), 2000)], full_matrices=False)[2][0] if x.shape[1] > 1 else np.ones(1)
+    best, best_ss = _lloyd(x, (x @ axis > 0).astype(np.int64))
+    for _ in range(restarts):
+        first = x[rng.integers(len(x))]
+        far = ((x - first) ** 2).sum(1)
+        if far.sum() <= 0:
+            break
+        second = x[rng.choice(len(x), p=far / far.sum())]
+        labels, ss = _lloyd(x, (((x - second) ** 2).sum(1) < far).astype(np.int64))
+        if ss < best_ss:
+            best, best_ss = labels, ss
+    return best, best_ss
+
+
+def split_score(x: np.ndarray, rng: np.random.Generator, n_null: int = 10) -> Tuple[np.ndarray, float]:
+    """Split ``x`` in two and say how far that split is from what one Gaussian gives.
+
+    The statistic is the 2-means within-cluster sum of squares over the total (lower = better
+    separated); the null is a Gaussian with the same covariance spectrum as ``x`` (SigClust, Liu
+    et al. 2008), drawn ``n_null`` times and split the same way. Returns the split's labels and
+    the z-score of the statistic against the null (below 0: more separated than one Gaussian).
+    """
+    centred = x - x.mean(0)
+    total = float((centred**2).sum())
+    labels, within = _two_means(centred, rng)
+    if total <= 0:
+        return labels, 0.0
+    spectrum = np.clip(np.linalg.eigvalsh(np.cov(centred, rowvar=False).reshape(x.shape[1], x.shape[1])), 0.0, None)
+    null = []
+    for _ in range(n_null):
+        sample = rng.standard_normal((len(x), len(spectrum))) * np.sqrt(spectrum)
+        sample -= sample.mean(0)
+        null.append(_two_means(sample, rng)[1] / max(float((sample**2).sum()), 1e-12))
+    spread = max(float(np.std(null)), 1e-3)
+    return labels, (within / total - float(np.mean(null))) / spread
+
+
+def count_senses(
+    points: np.ndarray,
+    max_senses: int = 10,
+    min_share: float = 0.05,
+    significance: float = 1.0,
+    n_senses: Optional[int] = None,
+    seed: int = 0,
+    min_size: int = 3,
+) -> np.ndarray:
+    """int ``[n]`` sense labels 0..k-1 (0 the largest): the number of senses decided against a null.
+
+    Top-down: the senses so far (at first one, all the occurrences) are split in two, the most
+    spread first, and a split is kept only when (1) it separates the occurrences better than one
+    Gaussian with their spread would be separated (:func:`split_score`: its z-score is below
+    ``-significance``) and (2) each side holds at least ``min_share`` of the word's occurrences
+    (and ``min_size``). So occurrences drawn from one distribution stay one sense, and no sense is
+    a handful of outliers. ``max_senses`` caps the number; ``n_senses`` fixes it instead (the
+    splits are then made without the test). The senses found are refined by a few k-means steps.
+    """
+    n = len(points)
+    if n < 2 * min_size or max_senses < 2 or n_senses == 1:
         return np.zeros(n, dtype=np.int64)
-    condensed = squareform(distances, checks=False)
-    tree = linkage(condensed, method="average")
-    if n_senses is not None:
-        return _relabel(fcluster(tree, n_senses, criterion="maxclust"))
-    threshold = separation * float(condensed.mean())
-    if threshold <= 0:
-        return np.zeros(n, dtype=np.int64)
-    labels = fcluster(tree, threshold, criterion="distance")
-    if labels.max() > max_senses:
-        labels = fcluster(tree, max_senses, criterion="maxclust")
+    rng = np.random.default_rng(seed)
+    limit = n_senses if n_senses is not None else max_senses
+    smallest = max(min_size, int(np.ceil(min_share * n))) if n_senses is None else 1
+    open_: list = [np.arange(n)]
+    done: list = []
+    while open_ and len(open_) + len(done) < limit:
+        open_.sort(key=lambda c: -float(((points[c] - points[c].mean(0)) ** 2).sum()))
+        members = open_.pop(0)
+        if len(members) < 2 * smallest:
+            done.append(members)
+            continue
+        if n_senses is None:
+            halves, z = split_score(points[members], rng)
+            keep = z < -significance
+        else:
+            halves, _ = _two_means(points[members] - points[members].mean(0), rng)
+            keep = True
+        parts = [members[halves == 0], members[halves == 1]]
+        if keep and min(len(p) for p in parts) >= smallest:
+            open_.extend(parts)
+        else:
+            done.append(members)
+    clusters = open_ + done
+    labels = np.zeros(n, dtype=np.int64)
+    for c, members in enumerate(clusters):
+        labels[members] = c
+    if len(clusters) > 1:
+        labels = _refine(points, labels, smallest)
     return _relabel(labels)
+
+
+def _refine(points: np.ndarray, labels: np.ndarray, smallest: int, steps: int = 10) -> np.ndarray:
+    """A few k-means steps from ``labels``; a cluster that falls below ``smallest`` merges into the nearest."""
+    for _ in range(steps):
+        ids = np.unique(labels)
+        centres = np.stack([points[labels == c].mean(0) for c in ids])
+        sizes = np.array([(labels == c).sum() for c in ids])
+        keep = sizes >= smallest if (sizes >= smallest).any() else sizes == sizes.max()
+        new = ids[keep][((points[:, None, :] - centres[keep][None]) ** 2).sum(-1).argmin(1)]
+        if (new == labels).all():
+            break
+        labels = new
+    return labels
+
+
+def cut_senses(
+    distances: np.ndarray,
+    max_senses: int = 10,
+    n_senses: Optional[int] = None,
+    *,
+    min_share: float = 0.05,
+    significance: float = 1.0,
+    seed: int = 0,
+) -> np.ndarray:
+    """int ``[n]`` sense labels 0..k-1 (0 the largest) from cosine ``distances``: the occurrences'
+    principal coordinates (:func:`embed_distances`) split by :func:`count_senses`."""
+    if len(distances) < 3:
+        return np.zeros(len(distances), dtype=np.int64)
+    return count_senses(embed_distances(distances), max_senses, min_share, significance, n_senses, seed)
+
+
+def adjusted_rand(a: ArrayLike, b: ArrayLike) -> float:
+    """The adjusted Rand index of two labelings of the same items (1: the same partition, about 0: unrelated)."""
+    x, y = np.unique(np.asarray(a), return_inverse=True)[1].ravel(), np.unique(np.asarray(b), return_inverse=True)[1].ravel()
+    n = len(x)
+    if n != len(y):
+        raise ValueError(f"the two labelings have {n} and {len(y)} items; expected the same items")
+    if n < 2:
+        return 1.0
+    table = np.zeros((x.max() + 1, y.max() + 1))
+    np.add.at(table, (x, y), 1)
+
+    def pairs(counts: np.ndarray) -> float:
+        return float((counts * (counts - 1) / 2).sum())
+
+    index, rows, cols = pairs(table), pairs(table.sum(1)), pairs(table.sum(0))
+    expected = rows * cols / (n * (n - 1) / 2)
+    top = (rows + cols) / 2
+    return 1.0 if top == expected else (index - expected) / (top - expected)
 
 
 def _relabel(labels: np.ndarray) -> np.ndarray:

@@ -113,7 +113,7 @@ def explore_figure(senses: WordSenses, coords: np.ndarray, explained: Sequence[f
                 x=coords[ids, 0],
                 y=coords[ids, 1],
                 mode="markers",
-                name=f"{name} ({len(ids)})",
+                name=html.escape(f"{name} ({len(ids)})", quote=False),  # plain text: Plotly renders tags in names
                 customdata=ids.astype(np.int32),
                 hovertemplate="%{hovertext}<extra></extra>",  # the page's script writes the labels from its data
                 marker={**style, "size": 8, "line": {"width": 0.5, "color": "white"}},
@@ -247,11 +247,23 @@ def _summary(senses: WordSenses) -> str:
     forms = ", ".join(sorted(set(senses.forms))) or senses.word
     parts = [
         f"{len(senses.occurrences):,} occurrences ({html.escape(forms)})",
-        f"{len(senses.senses)} senses",
+        f"{len(senses.senses)} sense{'' if len(senses.senses) == 1 else 's'}",
         f"clustered by {html.escape(senses.representation)}",
     ]
     note = f'<p class="note">{html.escape(senses.note)}</p>' if senses.note else ""
-    return f"<p>{' · '.join(parts)}</p>{note}"
+    return f"<p>{' · '.join(parts)}</p>{note}{_check(senses.extra.get('check'))}"
+
+
+def _check(check: Any) -> str:
+    """The pseudoword check saved with the senses (``induce --check``), as one paragraph; none if absent."""
+    if not isinstance(check, dict) or not check.get("pairs"):
+        return ""
+    pairs = ", ".join(f"{p['first']}+{p['second']} {p['ari']:.2f}" for p in check["pairs"])
+    verdict = "contexts separate meanings" if check["mean_ari"] >= 0.6 else "treat these senses with caution"
+    return (
+        f'<p class="check">Pseudoword check on this corpus: mean ARI {check["mean_ari"]:.2f} over {len(check["pairs"])} pairs '
+        f"({html.escape(pairs)}): {verdict}.</p>"
+    )
 
 
 def _shares_table(senses: WordSenses, colours: Sequence[str]) -> str:
@@ -289,10 +301,11 @@ def _sense_tables(senses: WordSenses, colours: Sequence[str]) -> str:
             for i in sense.examples[:TABLE_EXAMPLES]
         )
         substitutes = html.escape(", ".join(sense.substitutes)) or "–"
+        context = html.escape(", ".join(getattr(sense, "context", []))) or "–"
         out.append(
             f'<section class="sense" data-sense="{sense.id}"><h3><span class="swatch" style="background:{colour}"></span>'
             f"{html.escape(sense.name)} <small>({size} occurrences)</small></h3>"
-            f'<p class="substitutes">Substitutes: {substitutes}</p>'
+            f'<p class="substitutes">Context words: {context} · Substitutes: {substitutes}</p>'
             f"<table><thead><tr><th>weight</th><th>example</th><th>source</th></tr></thead><tbody>{rows}</tbody></table></section>"
         )
     return "".join(out)

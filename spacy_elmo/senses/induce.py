@@ -3,12 +3,14 @@
 For each occurrence of a target word the forward LM (reading up to the word) and the backward LM
 (reading back to it) each predict what could stand in its place (:mod:`.substitutes`). The
 occurrences of a word are clustered (:mod:`.clustering`) by those substitutes, by their ELMo
-vectors, or by both; the number of senses comes from the data. Each occurrence then gets a
+vectors (less their form's mean, so that "cell" and "cells" in one context agree), or by both;
+the number of senses is decided against a null: a word whose occurrences look like one
+distribution gets one sense. Each occurrence then gets a
 graded assignment: with substitutes, ``n_representatives`` small bags sampled from its two
 predicted distributions (Amrami & Goldberg's representatives) each vote for their nearest sense,
 and its full bag votes once more; with vectors, a softmax over its cosines to the senses'
-centroids. Each sense is named by its most distinctive substitutes ("bank: river / shore /
-edge") and shown by its most representative sentences.
+centroids. Each sense is named by its most distinctive context words and substitutes ("bank:
+river / water / shore", :mod:`.naming`) and shown by its most representative sentences.
 
 The corpus is streamed (:mod:`.corpus`): per occurrence only its sentence, the LM states that
 predict it (two, four with the symmetric pattern; float16) and one compact vector are kept, and
@@ -25,6 +27,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -35,10 +38,11 @@ from scipy import sparse
 
 from ..bilm import BiLM
 from ..bilm.batching import plan_batches
-from .clustering import cosine_distances, cut_senses, substitute_bags, tfidf, unit_rows
+from .clustering import cosine_distances, cut_senses, remove_form, substitute_bags, tfidf, unit_rows
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
 from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
 from .inventory import SenseInventory
+from .naming import context_words, distinctive_words, exclusive, ranked, readable, sense_name
 from .substitutes import LMHead, content_mask, fold_vocabulary, inflection_bases, lm_states
 
 REPRESENTATIONS = ("substitutes", "vectors", "both")
@@ -53,9 +57,12 @@ class InductionSettings:
         ``mix``) or ``both`` (their cosine similarities averaged).
     top_k: substitutes kept per direction and occurrence. temperature: applied to their
         log-probabilities (above 1 flattens, below sharpens).
-    max_senses: at most this many senses per word; the number below it comes from the data:
-        clusters whose average cosine distance exceeds ``separation`` times the mean distance
-        between the word's occurrences stay apart (see :func:`.clustering.cut_senses`).
+    max_senses: at most this many senses per word (a cap; the number below it is decided per word
+        against a null: :func:`.clustering.count_senses`).
+    min_share: a sense holds at least this share of the word's occurrences (a split that would
+        leave less on one side is not made).
+    significance: a split into two senses is kept when it separates the occurrences better than
+        one Gaussian with their spread would be, by this many standard deviations (z-score).
     n_senses: a fixed number of senses instead (for comparisons).
     min_occurrences: a word seen fewer times gets one sense (and a note saying so).
     max_occurrences: occurrences kept per word (a uniform sample beyond it: bounded memory).
@@ -76,7 +83,8 @@ class InductionSettings:
     top_k: int = 100
     temperature: float = 0.5
     max_senses: int = 10
-    separation: float = 1.0
+    min_share: float = 0.05
+    significance: float = 1.0
     n_senses: Optional[int] = None
     min_occurrences: int = 10
     max_occurrences: int = 2000
@@ -95,8 +103,10 @@ class InductionSettings:
             raise ValueError(f"representation must be one of {', '.join(REPRESENTATIONS)}, got {self.representation!r}")
         if self.max_senses < 1 or (self.n_senses is not None and self.n_senses < 1):
             raise ValueError(f"max_senses and n_senses must be >= 1, got {self.max_senses} and {self.n_senses}")
-        if not 0 < self.separation < 10:
-            raise ValueError(f"separation is a factor of the mean distance, in (0, 10), got {self.separation}")
+        if not 0 <= self.min_share < 0.5:
+            raise ValueError(f"min_share is the smallest share of a word's occurrences a sense may hold, in [0, 0.5), got {self.min_share}")
+        if self.significance < 0:
+            raise ValueError(f"significance is a z-score threshold, >= 0, got {self.significance}")
         if self.top_k < 1 or self.temperature <= 0 or self.max_occurrences < 1:
             raise ValueError("top_k and max_occurrences must be >= 1 and temperature > 0")
         if not 0 <= self.prior_weight <= 2:
@@ -184,6 +194,11 @@ class Inducer:
         self._excluded: Optional[torch.Tensor] = None
         self._prior_sum: Optional[torch.Tensor] = None  # float64 [V]: the summed predictions of every reading streamed
         self._prior_count = 0
+        self.background: Counter = Counter()  # the corpus's readable words (see observe): what sense names are set against
+
+    def observe(self, tokens: Sequence[str]) -> None:
+        """Count a sentence's words as the corpus background that single senses are named against."""
+        self.background.update(t.lower() for t in tokens if t.isalpha())
 
     # ------------------------------------------------------------------ streaming
 
@@ -285,18 +300,18 @@ class Inducer:
         if s.uses_substitutes:
             assert bags is not None
             blocks.append(bags[0])
-        if s.representation in ("vectors", "both"):
-            blocks.append(unit_rows(vectors))
+        if s.representation in ("vectors", "both"):  # the form's own part removed: "cell" and "cells" in one context agree
+            blocks.append(unit_rows(remove_form(vectors, [o.text[o.start : o.end].lower() for o in store.occurrences])))
         note = None
         if n < s.min_occurrences:
             labels = np.zeros(n, dtype=np.int64)
             note = f"{word!r}: only {n} occurrences (fewer than {s.min_occurrences}): one sense"
         else:
             distances = cosine_distances(blocks)
-            labels = cut_senses(distances, max_senses=s.max_senses, separation=s.separation, n_senses=s.n_senses)
+            labels = cut_senses(distances, s.max_senses, s.n_senses, min_share=s.min_share, significance=s.significance, seed=s.seed)
         k = int(labels.max()) + 1
         weights = self._weights(subs, labels, blocks, bags)
-        senses = self._describe(word, store, labels, weights, bags, blocks)
+        senses = self._describe(word, store, labels, weights, bags, blocks, forms)
         shown = self._shown_vectors(blocks)
         return WordSenses(
             word, forms, list(store.occurrences), senses, weights, shown, s.representation, note,
@@ -373,31 +388,39 @@ class Inducer:
         weights: np.ndarray,
         bags: Optional[Tuple[sparse.csr_matrix, np.ndarray]],
         blocks: List[Any],
+        forms: Sequence[str] = (),
     ) -> List[Sense]:
-        """Name each sense by its most distinctive substitutes and pick its most representative occurrences."""
+        """Name each sense by its most distinctive context words and substitutes (readable words only, none
+        shared by two senses: :mod:`.naming`) and pick its most representative occurrences."""
         s = self.settings
         k = weights.shape[1]
         strongest = weights.argmax(1)
-        names: List[List[str]] = [[] for _ in range(k)]
+        exclude = {word.lower(), *(f.lower() for f in forms)}
+        scored_subs: List[Dict[str, float]] = [{} for _ in range(k)]
         if bags is not None and self.head is not None:
             matrix = bags[0]
             for c in range(k):
                 inside = np.asarray(matrix[strongest == c].mean(0)).ravel() if (strongest == c).any() else np.zeros(matrix.shape[1])
                 outside = np.asarray(matrix[strongest != c].mean(0)).ravel() if (strongest != c).any() else np.zeros(matrix.shape[1])
                 score = inside - outside if k > 1 else inside
-                top = [int(i) for i in np.argsort(-score)[: 4 * s.n_names] if score[i] > 0]
-                seen: List[str] = []
-                for i in top:
-                    w = self.head.vocab[i].lower()
-                    if w not in seen and w != word.lower():
-                        seen.append(w)
-                names[c] = seen[: max(s.n_names * 2, 6)]
+                for i in np.argsort(-score)[: 20 * s.n_names]:
+                    w = self.head.vocab[int(i)].lower()
+                    if score[i] > 0 and w not in scored_subs[c] and readable(w, exclude):
+                        scored_subs[c][w] = float(score[i])
+        contexts = [context_words(o.text, o.start, o.end) for o in store.occurrences]
+        background = self.background or Counter(w for ctx in contexts for w in ctx)
+        scored_context = distinctive_words(contexts, strongest, background, exclude)
+        # a word names one sense of the word only: the sense where it ranks highest in either kind
+        owned = [set(words) for words in exclusive([ranked(list(a), list(b)) for a, b in zip(scored_subs, scored_context)])]
+        limit = max(s.n_names * 2, 6)
         senses = []
         for c in range(k):
+            subs = [w for w in scored_subs[c] if w in owned[c]][:limit]
+            ctx = [w for w in scored_context[c] if w in owned[c]][:limit]
             members = np.flatnonzero(strongest == c)
             order = members[np.argsort(-weights[members, c], kind="stable")]
-            label = " / ".join(names[c][: s.n_names]) or f"sense {c + 1}"
-            senses.append(Sense(c, f"{word}: {label}", names[c], int(len(members)), [int(i) for i in order[: s.n_examples]]))
+            name = sense_name(word, ctx, subs, s.n_names) if (ctx or subs) else f"{word}: sense {c + 1}"
+            senses.append(Sense(c, name, subs, int(len(members)), [int(i) for i in order[: s.n_examples]], ctx))
         return senses
 
     def _shown_vectors(self, blocks: List[Any]) -> np.ndarray:
@@ -511,6 +534,12 @@ def induce(
         candidates = frequent_words(corpus, 4 * n_words, min_count=settings.min_occurrences)
         if log:
             log(f"{len(candidates)} frequent words as candidates; keeping the {n_words} whose occurrences spread most")
+        if not candidates:
+            if next(iter(read_sentences(corpus)), None) is None:
+                raise ValueError("the corpus is empty: no sentences to induce senses from")
+            raise ValueError(
+                f"no content word occurs {settings.min_occurrences} times or more in the corpus: name the target words (--words)"
+            )
         words = candidates
     table: Dict[str, List[str]] = {w: list(f) for w, f in words.items()} if isinstance(words, Mapping) else {w: [] for w in words}  # type: ignore[union-attr]
     if not table:
@@ -521,19 +550,38 @@ def induce(
 
     bar = progress_bar(desc="induce", unit=" sentences", disable=not progress)
     with torch.inference_mode():
+        n_sentences = 0
         for sentence in read_sentences(corpus):
             bar.update(1)
+            n_sentences += 1
+            inducer.observe(sentence.tokens)
             for position, token in enumerate(sentence.tokens):
                 word = match_target(token, forms)
                 if word is not None:
-                    start, end = sentence.spans[position]
-                    inducer.add(word, sentence.tokens, position, Occurrence(sentence.text, start, end, sentence.source))
+                    inducer.add(word, *_window(sentence.text, sentence.tokens, sentence.spans, position, sentence.source))
         inducer.flush()
     bar.close()
+    if not n_sentences:
+        raise ValueError("the corpus is empty: no sentences to induce senses from")
     results = [inducer.word_senses(w, table[w]) for w in table]
     if found:
         results = sorted(results, key=spread, reverse=True)[:n_words]
     return results
+
+
+MAX_WINDOW = 64  # tokens either side of an occurrence given to the biLM (an unpunctuated text is one "sentence")
+
+
+def _window(
+    text: str, tokens: Sequence[str], spans: Sequence[Tuple[int, int]], position: int, source: str, width: int = MAX_WINDOW
+) -> Tuple[List[str], int, Occurrence]:
+    """``(tokens, position, occurrence)`` arguments for :meth:`Inducer.add` of ``tokens[position]``, the
+    sentence cut to ``width`` tokens either side of it: the cost per occurrence is bounded, whatever the sentence's length."""
+    lo, hi = max(0, position - width), min(len(tokens), position + width + 1)
+    offset, stop = spans[lo][0], spans[hi - 1][1]
+    start, end = spans[position]
+    occurrence = Occurrence(text[offset:stop], start - offset, end - offset, source)
+    return list(tokens[lo:hi]), position - lo, occurrence
 
 
 # ---------------------------------------------------------------------------------------------- use
@@ -593,7 +641,7 @@ def save_senses(folder: Union[str, Path], results: Sequence[WordSenses]) -> List
 def load_senses(folder: Union[str, Path]) -> List[WordSenses]:
     """Every word's senses saved in ``folder`` by :func:`save_senses` (sorted by file name)."""
     folder = Path(folder)
-    paths = sorted(folder.glob("*.json"))
+    paths = sorted(p for p in folder.glob("*.json") if p.with_suffix(".npz").is_file())  # not check.json and the like
     if not paths:
         raise FileNotFoundError(f"{folder} holds no saved word senses (WORD.json + WORD.npz)")
     return [load_word_senses(p) for p in paths]

@@ -34,13 +34,14 @@ class Occurrence:
 
 @dataclass
 class Sense:
-    """One induced sense: ``name`` reads like "bank: river / shore / edge"."""
+    """One induced sense: ``name`` reads like "bank: river / shore / water" (its context words and substitutes)."""
 
     id: int
     name: str
     substitutes: List[str]  # the most distinctive substitutes, best first
     count: int  # occurrences whose strongest sense this is
     examples: List[int]  # indices into WordSenses.occurrences, most representative first
+    context: List[str] = field(default_factory=list)  # the most distinctive context words, best first
 
 
 @dataclass

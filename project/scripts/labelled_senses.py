@@ -1,0 +1,123 @@
+"""The hand-labelled sense set (tests/data/senses/labelled): reading it and scoring induced senses on it.
+
+Each word has a file ``WORD.txt`` (``sense<TAB>sentence``, one occurrence of the word per
+sentence) and ``names.json`` lists, per sense, the words a person accepts as its name. Used by
+``bench/sense_set.py`` (the figures) and ``tests/test_sense_set.py`` (the assertions).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from spacy_elmo.senses.clustering import adjusted_rand
+from spacy_elmo.senses.induced import WordSenses
+from spacy_elmo.senses.substitutes import inflection_bases
+
+LABELLED = Path(__file__).resolve().parents[2] / "tests" / "data" / "senses" / "labelled"
+IRREGULAR = {"mouse": ["mice"]}  # forms the regular inflections do not find
+
+
+@dataclass
+class LabelledWord:
+    word: str
+    sentences: List[str]
+    senses: List[str]  # one gold sense per sentence
+    accepted: Dict[str, List[str]]  # sense -> the words that name it
+    forms: List[str] = field(default_factory=list)
+
+    @property
+    def gold(self) -> np.ndarray:
+        names = sorted(set(self.senses))
+        return np.array([names.index(s) for s in self.senses])
+
+    @property
+    def n_senses(self) -> int:
+        return len(set(self.senses))
+
+    def tokens(self) -> Tuple[List[List[str]], List[int]]:
+        """Each sentence's tokens (as induction reads them) and the position of the word in it."""
+        from spacy_elmo.senses.corpus import read_sentences
+        from spacy_elmo.senses.induce import match_target, target_forms
+
+        forms = target_forms({self.word: self.forms})
+        tokens, positions = [], []
+        for sentence in read_sentences(self.sentences):
+            tokens.append(sentence.tokens)
+            positions.append(next(i for i, t in enumerate(sentence.tokens) if match_target(t, forms)))
+        return tokens, positions
+
+
+def load_labelled(folder: Path = LABELLED, words: Optional[Iterable[str]] = None) -> List[LabelledWord]:
+    """Every word of the set (or ``words``), in file-name order."""
+    names = json.loads((folder / "names.json").read_text(encoding="utf-8"))
+    out = []
+    for path in sorted(folder.glob("*.txt")):
+        if words is not None and path.stem not in set(words):
+            continue
+        rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        bad = [i + 1 for i, row in enumerate(rows) if len(row) != 2 or row[0] not in names[path.stem]]
+        if bad:
+            raise ValueError(f"{path}: lines {bad[:5]} are not 'sense<TAB>sentence' with a sense listed in names.json")
+        out.append(LabelledWord(path.stem, [r[1] for r in rows], [r[0] for r in rows], names[path.stem], IRREGULAR.get(path.stem, [])))
+    return out
+
+
+def occurrence_gold(item: LabelledWord, result: WordSenses) -> np.ndarray:
+    """The gold sense index of each occurrence of ``result`` (its ``source`` is ``text I``, I the sentence)."""
+    gold = item.gold
+    return np.array([gold[int(o.source.split()[-1])] for o in result.occurrences])
+
+
+def _normal(word: str) -> List[str]:
+    lower = word.lower()
+    return [lower, *inflection_bases(lower)]
+
+
+def named(shown: Sequence[str], accepted: Sequence[str]) -> bool:
+    """Whether one of the shown words (or its regular base form) is an accepted name."""
+    ok = {a.lower() for a in accepted}
+    return any(form in ok for word in shown for form in _normal(word))
+
+
+@dataclass
+class WordScore:
+    word: str
+    ari: float
+    n_senses: int
+    gold_senses: int
+    named: int  # large senses named by an accepted word of their majority gold sense
+    large: int  # senses holding >= 15% of the occurrences
+    names: List[str]
+
+
+def score_word(item: LabelledWord, result: WordSenses, min_share: float = 0.15) -> WordScore:
+    """ARI of the induced senses against gold, and how many of the large senses carry an accepted name."""
+    gold = occurrence_gold(item, result)
+    labels = result.labels
+    gold_names = sorted(set(item.senses))
+    large = hit = 0
+    for sense in result.senses:
+        members = labels == sense.id
+        if members.sum() < min_share * len(labels):
+            continue
+        large += 1
+        majority = gold_names[int(np.bincount(gold[members], minlength=len(gold_names)).argmax())]
+        shown = [*sense.substitutes, *getattr(sense, "context", [])]
+        hit += named(shown, item.accepted[majority])
+    return WordScore(item.word, adjusted_rand(gold, labels), len(result.senses), item.n_senses, hit, large, [s.name for s in result.senses])
+
+
+def summary(scores: Sequence[WordScore]) -> Dict[str, float]:
+    """Mean ARI, senses per word and the named share of the large senses over ``scores``."""
+    large = sum(s.large for s in scores)
+    return {
+        "mean_ari": float(np.mean([s.ari for s in scores])),
+        "senses_per_word": float(np.mean([s.n_senses for s in scores])),
+        "named_share": float(sum(s.named for s in scores) / large) if large else 0.0,
+        "large_senses": large,
+    }

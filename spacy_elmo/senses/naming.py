@@ -1,0 +1,138 @@
+"""Names a person can read for induced senses: distinctive context words and cleaned substitutes.
+
+A sense is named by two kinds of words: the words around its occurrences that tell it apart
+(:func:`distinctive_words`: the log-odds ratio with an informative Dirichlet prior, Monroe et al.
+2008, of the sense's context words against the word's other senses, or against the corpus when
+the word has one sense), and the LM's substitutes that tell it apart. Both pass :func:`readable`:
+alphabetic words of two letters or more, no stop words, Roman numerals or book apparatus
+(chapter, vol., page), never the target word itself; :func:`exclusive` then keeps a word under
+one sense of a word only (the sense where it scores highest).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Collection, Dict, List, Mapping, Sequence
+
+import numpy as np
+
+from .substitutes import inflection_bases
+
+_ROMAN = re.compile(r"^m{0,4}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})$")
+# book apparatus and abbreviations that name no sense, and archaic function words spaCy's list lacks
+APPARATUS = frozenset(
+    "chapter chapters chap ch vol vols volume volumes page pages pp ibid op cit loc viz cf etc ed eds edn footnote footnotes "
+    "sect fol fols ms mss appendix preface introduction contents index plate mr mrs messrs dr st esq sir madam "
+    "thou thee thy thine ye hath doth shalt wilt art hast didst dost unto upon whilst hitherto thereof whereof "
+    "shall nt ll ve re".split()
+)
+_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+
+
+def _stop_words() -> Collection[str]:
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return STOP_WORDS
+
+
+def readable(word: str, exclude: Collection[str] = ()) -> bool:
+    """Whether ``word`` can name a sense: letters only, two or more, not a stop word, a Roman numeral,
+    book apparatus (chapter, vol, page, ...) or one of ``exclude`` (the target's forms)."""
+    lower = word.lower()
+    if len(lower) < 2 or not lower.isalpha() or lower in exclude:
+        return False
+    if lower in APPARATUS or lower in _stop_words():
+        return False
+    return not (_ROMAN.match(lower) and lower not in ("mix", "mild", "dim"))
+
+
+def context_words(text: str, start: int, end: int, window: int = 10) -> List[str]:
+    """The lower-case words within ``window`` words of ``text[start:end]`` (the target excluded)."""
+    before = _WORD.findall(text[:start])[-window:]
+    after = _WORD.findall(text[end:])[:window]
+    return [w.lower() for w in (*before, *after)]
+
+
+def log_odds(
+    counts: Mapping[str, float], rest: Mapping[str, float], prior: Mapping[str, float], prior_size: float = 100.0
+) -> Dict[str, float]:
+    """z-scores of the log-odds ratio of each word of ``counts`` against ``rest``, with an informative
+    Dirichlet prior (``prior``: word counts of a background, scaled to ``prior_size`` pseudo-counts)."""
+    total_prior = float(sum(prior.values())) or 1.0
+    n, m = float(sum(counts.values())), float(sum(rest.values()))
+    out: Dict[str, float] = {}
+    for word, y in counts.items():
+        alpha = prior_size * prior.get(word, 0.0) / total_prior + 0.01
+        a0 = prior_size + 0.01 * len(prior)
+        z = rest.get(word, 0.0)
+        delta = np.log((y + alpha) / (n + a0 - y - alpha)) - np.log((z + alpha) / (m + a0 - z - alpha))
+        out[word] = float(delta / np.sqrt(1.0 / (y + alpha) + 1.0 / (z + alpha)))
+    return out
+
+
+def distinctive_words(
+    contexts: Sequence[Sequence[str]],
+    labels: np.ndarray,
+    background: Mapping[str, float],
+    exclude: Collection[str] = (),
+    min_count: int = 2,
+) -> List[Dict[str, float]]:
+    """Per sense (``labels`` 0..k-1), its readable context words scored by log-odds z against the
+    other senses (against ``background`` when there is one sense), positive scores only, best first.
+
+    ``contexts[i]``: occurrence i's context words (each counted once per occurrence, a regular inflection
+    as its base when the base occurs too)."""
+    k = int(labels.max()) + 1 if len(labels) else 0
+    seen = {w for words in contexts for w in words}
+    per: List[Counter] = [Counter() for _ in range(k)]
+    for words, label in zip(contexts, labels):  # inflections folded onto a base seen too: "genes" counts as "gene"
+        per[int(label)].update(
+            {next((b for b in inflection_bases(w) if b in seen and readable(b, exclude)), w) for w in words if readable(w, exclude)}
+        )
+    prior: Counter = Counter()
+    for sense_counts in per:
+        prior.update(sense_counts)
+    prior.update({w: v for w, v in background.items() if readable(w, exclude)})
+    out = []
+    for c in range(k):
+        if k > 1:
+            rest: Counter = Counter()
+            for other in range(k):
+                if other != c:
+                    rest.update(per[other])
+        else:
+            rest = Counter({w: v for w, v in background.items() if readable(w, exclude)})
+        counts = {w: float(v) for w, v in per[c].items() if v >= min_count}
+        scores = log_odds(counts, rest, prior)
+        out.append(dict(sorted(((w, s) for w, s in scores.items() if s > 0), key=lambda item: -item[1])))
+    return out
+
+
+def exclusive(scored: Sequence[Mapping[str, float]]) -> List[List[str]]:
+    """Each sense's words (best first), a word shared by several senses kept only where it scores highest."""
+    best: Dict[str, int] = {}
+    for c, scores in enumerate(scored):
+        for word, score in scores.items():
+            if word not in best or score > scored[best[word]][word]:
+                best[word] = c
+    return [[w for w in scores if best[w] == c] for c, scores in enumerate(scored)]
+
+
+def ranked(*lists: Sequence[str]) -> Dict[str, float]:
+    """``{word: 1 / (1 + its best rank)}`` over several best-first lists (to compare words across kinds)."""
+    out: Dict[str, float] = {}
+    for words in lists:
+        for rank, word in enumerate(words):
+            out[word] = max(out.get(word, 0.0), 1.0 / (1 + rank))
+    return out
+
+
+def sense_name(word: str, context: Sequence[str], substitutes: Sequence[str], n: int = 3) -> str:
+    """``"bank: money / loan / deposit"``: the first ``n`` words, context and substitutes in turn."""
+    merged: List[str] = []
+    for pair in zip(list(context) + [""] * n, list(substitutes) + [""] * n):
+        for w in pair:
+            if w and w not in merged:
+                merged.append(w)
+    return f"{word}: {' / '.join(merged[:n])}" if merged else word

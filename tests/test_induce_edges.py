@@ -1,0 +1,118 @@
+"""The edges of sense induction: a failed induce writes nothing, an empty corpus says so, long unpunctuated
+text is cut into bounded windows, "1 sense", sense names reach the page's legend as plain text, the pseudoword check."""
+
+import numpy as np
+import torch
+
+from spacy_elmo.cli.main import main
+from spacy_elmo.senses.induce import MAX_WINDOW, InductionSettings, induce
+from spacy_elmo.senses.wsi_check import choose_pairs, pseudoword_check
+
+RIVER = [
+    "He sat down on the bank of the river and watched the water.",
+    "The boat drifted toward the muddy bank.",
+    "Flowers grew along the bank of the stream.",
+    "They fished from the grassy banks all afternoon.",
+    "The river overflowed its bank after the storm.",
+]
+MONEY = [
+    "She put all her money in the bank.",
+    "The bank refused to lend him money.",
+    "The bank paid interest on every deposit.",
+    "He opened an account at the bank.",
+    "Thieves robbed the bank on Friday.",
+]
+
+
+def test_a_failed_induce_leaves_nothing_in_out(tmp_path, capsys):
+    torch.set_num_threads(1)
+    (tmp_path / "a.txt").write_text("\n".join(RIVER + MONEY), encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["induce", str(tmp_path / "a.txt"), "--words", "zebra", "--out", str(out)]) == 2
+    assert "none of the target words occurs in the corpus" in capsys.readouterr().err
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["a.txt"]  # no scratch folder left either
+
+
+def test_an_empty_corpus_says_so(tmp_path, capsys):
+    (tmp_path / "empty.txt").write_text("\n\n  \n", encoding="utf-8")
+    assert main(["induce", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "the corpus is empty" in err and "0 frequent words" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_one_sense_is_one_sense(tmp_path, capsys):
+    torch.set_num_threads(1)
+    (tmp_path / "a.txt").write_text("\n".join(RIVER + MONEY), encoding="utf-8")
+    out = tmp_path / "out"
+    code = main(["induce", str(tmp_path / "a.txt"), "--words", "bank", "--out", str(out), "--min-occurrences", "4", "--n-senses", "1"])
+    assert code == 0
+    assert "(1 sense of 1 word)" in capsys.readouterr().out
+    from spacy_elmo.senses.explore import explore_page
+    from spacy_elmo.senses.induce import load_senses
+
+    page = explore_page(load_senses(out)[0])
+    assert "1 sense " in page or "1 sense<" in page or "· 1 sense" in page
+    assert "1 senses" not in page
+
+
+def test_unpunctuated_text_is_cut_into_bounded_windows(bilm, head):
+    rng = np.random.default_rng(0)
+    filler = ["water", "stone", "light", "green", "road", "house", "tree", "money", "field", "wind"]
+    tokens = [filler[i] for i in rng.integers(0, len(filler), 3000)]
+    for i in range(100, 3000, 150):
+        tokens[i] = "bank"
+    text = " ".join(tokens)  # one "sentence" of 3,000 words
+    settings = InductionSettings(min_occurrences=4, n_senses=1, n_representatives=2, pattern=None)
+    (ws,) = induce([text], ["bank"], bilm=bilm, head=head, settings=settings, progress=False)
+    assert len(ws.occurrences) == 20
+    for o in ws.occurrences:
+        assert o.text[o.start : o.end] == "bank"
+        assert len(o.text.split()) <= 2 * MAX_WINDOW + 1  # the window, not the whole text
+
+
+def test_sense_names_reach_the_legend_as_plain_text():
+    from spacy_elmo.senses.explore import explore_figure
+
+    from .explore_data import synthetic
+
+    ws = synthetic(sizes=(6, 6))
+    ws.senses[0].name = 'bank: <b>river</b> / <a href="x">shore</a> / <span style="color:red">edge</span>'
+    fig = explore_figure(ws, np.zeros((12, 2)), [0.5, 0.3], ["#111111", "#222222"])
+    name = fig.data[0].name
+    assert "<b>" not in name and "<a " not in name and "<span" not in name
+    assert "&lt;b&gt;river&lt;/b&gt;" in name  # shown as typed
+
+
+def test_pseudoword_pairs_and_check(bilm, head):
+    assert choose_pairs(["a", "b", "c", "d", "e", "f"], 3, seed=0) and all(
+        abs("abcdef".index(x) - "abcdef".index(y)) == 3 for x, y in choose_pairs(list("abcdef"), 3)
+    )
+    assert choose_pairs(["a"], 2) == []
+    corpus = RIVER * 3 + [s.replace("bank", "account") for s in MONEY] * 3
+    settings = InductionSettings(min_occurrences=4, n_representatives=2)
+    report = pseudoword_check(corpus, bilm, head, settings, pairs=[("river", "account")], per_word=10)
+    (pair,) = report.pairs
+    assert (pair.first, pair.second) == ("river", "account") and pair.occurrences >= 5
+    assert -1.0 <= pair.ari <= 1.0 and pair.senses >= 1
+    assert "pseudoword check: mean ARI" in report.line() and report.as_dict()["pairs"][0]["first"] == "river"
+
+
+def test_induce_check_is_printed_saved_and_shown(tmp_path, capsys):
+    torch.set_num_threads(1)
+    (tmp_path / "a.txt").write_text("\n".join((RIVER + MONEY) * 10), encoding="utf-8")  # bank 100 times, river and money 20
+    out = tmp_path / "out"
+    args = ["induce", str(tmp_path / "a.txt"), "--words", "bank", "--out", str(out), "--min-occurrences", "4", "--check", "1"]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    assert "pseudoword check: mean ARI" in printed.out + printed.err
+    import json
+
+    from spacy_elmo.senses.explore import explore_page
+    from spacy_elmo.senses.induce import load_senses
+
+    saved = json.loads((out / "pseudoword-check.json").read_text(encoding="utf-8"))
+    assert len(saved["pairs"]) == 1 and {saved["pairs"][0]["first"], saved["pairs"][0]["second"]} <= {"bank", "river", "money"}
+    (ws,) = load_senses(out)  # the check's file is not a word's senses
+    assert ws.extra["check"] == saved
+    assert "Pseudoword check on this corpus: mean ARI" in explore_page(ws)

@@ -1,0 +1,129 @@
+"""How many senses, decided against a null; senses that carry the context, not the word's form; readable names."""
+
+import re
+
+import numpy as np
+import pytest
+
+from spacy_elmo.senses.clustering import adjusted_rand, count_senses, cut_senses, remove_form
+from spacy_elmo.senses.induce import InductionSettings, induce
+from spacy_elmo.senses.naming import distinctive_words, exclusive, readable, sense_name
+
+
+def blob(rng, n, dims=32, centre=None):
+    """n points from one Gaussian with a decaying spectrum (like principal coordinates)."""
+    x = rng.standard_normal((n, dims)) * np.sqrt(0.9 ** np.arange(dims))
+    return x if centre is None else x + centre
+
+
+def two_groups(rng, sizes=(60, 40), gap=6.0, dims=32):
+    centre = np.zeros(dims)
+    centre[0] = gap
+    return np.vstack([blob(rng, sizes[0], dims), blob(rng, sizes[1], dims, centre)]), np.repeat([0, 1], sizes)
+
+
+@pytest.mark.parametrize("n", [30, 200, 1500])
+def test_one_distribution_is_one_sense(n):
+    rng = np.random.default_rng(n)
+    assert set(count_senses(blob(rng, n))) == {0}
+    heavy = rng.standard_t(3, (n, 32))  # unimodal with heavy tails: outliers do not make senses
+    assert set(count_senses(heavy)) == {0}
+    sphere = rng.standard_normal((n, 64)) + 1.5  # unit vectors around one direction (cosine geometry)
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    assert set(count_senses(sphere)) == {0}
+
+
+def test_two_separated_groups_are_two_senses():
+    x, truth = two_groups(np.random.default_rng(1))
+    labels = count_senses(x)
+    assert len(set(labels)) == 2 and adjusted_rand(truth, labels) > 0.95
+    assert np.bincount(labels)[0] > np.bincount(labels)[1]  # 0 = the largest
+
+
+def test_three_groups_and_the_cap():
+    rng = np.random.default_rng(2)
+    centres = np.zeros((3, 32))
+    centres[1, 0], centres[2, 1] = 5.0, 5.0
+    x = np.vstack([blob(rng, n, centre=c) for n, c in zip((80, 60, 40), centres)])
+    assert len(set(count_senses(x))) == 3
+    assert len(set(count_senses(x, max_senses=2))) == 2
+    assert len(set(count_senses(x, n_senses=5))) == 5  # fixed: made without the test
+
+
+def test_a_small_group_is_not_a_sense():
+    rng = np.random.default_rng(3)
+    x, _ = two_groups(rng, sizes=(180, 12), gap=12.0)  # 6% of the occurrences, far away
+    assert set(count_senses(x, min_share=0.1)) == {0}
+    assert len(set(count_senses(x, min_share=0.02))) == 2
+
+
+def test_the_answer_is_stable_under_resampling():
+    rng = np.random.default_rng(4)
+    one = blob(rng, 400)
+    two, _ = two_groups(rng, sizes=(240, 160), gap=3.5)
+    for x, k in ((one, 1), (two, 2)):
+        answers = set()
+        for seed in range(8):
+            sample = x[np.random.default_rng(seed).choice(len(x), int(0.8 * len(x)), replace=False)]
+            answers.add(len(set(count_senses(sample, seed=seed))))
+        assert answers == {k}
+
+
+def test_cut_senses_reads_cosine_distances():
+    rng = np.random.default_rng(5)
+    x, truth = two_groups(rng, sizes=(50, 50), gap=5.0, dims=16)
+    x += 6.0 * np.eye(16)[3]  # away from the origin, as embeddings are
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    distances = np.clip(1 - unit @ unit.T, 0, 2)
+    labels = cut_senses(distances)
+    assert len(set(labels)) == 2 and adjusted_rand(truth, labels) > 0.9
+    one = unit[truth == 0]
+    assert set(cut_senses(np.clip(1 - one @ one.T, 0, 2))) == {0}
+
+
+def test_remove_form_takes_out_what_the_form_adds():
+    rng = np.random.default_rng(6)
+    context = rng.standard_normal((20, 8))
+    plural = np.r_[5.0, np.zeros(7)]
+    vectors = np.vstack([context, context + plural])  # the same contexts, as "cell" and as "cells"
+    out = remove_form(vectors, ["cell"] * 20 + ["cells"] * 20)
+    assert np.allclose(out[:20], out[20:], atol=1e-5)
+
+
+def test_readable_words_only():
+    for junk in ("ii", "vol", "chapter", "have", "shall", "i", "x", "follows:--", "i.", "mr.", "xiv", "thou", "1850", "bank"):
+        assert not readable(junk, exclude={"bank"}), junk
+    for word in ("river", "money", "prison", "mix", "guitar"):
+        assert readable(word)
+
+
+def test_distinctive_words_and_no_word_for_two_senses():
+    contexts = [["river", "water", "boat"]] * 5 + [["money", "loan", "water"]] * 5 + [["ii", "vol", "the"]] * 3
+    labels = np.array([0] * 5 + [1] * 5 + [0] * 3)
+    scored = distinctive_words(contexts, labels, background={"the": 100, "water": 20, "river": 2, "money": 2})
+    assert list(scored[0])[:2] == ["river", "boat"] or list(scored[0])[:2] == ["boat", "river"]
+    assert "money" in scored[1] and "ii" not in scored[0] and "vol" not in scored[0]
+    owned = exclusive([{"water": 2.0, "river": 3.0}, {"water": 1.0, "money": 3.0}])
+    assert owned == [["water", "river"], ["money"]]
+    assert sense_name("bank", ["river", "water"], ["shore", "river"]) == "bank: river / shore / water"
+
+
+def test_cell_and_cells_in_the_same_sentence_land_in_the_same_sense(bilm, head):
+    sentences = [
+        "The prisoner paced his narrow cell all night.",
+        "Guards searched the cell for a hidden phone.",
+        "He spent a night in a police cell after the arrest.",
+        "Inmates stay in the cell for most of the day.",
+        "The warden ordered the cell door opened.",
+        "Red blood cell counts were low in the sample.",
+        "The virus enters the cell through a receptor.",
+        "Under the microscope each cell looked like a brick.",
+        "The drug kills the tumour cell but spares the tissue.",
+        "A stem cell can become many kinds of tissue.",
+    ]
+    both = sentences + [re.sub(r"\bcell\b", "cells", s) for s in sentences]
+    for representation in ("vectors", "both", "substitutes"):
+        settings = InductionSettings(representation=representation, n_senses=2, min_occurrences=4, n_representatives=5)
+        (ws,) = induce(both, ["cell"], bilm=bilm, head=head, settings=settings, progress=False)
+        labels = ws.labels
+        assert (labels[:10] == labels[10:]).all(), representation  # the form does not decide the sense
