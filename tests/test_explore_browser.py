@@ -253,7 +253,9 @@ def test_two_corpora_coloured_by_corpus_with_shares_per_sense(browser, tmp_path)
         "return document.getElementById('explore-map')._fullData.map(t => [t.name, Array.from(t.customdata), t.marker.color,"
         " Array.from(t.marker.symbol), t.hovertext.length])"
     )
-    assert [name for name, *_ in traces] == ["1850s <i> (14)", "2000s (16)"]
+    assert [name for name, *_ in traces] == ["1850s &lt;i&gt; (14)", "2000s (16)"]  # escaped: Plotly renders tags in names
+    legend = browser.execute_script("return Array.from(document.querySelectorAll('.legend .legendtext')).map(t => t.textContent)")
+    assert legend == ["1850s <i> (14)", "2000s (16)"]  # shown as plain text
     assert [sorted(members) for _, members, *_ in traces] == [list(range(14)), list(range(14, 30))]
     assert [colour for _, _, colour, *_ in traces] == list(explore.CORPUS_COLOURS)
     for _, members, _, symbols, hovers in traces:
