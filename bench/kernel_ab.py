@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Two versions of the compiled kernels' C source, interleaved in one process: microseconds per call.
 
-    git show main:spacy_elmo/kernels/csrc/train_kernels.c > /tmp/before.c
-    python bench/kernel_ab.py /tmp/before.c spacy_elmo/kernels/csrc/train_kernels.c --json bench/results/kernel-ab.json
+    git show main:spacy_elmo/kernels/csrc/train_kernels.c > before.c
+    python bench/kernel_ab.py before.c spacy_elmo/kernels/csrc/train_kernels.c --json bench/results/kernel-ab.json
 
 Each source is compiled with the package's flags for this machine (``build.current_build``) and
 loaded side by side (``ctypes``, local symbols); the entry points' C signatures must be the same
