@@ -33,6 +33,8 @@ from .sample import CorpusSamples, Sampled
 # The measure words are ranked by unless told otherwise: the best of the four on the dev half of
 # the synthetic SemCor benchmark (docs/change.md#choosing-the-default-measure; bench/results/change-synthetic.json).
 DEFAULT_MEASURE = "apd_c"
+VECTORS = ("elmo", "context")
+DEFAULT_VECTORS = "elmo"
 SHARE_STEP = 0.1  # a sense "grew" or "shrank" when its share moved by at least this much
 Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
 
@@ -47,6 +49,8 @@ class ChangeSettings:
         corpus and at least ``rule.at_least`` in the other was gained or lost).
     n_resamples / confidence: the bootstrap's replicates and interval.
     measure: what the ranking sorts by (one of :data:`.measures.MEASURES`).
+    vectors: what APD, APD-c and PRT compare: ``elmo`` (each occurrence's ELMo vector) or
+        ``context`` (its context vector, :mod:`..senses.context`).
     induction: the sense induction's settings (its ``max_occurrences`` is set to hold both samples).
     """
 
@@ -56,6 +60,7 @@ class ChangeSettings:
     n_resamples: int = 200
     confidence: float = 0.95
     measure: str = DEFAULT_MEASURE
+    vectors: str = DEFAULT_VECTORS
     n_examples: int = 3
     seed: int = 0
     induction: InductionSettings = field(default_factory=InductionSettings)
@@ -63,6 +68,8 @@ class ChangeSettings:
     def __post_init__(self) -> None:
         if self.measure not in MEASURES:
             raise ValueError(f"measure must be one of {', '.join(MEASURES)}, got {self.measure!r}")
+        if self.vectors not in VECTORS:
+            raise ValueError(f"vectors must be one of {', '.join(VECTORS)}, got {self.vectors!r}")
         if self.max_occurrences < 2 or self.min_occurrences < 2:
             raise ValueError(
                 f"max_occurrences and min_occurrences must be 2 or more, got {self.max_occurrences} and {self.min_occurrences}"
@@ -161,7 +168,7 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
             f"{ws.word!r}: {n_a} occurrences in {names[0]} and {n_b} in {names[1]} (fewer than {settings.min_occurrences}): not measured"
         )
         return change
-    vectors = np.asarray(ws.extra["elmo_vectors"], dtype=np.float32)
+    vectors = np.asarray(ws.extra[f"{settings.vectors}_vectors"], dtype=np.float32)
     weights = np.asarray(ws.weights, dtype=np.float64)
     a, b = vectors[:n_a], vectors[n_a:]
     wa, wb = weights[:n_a], weights[n_a:]
@@ -233,6 +240,8 @@ def compare_samples(
     out = []
     for word, (in_a, in_b) in samples.items():
         ws = inducer.word_senses(word, list((forms or {}).get(word, ())))
+        if settings.vectors == "context" and "context_vectors" not in ws.extra:
+            ws.extra["context_vectors"] = inducer.context_vectors(ws.occurrences, ws.forms).astype(np.float16)
         counts = (seen or {}).get(word, (len(in_a), len(in_b)))
         out.append(compare_word(ws, len(in_a), settings, counts, names))
     return out

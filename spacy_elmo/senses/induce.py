@@ -39,13 +39,16 @@ from scipy import sparse
 from ..bilm import BiLM
 from ..bilm.batching import plan_batches
 from .clustering import cosine_distances, cut_senses, remove_form, substitute_bags, tfidf, unit_rows
+from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
 from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
 from .inventory import SenseInventory
 from .naming import context_words, distinctive_words, exclusive, ranked, readable, sense_name
 from .substitutes import LMHead, content_mask, fold_vocabulary, inflection_bases, lm_states
 
-REPRESENTATIONS = ("substitutes", "vectors", "both")
+PARTS = ("substitutes", "vectors", "context")
+ALIASES = {"both": "substitutes+vectors"}
+REPRESENTATIONS = ("substitutes", "vectors", "context", "both", "substitutes+context", "vectors+context", "substitutes+vectors+context")
 Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
 
 
@@ -54,7 +57,9 @@ class InductionSettings:
     """How senses are induced (defaults: measured on SemEval-2010, see docs/senses.md).
 
     representation: ``substitutes`` (the LM's predictions), ``vectors`` (the ELMo vectors under
-        ``mix``) or ``both`` (their cosine similarities averaged).
+        ``mix``), ``context`` (the words within ``context_window`` words, embedded with the biLM's
+        own word vectors: :mod:`.context`), or several joined by ``+`` (their cosine similarities
+        averaged; ``both`` = ``substitutes+vectors``).
     top_k: substitutes kept per direction and occurrence. temperature: applied to their
         log-probabilities (above 1 flattens, below sharpens).
     max_senses: at most this many senses per word (a cap; the number below it is decided per word
@@ -77,6 +82,7 @@ class InductionSettings:
     n_representatives / sample_size: representatives per occurrence and substitutes drawn per
         direction for each (the graded assignment).
     mix: the layer weights of the vectors (default: the average of the two LSTM layers).
+    context_window: words on each side that the ``context`` representation reads.
     """
 
     representation: str = "substitutes"
@@ -97,16 +103,22 @@ class InductionSettings:
     n_examples: int = 5
     seed: int = 0
     max_batch_tokens: int = 4000
+    context_window: int = DEFAULT_WINDOW
 
     def __post_init__(self) -> None:
         if self.representation not in REPRESENTATIONS:
-            raise ValueError(f"representation must be one of {', '.join(REPRESENTATIONS)}, got {self.representation!r}")
+            raise ValueError(
+                f"representation must be one of {', '.join(PARTS)}, or several joined by '+' ({', '.join(REPRESENTATIONS[3:])}), "
+                f"got {self.representation!r}"
+            )
         if self.max_senses < 1 or (self.n_senses is not None and self.n_senses < 1):
             raise ValueError(f"max_senses and n_senses must be >= 1, got {self.max_senses} and {self.n_senses}")
         if not 0 <= self.min_share < 0.5:
             raise ValueError(f"min_share is the smallest share of a word's occurrences a sense may hold, in [0, 0.5), got {self.min_share}")
         if self.significance < 0:
             raise ValueError(f"significance is a z-score threshold, >= 0, got {self.significance}")
+        if self.context_window < 1:
+            raise ValueError(f"context_window is a number of words on each side, >= 1, got {self.context_window}")
         if self.top_k < 1 or self.temperature <= 0 or self.max_occurrences < 1:
             raise ValueError("top_k and max_occurrences must be >= 1 and temperature > 0")
         if not 0 <= self.prior_weight <= 2:
@@ -116,8 +128,13 @@ class InductionSettings:
         self.mix = tuple(float(w) for w in self.mix)
 
     @property
+    def parts(self) -> Tuple[str, ...]:
+        """The representations clustered together (``both`` = substitutes and vectors)."""
+        return tuple(ALIASES.get(self.representation, self.representation).split("+"))
+
+    @property
     def uses_substitutes(self) -> bool:
-        return self.representation in ("substitutes", "both")
+        return "substitutes" in self.parts
 
 
 # ---------------------------------------------------------------------------------------------- targets
@@ -192,6 +209,7 @@ class Inducer:
         self._fold: Optional[np.ndarray] = None
         self._drop: Optional[np.ndarray] = None
         self._excluded: Optional[torch.Tensor] = None
+        self._context: Optional[ContextEmbedder] = None
         self._prior_sum: Optional[torch.Tensor] = None  # float64 [V]: the summed predictions of every reading streamed
         self._prior_count = 0
         self.background: Counter = Counter()  # the corpus's readable words (see observe): what sense names are set against
@@ -300,8 +318,13 @@ class Inducer:
         if s.uses_substitutes:
             assert bags is not None
             blocks.append(bags[0])
-        if s.representation in ("vectors", "both"):  # the form's own part removed: "cell" and "cells" in one context agree
+        if "vectors" in s.parts:  # the form's own part removed: "cell" and "cells" in one context agree
             blocks.append(unit_rows(remove_form(vectors, [o.text[o.start : o.end].lower() for o in store.occurrences])))
+        extra: Dict[str, Any] = {}
+        if "context" in s.parts:  # centred on the word's own mean: what sets an occurrence apart
+            context = self.context_vectors(store.occurrences, forms)
+            extra["context_vectors"] = context.astype(np.float16)
+            blocks.append(unit_rows(context - context.mean(0, keepdims=True)))
         note = None
         if n < s.min_occurrences:
             labels = np.zeros(n, dtype=np.int64)
@@ -315,8 +338,15 @@ class Inducer:
         shown = self._shown_vectors(blocks)
         return WordSenses(
             word, forms, list(store.occurrences), senses, weights, shown, s.representation, note,
-            extra={"elmo_vectors": vectors.astype(np.float16), "mix": list(s.mix), "seen": store.seen, "n_senses": k},
+            extra={"elmo_vectors": vectors.astype(np.float16), "mix": list(s.mix), "seen": store.seen, "n_senses": k, **extra},
         )  # fmt: skip
+
+    def context_vectors(self, occurrences: Sequence[Occurrence], forms: Sequence[str] = ()) -> np.ndarray:
+        """float32 ``[n, dim]``: the occurrences' context vectors (:mod:`.context`), read with the LM head's
+        output embeddings when there is a head, else with the biLM's char-CNN token vectors."""
+        if self._context is None:
+            self._context = ContextEmbedder.from_head(self.head) if self.head is not None else ContextEmbedder.from_bilm(self.bilm)
+        return self._context.embed(occurrences, self.settings.context_window, {f.lower() for f in forms})
 
     def _substitutes(self, store: _Store) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Per reading (forward, backward, then the pattern's two), the ``top_k`` substitutes of each

@@ -1,0 +1,93 @@
+"""The ``context`` representation of sense induction: occurrences told apart by the words around them."""
+
+import numpy as np
+import pytest
+
+from spacy_elmo.senses.clustering import adjusted_rand
+from spacy_elmo.senses.context import ContextEmbedder, context_tokens
+from spacy_elmo.senses.induce import InductionSettings, induce
+from spacy_elmo.senses.induced import Occurrence
+from spacy_elmo.senses.substitutes import LMHead
+
+RIVER = ["river", "water", "shore", "fishing", "boat", "muddy", "willows", "stream"]
+MONEY = ["money", "loan", "account", "deposit", "cash", "savings", "interest", "credit"]
+RIVER_SENTENCES = [f"We sat on the {a} bank and watched the {b} for hours ." for a in RIVER for b in RIVER[:3] if a != b][:16]
+MONEY_SENTENCES = [f"She went to the bank to ask about her {a} and the {b} today ." for a in MONEY for b in MONEY[:3] if a != b][:16]
+
+
+def topic_head(dim: int) -> LMHead:
+    """A head whose output embeddings put the river words on one axis and the money words on another."""
+    rng = np.random.default_rng(0)
+    vocab = ["<S>", "</S>", "<UNK>", "the", "bank", "banks", "We", "sat", "watched", "hours", "She", "went", "ask", "today"]
+    vocab += RIVER + MONEY
+    weight = rng.normal(scale=0.05, size=(len(vocab), dim)).astype(np.float32)
+    for word in RIVER:
+        weight[vocab.index(word), 0] += 1.0
+    for word in MONEY:
+        weight[vocab.index(word), 1] += 1.0
+    return LMHead.from_arrays(vocab, weight, np.zeros(len(vocab), np.float32), "a test head")
+
+
+def test_context_tokens_keep_content_words_within_the_window():
+    text = "The old man rowed his boat to the bank of the river at dawn"
+    start = text.index("bank")
+    assert context_tokens(text, start, start + 4) == ["old", "man", "rowed", "boat", "river", "dawn"]
+    assert context_tokens(text, start, start + 4, window=2) == []  # "to the" / "of the": stop words only
+    assert context_tokens(text, start, start + 4, window=5, exclude={"boat"}) == ["rowed", "river", "dawn"]
+    with pytest.raises(ValueError, match="context window"):
+        context_tokens(text, start, start + 4, window=0)
+
+
+def test_head_vectors_look_words_up_exactly_then_by_case(bilm):
+    head = topic_head(bilm.config.projection_dim)
+    embedder = ContextEmbedder.from_head(head)
+    rows = embedder.word_vectors(["river", "River", "RIVER", "unheard"])
+    assert np.allclose(np.linalg.norm(rows[:2], axis=1), 1.0, atol=1e-5)
+    assert np.allclose(rows[0], rows[1])  # capitalised at the start of a sentence: the same word
+    assert not rows[3].any()  # a word the head does not know adds nothing
+    occurrence = Occurrence("the bank of the muddy river", 4, 8)
+    vector = embedder.embed([occurrence])[0]
+    assert np.allclose(vector, embedder.word_vectors(["muddy", "river"]).mean(0), atol=1e-6)
+
+
+def test_a_model_without_a_head_reads_its_char_cnn_vectors(bilm):
+    embedder = ContextEmbedder.from_bilm(bilm)
+    a = embedder.word_vectors(["river", "money", "river"])
+    assert a.shape == (3, bilm.config.projection_dim)
+    assert np.allclose(a[0], a[2]) and not np.allclose(a[0], a[1])
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    again = ContextEmbedder.from_bilm(bilm).word_vectors(["money"])  # batch-independent: alone as in a batch
+    assert np.allclose(again[0], a[1], atol=1e-5)
+
+
+def test_context_separates_two_topics_and_names_them(bilm):
+    head = topic_head(bilm.config.projection_dim)
+    sentences = RIVER_SENTENCES + MONEY_SENTENCES
+    gold = [0] * len(RIVER_SENTENCES) + [1] * len(MONEY_SENTENCES)
+    (ws,) = induce(sentences, ["bank"], bilm=bilm, head=head, progress=False, settings=InductionSettings(representation="context"))
+    truth = [gold[int(o.source.split()[-1])] for o in ws.occurrences]  # source: "text I", I the sentence
+    assert len(ws.senses) == 2
+    assert adjusted_rand(truth, ws.labels) == pytest.approx(1.0)
+    by_gold = {truth[ws.senses[c].examples[0]]: ws.senses[c].context for c in range(2)}  # each sense's distinctive context words
+    assert set(by_gold[0]) & set(RIVER) and set(by_gold[1]) & set(MONEY)
+    assert "context_vectors" in ws.extra and ws.extra["context_vectors"].shape == (len(sentences), bilm.config.projection_dim)
+
+
+def test_context_ignores_the_form_of_the_word(bilm):
+    """The same sentence with "bank" and with "banks" has one context vector: the form is not context."""
+    head = topic_head(bilm.config.projection_dim)
+    embedder = ContextEmbedder.from_head(head)
+    one = "We sat on the bank and watched the river"
+    two = "We sat on the banks and watched the river"
+    a = embedder.embed([Occurrence(one, one.index("bank"), one.index("bank") + 4)], exclude={"bank", "banks"})
+    b = embedder.embed([Occurrence(two, two.index("banks"), two.index("banks") + 5)], exclude={"bank", "banks"})
+    assert np.allclose(a, b)
+
+
+def test_representations_join_with_plus_and_bad_ones_are_named():
+    assert InductionSettings(representation="substitutes+context").parts == ("substitutes", "context")
+    assert InductionSettings(representation="both").parts == ("substitutes", "vectors")
+    with pytest.raises(ValueError, match="representation must be one of"):
+        InductionSettings(representation="context+words")
+    with pytest.raises(ValueError, match="context_window"):
+        InductionSettings(representation="context", context_window=0)
