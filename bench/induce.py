@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def probe(representation: str, temperature: float, prior_weight: float, pattern: str | None) -> dict:
+def probe(representation: str, temperature: float, prior_weight: float, pattern: str | None, weights: str | None = None) -> dict:
     """Induction on the hand-written probe sentences of bench/senses.py, scored against their two senses."""
     from senses import SENSES
 
@@ -45,7 +45,7 @@ def probe(representation: str, temperature: float, prior_weight: float, pattern:
     settings = InductionSettings(
         representation=representation, min_occurrences=4, temperature=temperature, prior_weight=prior_weight, pattern=pattern
     )
-    results = induce(sentences, list(SENSES), settings=settings, progress=False)
+    results = induce(sentences, list(SENSES), weights=weights, settings=settings, progress=False)
     system = {r.word: {o.source: str(c) for o, c in zip(r.occurrences, r.labels)} for r in results}
     result = score(system, gold)
     return {**result.as_dict(), "seconds": round(time.perf_counter() - started, 1)}
@@ -55,7 +55,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("project/assets/data/wsi_semeval2010"))
     add_threads(parser)
-    parser.add_argument("--representation", default="substitutes,vectors,both")
+    parser.add_argument("--representation", default="substitutes,vectors,both,context,substitutes+context")
+    parser.add_argument("--weights", default=None, help="the biLM (default: the embedded default)")
     parser.add_argument("--context", type=int, default=0, help="context tokens of the surrounding sentences on each side")
     parser.add_argument("--temperature", type=float, default=0.5, help="temperature of the substitute distributions")
     parser.add_argument("--prior-weight", type=float, default=0.75, help="alpha of the prior correction of the substitutes (0 = off)")
@@ -74,14 +75,14 @@ def main() -> None:
         settings = InductionSettings(
             representation=representation, temperature=args.temperature, prior_weight=args.prior_weight, pattern=pattern
         )
-        report = wsi_eval.evaluate(args.data, None, settings, context=args.context, progress=False)
+        report = wsi_eval.evaluate(args.data, args.weights, settings, context=args.context, progress=False)
         wall = time.perf_counter() - started
         runs.append(
             {
                 "representation": representation,
                 "wall_seconds": round(wall, 1),
                 "report": report,
-                "probe": probe(representation, args.temperature, args.prior_weight, pattern),
+                "probe": probe(representation, args.temperature, args.prior_weight, pattern, args.weights),
             }
         )
         ours = report["ours"]
@@ -92,7 +93,7 @@ def main() -> None:
         )
     machine = {"cpu": platform.processor() or platform.machine(), "threads": args.threads, "torch": torch.__version__}
     out = {
-        "model": "en_default",
+        "model": args.weights or "en_default",
         "machine": machine,
         "context_tokens": args.context,
         "temperature": args.temperature,

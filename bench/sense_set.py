@@ -118,6 +118,10 @@ def features(items, bilm, head) -> Dict[str, Dict[str, float]]:
         inducer.flush()
         bags, _ = inducer._bags(inducer._substitutes(inducer.stores[item.word]))
         found["substitutes, lemma-folded (the default reading)"] = np.asarray(bags.todense())
+        starts = [len(" ".join(t[:p])) + (1 if p else 0) for t, p in zip(tokens, positions)]
+        occurrences = [Occurrence(" ".join(t), a, a + len(t[p])) for t, p, a in zip(tokens, positions, starts)]
+        context = inducer.context_vectors(occurrences, [item.word, *item.forms])
+        found["context words, with the LM head's output embeddings (the context representation)"] = context - context.mean(0)
         for name, x in found.items():
             labels = kmeans_labels(x, item.n_senses)
             sums.setdefault(name, []).append((adjusted_rand(item.gold, labels), adjusted_rand(surface, labels)))
@@ -131,11 +135,12 @@ def main() -> None:
     parser.add_argument("--weights", default=None, help="the biLM (default: the embedded default)")
     parser.add_argument("--words", nargs="*", default=None, help="only these words of the set")
     parser.add_argument("--skip-induce", action="store_true", help="only the fixed-k vector measurement")
+    parser.add_argument("--representation", default=None, help="induce with this representation (default: induce's own)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
     torch.set_num_threads(1)
     from spacy_elmo.hub.load import load_bilm
-    from spacy_elmo.senses.induce import induce, load_head
+    from spacy_elmo.senses.induce import InductionSettings, induce, load_head
 
     items = load_labelled(words=args.words)
     bilm = load_bilm(args.weights)
@@ -144,7 +149,9 @@ def main() -> None:
     result: Dict[str, object] = {
         "model": args.weights or "en_default (embedded)",
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip() + ", 1 thread",
-        "command": "OMP_NUM_THREADS=1 python bench/sense_set.py" + (f" --weights {args.weights}" if args.weights else ""),
+        "command": "OMP_NUM_THREADS=1 python bench/sense_set.py"
+        + (f" --weights {args.weights}" if args.weights else "")
+        + (f" --representation {args.representation}" if args.representation else ""),
         "words": {i.word: i.n_senses for i in items},
         "fixed_k": {
             mix: {algo: {"mean_ari": float(np.mean(list(v.values()))), "per_word": v} for algo, v in per.items()}
@@ -163,8 +170,10 @@ def main() -> None:
     if not args.skip_induce:
         scores = []
         per_word: List[Dict[str, object]] = []
+        settings = InductionSettings(representation=args.representation) if args.representation else InductionSettings()
+        result["representation"] = settings.representation
         for item in items:
-            (ws,) = induce(item.sentences, {item.word: item.forms}, bilm=bilm, head=head, progress=False)
+            (ws,) = induce(item.sentences, {item.word: item.forms}, bilm=bilm, head=head, progress=False, settings=settings)
             s = score_word(item, ws)
             scores.append(s)
             per_word.append({**s.__dict__, "check": ws.extra.get("check")})

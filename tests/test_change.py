@@ -122,6 +122,8 @@ def test_settings_errors():
         ChangeSettings(measure="cosine")
     with pytest.raises(ValueError, match="above max_occurrences"):
         ChangeSettings(max_occurrences=5, min_occurrences=10)
+    with pytest.raises(ValueError, match="vectors must be one of elmo, context"):
+        ChangeSettings(vectors="words")
 
 
 # ---------------------------------------------------------------------------------------------- sampling
@@ -267,6 +269,21 @@ def test_change_command_end_to_end(change_run):
     assert (out / "pages" / "bank.html").is_file() and (out / "pages" / "play.html").is_file()
 
 
+def test_context_vectors_measure_the_change_of_the_words_around(tmp_path):
+    """With --vectors context the distances compare the words around each occurrence: river words in
+    one corpus and money words in the other set bank apart from play, whose contexts stay the same."""
+    a, b = tmp_path / "old.txt", tmp_path / "new.txt"
+    a.write_text("\n".join(RIVER * 2 + PLAY * 3) + "\n")
+    b.write_text("\n".join(MONEY * 2 + PLAY * 3) + "\n")
+    out = tmp_path / "out"
+    args = ["change", str(a), str(b), "--words", "bank,play", "--out", str(out), "--vectors", "context", "-r", "substitutes+context"]
+    result = runner.invoke(app, args + ["--min-occurrences", "5", "--resamples", "10", "--max-senses", "3", "--no-pages", "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    words = {w["word"]: w for w in json.loads((out / "report.json").read_text())["words"]}
+    assert words["bank"]["measures"]["apd_c"] > words["play"]["measures"]["apd_c"] + 0.05
+    assert words["play"]["measures"]["prt"] < 0.05  # the same three sentences in both: the same contexts
+
+
 def test_saved_senses_carry_the_corpora_and_explore_reads_them(change_run, tmp_path):
     from spacy_elmo.senses.induced import load_word_senses
 
@@ -287,6 +304,8 @@ def test_saved_senses_carry_the_corpora_and_explore_reads_them(change_run, tmp_p
         (["change", "{a}", "{a}", "--out", "x", "--measure", "cosine"], "measure must be one of"),
         (["change", "{a}", "{a}", "--out", "x", "--names", "only-one"], "--names 'only-one': give two names"),
         (["change", "{a}", "{a}", "--out", "x", "--at-least", "2", "--at-most", "3"], "at_most < at_least"),
+        (["change", "{a}", "{a}", "--out", "x", "--vectors", "words"], "vectors must be one of elmo, context"),
+        (["change", "{a}", "{a}", "--out", "x", "-r", "context+words"], "--representation 'context+words': use one of"),
         (["change-eval", "--data", "{dir}"], "SemCor not found"),
     ],
 )

@@ -116,3 +116,16 @@ def test_induce_check_is_printed_saved_and_shown(tmp_path, capsys):
     (ws,) = load_senses(out)  # the check's file is not a word's senses
     assert ws.extra["check"] == saved
     assert "Pseudoword check on this corpus: mean ARI" in explore_page(ws)
+
+
+def test_regular_inflections_respect_consonant_doubling():
+    """"staring" is a form of "stare", not of "star" (whose -ing form doubles the r: "starring")."""
+    from spacy_elmo.senses.induce import match_target
+    from spacy_elmo.senses.substitutes import inflection_bases
+
+    assert match_target("staring", {"star": "star"}) is None
+    assert match_target("starring", {"star": "star"}) == "star" and match_target("stars", {"star": "star"}) == "star"
+    assert match_target("hoped", {"hop": "hop"}) is None and match_target("hopped", {"hop": "hop"}) == "hop"
+    assert match_target("staring", {"stare": "stare"}) == "stare"
+    for word, base in (("opening", "open"), ("visited", "visit"), ("rained", "rain"), ("fixed", "fix"), ("played", "play")):
+        assert base in inflection_bases(word), word  # two syllables, two vowels, or w/x/y: no doubling, the bare stem stands

@@ -239,6 +239,7 @@ def evaluate(
             "max_occurrences": settings.max_occurrences,
             "rule": {"at_least": settings.rule.at_least, "at_most": settings.rule.at_most},
             "representation": settings.induction.representation,
+            "vectors": settings.vectors,
         },
         "weights": str(weights or "en_default"),
         "threads": torch.get_num_threads(),

@@ -15,6 +15,9 @@ MEASURE_HELP = "apd (average pairwise distance), apd_c (APD less the corpora's o
 MAX_OCC_OPT = Opt(200, "--max-occurrences", help="Occurrences sampled per word and corpus (a seeded uniform sample beyond)")
 AT_LEAST_OPT = Opt(5, "--at-least", help="Binary call: a sense with at least this many occurrences in one corpus ...")
 AT_MOST_OPT = Opt(2, "--at-most", help="... and at most this many in the other was gained or lost (SemEval-2020 Task 1)")
+VECTORS_OPT = Opt(
+    "elmo", "--vectors", help="What APD, APD-c and PRT compare: elmo (each occurrence's ELMo vector) or context (the words around it)"
+)
 SEED_OPT = Opt(0, "--seed", help="Seed of the samples and the bootstrap")
 THREADS_OPT = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)")
 WEIGHTS_OPT = Opt(
@@ -84,6 +87,7 @@ def change_cli(
     min_share: float = MIN_SHARE_OPT,
     significance: float = SIGNIFICANCE_OPT,
     max_occurrences: int = MAX_OCC_OPT,
+    vectors: str = VECTORS_OPT,
     min_occurrences: int = Opt(10, "--min-occurrences", help="A word with fewer occurrences in either corpus is listed, not measured"),
     at_least: int = AT_LEAST_OPT,
     at_most: int = AT_MOST_OPT,
@@ -114,6 +118,7 @@ def change_cli(
         n_resamples=resamples,
         confidence=confidence,
         measure=measure or DEFAULT_MEASURE,
+        vectors=vectors,
     )
     pair = [n.strip() for n in names.split(",")] if names else [corpus_a.name.split(",")[0], corpus_b.name.split(",")[0]]
     if len(pair) != 2 or not all(pair):
@@ -160,6 +165,7 @@ def change_eval_cli(
     significance: float = SIGNIFICANCE_OPT,
     at_least: int = AT_LEAST_OPT,
     at_most: int = AT_MOST_OPT,
+    vectors: str = VECTORS_OPT,
     size: int = Opt(50, "--size", help="Occurrences in each of a lemma's two sampled corpora"),
     min_per_sense: int = Opt(20, "--min-per-sense", help="A lemma takes part with two senses of at least this many SemCor occurrences"),
     max_lemmas: int = Opt(0, "--max-lemmas", help="At most this many lemmas (0 = every eligible one)"),
@@ -174,7 +180,9 @@ def change_eval_cli(
     sampled sense distributions, and the binary call's accuracy; dev and held-out test halves of the lemmas."""
     from ..change import synthetic
 
-    settings = change_settings(representation, max_senses, min_share, significance, 2 * size, at_least, at_most, seed, min_occurrences=2)
+    settings = change_settings(
+        representation, max_senses, min_share, significance, 2 * size, at_least, at_most, seed, min_occurrences=2, vectors=vectors
+    )
     semcor = data / "Training_Corpora" / "SemCor"
     if not any((semcor / f"semcor.data.xml{gz}").is_file() for gz in ("", ".gz")):
         raise UserError(f"SemCor not found in {semcor}: place the WSD framework (with Training_Corpora/SemCor) there, or pass --data")

@@ -7,7 +7,10 @@ from typing import Any, Dict, List, Optional
 
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
 
-REPRESENTATION_HELP = "substitutes (the LM's predicted words), vectors (ELMo vectors, layers 1-2) or both"
+REPRESENTATION_HELP = (
+    "substitutes (the LM's predicted words), vectors (ELMo vectors, layers 1-2), context (the words around, with the model's "
+    "word vectors), or several joined by '+' (e.g. substitutes+context; both = substitutes+vectors)"
+)
 # the clustering options induce and wsi-eval share (one definition each)
 REPRESENTATION_OPT = Opt("substitutes", "--representation", "-r", help=REPRESENTATION_HELP)
 MAX_SENSES_OPT = Opt(10, "--max-senses", help="At most this many senses per word")

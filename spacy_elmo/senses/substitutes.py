@@ -264,6 +264,23 @@ def fold_vocabulary(vocab: Sequence[str], lemmatize: Optional[Dict[str, str]] = 
     return out
 
 
+_VOWELS = frozenset("aeiou")
+
+
+def _doubles_its_consonant(stem: str) -> bool:
+    """Whether a base spelled ``stem`` doubles its last letter before -ing/-ed: one syllable ending in
+    one vowel and one consonant other than w, x, y (star -> starring, hop -> hopped), so that
+    "staring" and "hoped" cannot come from "star" and "hop"."""
+    groups = sum(1 for i, c in enumerate(stem) if c in _VOWELS and (i == 0 or stem[i - 1] not in _VOWELS))
+    return (
+        groups == 1
+        and len(stem) >= 3
+        and stem[-1] not in _VOWELS | {"w", "x", "y"}
+        and stem[-2] in _VOWELS
+        and stem[-3] not in _VOWELS
+    )
+
+
 def inflection_bases(word: str) -> List[str]:
     """Candidate bases of a regularly inflected English word, likeliest first (none for short words)."""
     if len(word) < 4 or not word.isalpha():
@@ -278,7 +295,8 @@ def inflection_bases(word: str) -> List[str]:
     for suffix in ("ing", "ed"):
         if word.endswith(suffix) and len(word) > len(suffix) + 2:
             stem = word[: -len(suffix)]
-            out.append(stem)
+            if not _doubles_its_consonant(stem):
+                out.append(stem)
             out.append(stem + "e")
             if len(stem) > 2 and stem[-1] == stem[-2]:
                 out.append(stem[:-1])
