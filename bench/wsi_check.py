@@ -22,14 +22,17 @@ from typing import Dict, List, Optional
 import torch
 
 
-def run(files: List[Path], weights: Optional[str], n_pairs: int, per_word: int) -> Dict[str, object]:
+def run(files: List[Path], weights: Optional[str], n_pairs: int, per_word: int, representation: str = "substitutes") -> Dict[str, object]:
     from spacy_elmo.hub.load import load_bilm
     from spacy_elmo.senses.induce import InductionSettings, load_head
     from spacy_elmo.senses.wsi_check import pseudoword_check
 
     bilm, head = load_bilm(weights), load_head(weights)
     out: Dict[str, object] = {"files": len(files)}
-    for name, settings in (("own_k", InductionSettings()), ("k2", InductionSettings(n_senses=2))):
+    for name, settings in (
+        ("own_k", InductionSettings(representation=representation)),
+        ("k2", InductionSettings(representation=representation, n_senses=2)),
+    ):
         started = time.perf_counter()
         report = pseudoword_check(files, bilm, head, settings, n_pairs=n_pairs, per_word=per_word)
         out[name] = {**report.as_dict(), "seconds": round(time.perf_counter() - started, 1)}
@@ -45,6 +48,7 @@ def main() -> None:
     parser.add_argument("--weights", default=None, help="the biLM (default: the embedded default)")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--per-word", type=int, default=100)
+    parser.add_argument("--representation", default="substitutes", help="induce's representation (e.g. substitutes+context)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -52,14 +56,16 @@ def main() -> None:
         "model": args.weights or "en_default (embedded)",
         "machine": f"{platform.machine()}, 1 thread",
         "command": "OMP_NUM_THREADS=1 python bench/wsi_check.py --books BOOKS --biomed ARTICLES"
-        + (f" --weights {args.weights}" if args.weights else ""),
+        + (f" --weights {args.weights}" if args.weights else "")
+        + (f" --representation {args.representation}" if args.representation != "substitutes" else ""),
+        "representation": args.representation,
     }
     for name, folder, limit in (("books", args.books, args.max_files), ("biomed", args.biomed, None)):
         if folder is None:
             continue
         files = sorted(folder.glob("*.txt.gz"))[:limit]
         print(f"{name}: {len(files)} files")
-        result[name] = run(files, args.weights, args.pairs, args.per_word)
+        result[name] = run(files, args.weights, args.pairs, args.per_word, args.representation)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 
