@@ -272,13 +272,7 @@ def _doubles_its_consonant(stem: str) -> bool:
     one vowel and one consonant other than w, x, y (star -> starring, hop -> hopped), so that
     "staring" and "hoped" cannot come from "star" and "hop"."""
     groups = sum(1 for i, c in enumerate(stem) if c in _VOWELS and (i == 0 or stem[i - 1] not in _VOWELS))
-    return (
-        groups == 1
-        and len(stem) >= 3
-        and stem[-1] not in _VOWELS | {"w", "x", "y"}
-        and stem[-2] in _VOWELS
-        and stem[-3] not in _VOWELS
-    )
+    return groups == 1 and len(stem) >= 3 and stem[-1] not in _VOWELS | {"w", "x", "y"} and stem[-2] in _VOWELS and stem[-3] not in _VOWELS
 
 
 def inflection_bases(word: str) -> List[str]:
