@@ -92,6 +92,39 @@ def test_one_product_char_convolutions_equal_the_convolutions_in_float64():
         assert _close(ga[name], gb[name]), name
 
 
+def _word_ids(lengths, positions=50, tail=261):
+    """ELMo-like character ids: <bow>, a word's bytes and <eow>, then one padding id to the end."""
+    rows = []
+    for n in lengths:
+        word = [258] + torch.randint(1, 256, (n,)).tolist() + [259]
+        rows.append((word + [tail] * positions)[:positions])
+    return torch.tensor(rows)
+
+
+def test_mixed_char_pooling_cuts_positions_and_keeps_values_and_gradients(monkeypatch):
+    torch.manual_seed(0)
+    enc = CharCnnEncoder(262, 6, ((1, 4), (2, 5), (3, 6), (5, 7)), n_highway=1, output_dim=9).double()
+    enc.train_chunk = 8  # three chunks of different lengths, each cut to its own positions
+    ids = _word_ids([3, 1, 11, 0, 7, 1, 5, 16, 4, 9, 6, 1, 1, 8, 0, 12, 48, 2, 1, 1])  # 48: a word to the end
+    weights = torch.randn(len(ids), 9, dtype=torch.double)
+    seen = []
+    pool = char_conv_train.conv_max_pool
+    monkeypatch.setattr(char_conv_train, "conv_max_pool", lambda chars, *a: seen.append(chars.shape[1]) or pool(chars, *a))
+
+    def run(dtype):
+        enc.train_dtype = dtype
+        enc.zero_grad()
+        out = enc(ids)
+        (out * weights).sum().backward()
+        return out.detach(), {n: p.grad.clone() for n, p in enc.named_parameters()}
+
+    (a, ga), (b, gb) = run(None), run(torch.float64)
+    assert sorted(seen) == [8, 16, 50]  # positions: words of <= 1, <= 9 and 48 characters (+ <bow>/<eow>, a tail window)
+    assert _close(a, b)
+    for name in ga:
+        assert _close(ga[name], gb[name]), name
+
+
 def test_stacked_filters_layout():
     convs = [torch.nn.Conv1d(2, 3, 1), torch.nn.Conv1d(2, 1, 2)]
     weight, bias = char_conv_train.stacked_filters(convs)
