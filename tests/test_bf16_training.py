@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
-from spacy_elmo.kernels import char_conv_train, fused_train
 from spacy_elmo.bilm.lstm import BiLstmStack
 from spacy_elmo.bilm.token_encoder import CharCnnEncoder
+from spacy_elmo.kernels import char_conv_train, fused_train
 from spacy_elmo.training import train
 from spacy_elmo.training.lm import BiLMLanguageModel
 from spacy_elmo.training.precision import train_dtype

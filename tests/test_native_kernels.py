@@ -4,9 +4,9 @@ the eager code's results, a clear error on bad input, and a fallback where they 
 import pytest
 import torch
 
-from spacy_elmo.kernels import build, native
 from spacy_elmo.bilm.lstm import BiLstmStack
 from spacy_elmo.bilm.token_encoder import CharCnnEncoder
+from spacy_elmo.kernels import build, native
 
 needs_compiler = pytest.mark.skipif(build.compiler() is None, reason="needs a C compiler")
 
