@@ -1,6 +1,7 @@
 """Compiled C kernels for the CPU: each LSTM time step's elementwise work (bfloat16 training,
-forward and backward; bfloat16 and float32 inference), and the char CNN's max-pooling in bfloat16
-training.
+forward and backward; bfloat16 and float32 inference), the char CNN's max-pooling in bfloat16
+training, and the sampled softmax's rows in bfloat16 training (each row's log-sum-exp; the
+softmax rounded to bfloat16 and its sums over rows).
 
 :mod:`.fused_train` runs each time step as a few matrix products plus elementwise work: the
 gates' nonlinearities, the cell update, clipping, their gradients and the bfloat16 <-> float32

@@ -5,14 +5,20 @@ caller, the log-expected-count correction, accidental hits removed): the mean ov
 ``-log_softmax(logits)[:, 0]`` with ``logits = [true logit, sampled logits]``. What
 changes is the work around it:
 
-* the ``[rows, samples]`` product runs in ``dtype`` (bfloat16 on AMX), weights cast once;
+* the ``[rows, samples]`` product runs in ``dtype`` (bfloat16: AMX or AVX512-BF16), weights cast once;
 * accidental hits (a row's target among the samples) are found by sorting the samples and
   searching each target, ``O((rows + samples) log samples)``, not a ``[rows x samples]`` mask;
 * the normalisation is one row-wise ``log_softmax`` (each row's max, sum of exponentials and
   output in one pass while the row is in cache; four passes over the whole ``[rows, samples]``
   buffer before); the backward exponentiates its output in place and rounds the softmax to
   ``dtype`` unscaled, the loss's scale (``grad / rows``) going onto the products' small outputs,
-  with no ``[rows, samples]`` temporaries beyond the low-dtype copy the products need.
+  with no ``[rows, samples]`` temporaries beyond the low-dtype copy the products need;
+* in bfloat16 on the CPU with the compiled kernels (:mod:`..kernels.native`), not even that:
+  the accidental hits become ``-inf`` in the product's bfloat16 output, the forward takes each
+  row's log-sum-exp from it and the float32 true logit in one pass, and the backward overwrites
+  it with the softmax rounded to bfloat16 and sums that over rows in float32 (the sampled words'
+  bias gradient) in one more. Same values to float rounding; the bias gradient skips the eager
+  code's last rounding to bfloat16. Elsewhere (no compiler, float32, a GPU) the eager code runs.
 
 The true logit (a ``[rows, P]`` dot product) and the loss stay in float32.
 """

@@ -1,5 +1,6 @@
 /* CPU kernels: the elementwise part of one LSTM time step in one pass (bf16 training, forward and
- * backward; bf16 and float32 inference), and the char CNN's max-pooling (at the end of the file).
+ * backward; bf16 and float32 inference), the char CNN's max-pooling, and the sampled softmax's
+ * rows in bf16 training (both at the end of the file).
  *
  * Used by spacy_elmo/kernels/native.py (compiled on first use, called through ctypes). For the LSTM
  * step: the eager version runs each step as ~10 separate passes over the
