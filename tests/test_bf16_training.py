@@ -73,20 +73,22 @@ def test_fused_lstm_keeps_padding_zero_and_gives_no_per_step_graph():
     assert nodes == 1 and len(seen) < 40
 
 
+def _encode_with_grads(enc, ids, weights, dtype):
+    """The encoder's output for ``ids`` with ``train_dtype=dtype`` and its parameters' gradients of ``(out * weights).sum()``."""
+    enc.train_dtype = dtype
+    enc.zero_grad()
+    out = enc(ids)
+    (out * weights).sum().backward()
+    return out.detach(), {n: p.grad.clone() for n, p in enc.named_parameters()}
+
+
 def test_one_product_char_convolutions_equal_the_convolutions_in_float64():
     torch.manual_seed(0)
     enc = CharCnnEncoder(262, 6, ((1, 4), (2, 5), (3, 6), (5, 7)), n_highway=1, output_dim=9).double()
     ids = torch.randint(1, 262, (11, 50))
     weights = torch.randn(11, 9, dtype=torch.double)
 
-    def run(dtype):
-        enc.train_dtype = dtype
-        enc.zero_grad()
-        out = enc(ids)
-        (out * weights).sum().backward()
-        return out.detach(), {n: p.grad.clone() for n, p in enc.named_parameters()}
-
-    (a, ga), (b, gb) = run(None), run(torch.float64)
+    (a, ga), (b, gb) = _encode_with_grads(enc, ids, weights, None), _encode_with_grads(enc, ids, weights, torch.float64)
     assert _close(a, b)
     for name in ga:
         assert _close(ga[name], gb[name]), name
@@ -111,14 +113,7 @@ def test_mixed_char_pooling_cuts_positions_and_keeps_values_and_gradients(monkey
     pool = char_conv_train.conv_max_pool
     monkeypatch.setattr(char_conv_train, "conv_max_pool", lambda chars, *a: seen.append(chars.shape[1]) or pool(chars, *a))
 
-    def run(dtype):
-        enc.train_dtype = dtype
-        enc.zero_grad()
-        out = enc(ids)
-        (out * weights).sum().backward()
-        return out.detach(), {n: p.grad.clone() for n, p in enc.named_parameters()}
-
-    (a, ga), (b, gb) = run(None), run(torch.float64)
+    (a, ga), (b, gb) = _encode_with_grads(enc, ids, weights, None), _encode_with_grads(enc, ids, weights, torch.float64)
     assert sorted(seen) == [8, 16, 50]  # positions: words of <= 1, <= 9 and 48 characters (+ <bow>/<eow>, a tail window)
     assert _close(a, b)
     for name in ga:
