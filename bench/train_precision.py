@@ -123,7 +123,7 @@ def speed(args: argparse.Namespace) -> Dict[str, Any]:
 
 CATEGORIES = ("matrix products", "elementwise", "softmax", "optimizer", "other")
 _MATMUL = {"aten::mm", "aten::bmm", "aten::baddbmm", "aten::addmm", "aten::addbmm", "aten::matmul", "aten::linear", "aten::_addmm_activation"}
-_COMPILED = ("forward", "hidden_grad", "backward", "max_pool")  # the compiled kernels' entry points used in training
+_COMPILED = ("forward", "hidden_grad", "backward", "max_pool", "softmax_lse", "softmax_grad_")  # the compiled kernels' entry points used in training
 
 
 def _category(event: Any, softmax_nodes: Set[int]) -> str:

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
-from spacy_elmo.kernels import char_conv_train, fused_train
 from spacy_elmo.bilm.lstm import BiLstmStack
 from spacy_elmo.bilm.token_encoder import CharCnnEncoder
+from spacy_elmo.kernels import char_conv_train, fused_train
 from spacy_elmo.training import train
 from spacy_elmo.training.lm import BiLMLanguageModel
 from spacy_elmo.training.precision import train_dtype
@@ -73,20 +73,48 @@ def test_fused_lstm_keeps_padding_zero_and_gives_no_per_step_graph():
     assert nodes == 1 and len(seen) < 40
 
 
+def _encode_with_grads(enc, ids, weights, dtype):
+    """The encoder's output for ``ids`` with ``train_dtype=dtype`` and its parameters' gradients of ``(out * weights).sum()``."""
+    enc.train_dtype = dtype
+    enc.zero_grad()
+    out = enc(ids)
+    (out * weights).sum().backward()
+    return out.detach(), {n: p.grad.clone() for n, p in enc.named_parameters()}
+
+
 def test_one_product_char_convolutions_equal_the_convolutions_in_float64():
     torch.manual_seed(0)
     enc = CharCnnEncoder(262, 6, ((1, 4), (2, 5), (3, 6), (5, 7)), n_highway=1, output_dim=9).double()
     ids = torch.randint(1, 262, (11, 50))
     weights = torch.randn(11, 9, dtype=torch.double)
 
-    def run(dtype):
-        enc.train_dtype = dtype
-        enc.zero_grad()
-        out = enc(ids)
-        (out * weights).sum().backward()
-        return out.detach(), {n: p.grad.clone() for n, p in enc.named_parameters()}
+    (a, ga), (b, gb) = _encode_with_grads(enc, ids, weights, None), _encode_with_grads(enc, ids, weights, torch.float64)
+    assert _close(a, b)
+    for name in ga:
+        assert _close(ga[name], gb[name]), name
 
-    (a, ga), (b, gb) = run(None), run(torch.float64)
+
+def _word_ids(lengths, positions=50, tail=261):
+    """ELMo-like character ids: <bow>, a word's bytes and <eow>, then one padding id to the end."""
+    rows = []
+    for n in lengths:
+        word = [258] + torch.randint(1, 256, (n,)).tolist() + [259]
+        rows.append((word + [tail] * positions)[:positions])
+    return torch.tensor(rows)
+
+
+def test_mixed_char_pooling_cuts_positions_and_keeps_values_and_gradients(monkeypatch):
+    torch.manual_seed(0)
+    enc = CharCnnEncoder(262, 6, ((1, 4), (2, 5), (3, 6), (5, 7)), n_highway=1, output_dim=9).double()
+    enc.train_chunk = 8  # three chunks of different lengths, each cut to its own positions
+    ids = _word_ids([3, 1, 11, 0, 7, 1, 5, 16, 4, 9, 6, 1, 1, 8, 0, 12, 48, 2, 1, 1])  # 48: a word to the end
+    weights = torch.randn(len(ids), 9, dtype=torch.double)
+    seen = []
+    pool = char_conv_train.conv_max_pool
+    monkeypatch.setattr(char_conv_train, "conv_max_pool", lambda chars, *a: seen.append(chars.shape[1]) or pool(chars, *a))
+
+    (a, ga), (b, gb) = _encode_with_grads(enc, ids, weights, None), _encode_with_grads(enc, ids, weights, torch.float64)
+    assert sorted(seen) == [8, 16, 50]  # positions: words of <= 1, <= 9 and 48 characters (+ <bow>/<eow>, a tail window)
     assert _close(a, b)
     for name in ga:
         assert _close(ga[name], gb[name]), name

@@ -4,9 +4,9 @@ the eager code's results, a clear error on bad input, and a fallback where they 
 import pytest
 import torch
 
-from spacy_elmo.kernels import build, native
 from spacy_elmo.bilm.lstm import BiLstmStack
 from spacy_elmo.bilm.token_encoder import CharCnnEncoder
+from spacy_elmo.kernels import build, native
 
 needs_compiler = pytest.mark.skipif(build.compiler() is None, reason="needs a C compiler")
 
@@ -134,6 +134,102 @@ def test_bad_inputs_are_refused_with_the_problem_named():
         lib.max_pool(torch.zeros(2, 5, 8, dtype=torch.bfloat16), [1, 2], [4, 3])
     with pytest.raises(ValueError, match="bfloat16"):
         lib.max_pool(torch.zeros(2, 5, 8), [1, 2], [4, 4])
+
+
+def _softmax_logits(rows=37, cols=77):
+    """bfloat16 logits with accidental hits (-inf) in every row, and the true words' float32 logits."""
+    torch.manual_seed(0)
+    logits = (3 * torch.randn(rows, cols)).bfloat16()
+    logits[torch.arange(rows), torch.randint(0, cols, (rows,))] = float("-inf")
+    return torch.randn(rows), logits
+
+
+@needs_compiler
+def test_softmax_rows_give_log_softmax_and_the_rounded_softmax():
+    lib = native.library()
+    assert lib is not None
+    first, logits = _softmax_logits()
+    full = torch.cat([first.unsqueeze(1), logits.float()], dim=1).double()
+    lse = lib.softmax_lse(first, logits)
+    assert torch.allclose(lse.double(), torch.logsumexp(full, dim=1), rtol=1e-6, atol=1e-6)
+    probs = logits.clone()
+    sums = lib.softmax_grad_(probs, lse)
+    expected = torch.softmax(full, dim=1)[:, 1:]
+    assert torch.equal(probs == 0, expected == 0)  # the -inf entries (and only they) give exactly 0
+    # each value is the softmax rounded to bfloat16: within half a bfloat16 step (2**-8 relative, plus float error) of it
+    assert torch.all((probs.double() - expected).abs() <= expected * (2.0**-8 + 1e-6))
+    assert torch.allclose(sums.double(), probs.double().sum(0), rtol=1e-6, atol=1e-9)
+    nan_row = logits.clone()
+    nan_row[3, 5] = float("nan")
+    got = lib.softmax_lse(first, nan_row)
+    assert torch.isnan(got[3]) and torch.equal(got[torch.arange(len(got)) != 3], lse[torch.arange(len(lse)) != 3])
+
+
+@needs_compiler
+def test_softmax_rows_do_not_depend_on_the_thread_count():
+    lib = native.library()
+    assert lib is not None
+    first, logits = _softmax_logits(rows=50)
+    lse = lib.softmax_lse(first, logits, threads=1)
+    assert torch.equal(lse, lib.softmax_lse(first, logits, threads=3))
+    one, three = logits.clone(), logits.clone()
+    sums_one, sums_three = lib.softmax_grad_(one, lse, threads=1), lib.softmax_grad_(three, lse, threads=3)
+    assert torch.equal(one, three)
+    assert torch.allclose(sums_one, sums_three, rtol=1e-6)  # summed per part, then the parts: another order
+
+
+@needs_compiler
+def test_softmax_rows_refuse_bad_inputs():
+    lib = native.library()
+    assert lib is not None
+    first, logits = _softmax_logits()
+    with pytest.raises(ValueError, match="logits: expected a contiguous bfloat16"):
+        lib.softmax_lse(first, logits.float())
+    with pytest.raises(ValueError, match="logits: expected a contiguous bfloat16"):
+        lib.softmax_lse(first, logits.t())
+    with pytest.raises(ValueError, match=r"first: expected a contiguous float32 \[37\]"):
+        lib.softmax_lse(first[:-1], logits)
+    with pytest.raises(ValueError, match=r"lse: expected a contiguous float32 \[37\]"):
+        lib.softmax_grad_(logits, first.double())
+
+
+@needs_compiler
+def test_sampled_softmax_gives_the_eager_loss_and_gradients_in_bf16(monkeypatch):
+    from spacy_elmo.training.sampled_softmax import SampledSoftmaxLoss
+
+    torch.manual_seed(0)
+    rows, dim, vocab, k = 300, 16, 200, 64
+    hidden = torch.randn(rows, dim, requires_grad=True)
+    weight = (0.5 * torch.randn(vocab, dim)).requires_grad_()
+    bias = torch.randn(vocab, requires_grad=True)
+    targets, samples = torch.randint(0, vocab, (rows,)), torch.randint(0, vocab, (k,))  # accidental hits certain
+    log_q = torch.randn(vocab)
+    calls = []
+    lib = native.library()
+    assert lib is not None
+    original = native.NativeKernels.softmax_lse
+
+    def spy(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(native.NativeKernels, "softmax_lse", spy)
+
+    def run():
+        for x in (hidden, weight, bias):
+            x.grad = None
+        loss = SampledSoftmaxLoss.apply(hidden, weight, bias, targets, samples, log_q[targets], log_q[samples], torch.bfloat16)
+        loss.backward()
+        return [loss.detach(), hidden.grad, weight.grad, bias.grad]
+
+    got = run()
+    assert calls, "the compiled softmax was not used"
+    _eager(monkeypatch)
+    ref = run()
+    assert abs(float(got[0] - ref[0])) < 1e-5 * float(ref[0])
+    assert _relative(got[1], ref[1]) < 1e-3 and _relative(got[2], ref[2]) < 1e-3
+    # the bias gradient: summed in float32 here, rounded to bfloat16 once more by the eager product
+    assert _relative(got[3], ref[3]) < 4e-3
 
 
 def test_without_a_compiler_training_falls_back_with_a_warning(monkeypatch, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import List, Optional, Sequence, Tuple, cast
 
 import torch
@@ -69,6 +70,9 @@ class CharCnnEncoder(nn.Module):
     #: at inference, tokens are encoded this many at a time: the widest convolution's output
     #: (``[tokens, n_filters, max_chars]``) stays small (original shapes: 90 MB per 512 tokens)
     inference_chunk = 512
+    #: in bf16 training, tokens are pooled this many at a time, each chunk cut to the positions
+    #: its longest token needs (a training batch holds ~1,200 distinct tokens: a few chunks)
+    train_chunk = 512
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         if not torch.is_grad_enabled():  # only the positions the maxima need (same outputs)
@@ -93,14 +97,20 @@ class CharCnnEncoder(nn.Module):
             return matmul.linear_t(h, self.projection.weight, self.projection.bias)
         return h
 
+    def _pool_mixed(self, convs: Sequence[nn.Conv1d], dtype: torch.dtype, char_ids: torch.Tensor) -> torch.Tensor:
+        """Each filter's maximum over positions (bias included) of ``char_ids`` ``[n, positions]``, products in ``dtype``."""
+        return char_conv_train.conv_max_pool(self.char_embedding(char_ids), convs, dtype)
+
     def _encode_mixed(self, char_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """Training in ``dtype``: the convolutions as one product (:mod:`.char_conv_train`) and
-        every other product in ``dtype`` (weights cast once per call); the highway gates'
+        """Training in ``dtype``: the convolutions as one product per chunk of tokens of similar
+        length (:mod:`.char_conv_train`), each chunk cut to the character positions its maxima
+        need (:mod:`.char_trim`: the same maxima, hence the same gradients up to float rounding),
+        and every other product in ``dtype`` (weights cast once per call); the highway gates'
         elementwise maths in float32; float32 out."""
         act = _ACTIVATIONS[self.activation]
         acc = self.char_embedding.weight.dtype  # float32: the elementwise maths and the output
         convs = cast(Sequence[nn.Conv1d], self.convs)  # a ModuleList types its items as Module
-        h = act(char_conv_train.conv_max_pool(self.char_embedding(char_ids), convs, dtype))
+        h = act(char_trim.encode_trimmed(char_ids, self.widest_filter, self.train_chunk, partial(self._pool_mixed, convs, dtype)))
         for highway in cast(Sequence[Highway], self.highways):
             low = h.to(dtype)
             transformed = torch.relu(F.linear(low, highway.transform.weight.to(dtype), highway.transform.bias.to(dtype)))

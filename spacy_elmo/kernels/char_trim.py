@@ -7,7 +7,8 @@ that uniform tail sees the same characters and gives the same value. The maximum
 positions therefore equals the maximum over the windows that touch the word plus *one* window of
 the tail, and both fit in the first ``word positions + widest filter`` positions.
 
-:func:`encode_trimmed` uses this at inference: distinct tokens are ordered by length and encoded
+:func:`encode_trimmed` uses this at inference and in bf16 training (the pooling only, under
+autograd: the gradients reach the same characters and weights): distinct tokens are ordered by length and encoded
 in chunks, each chunk cut to the positions its longest token needs (rounded up to a multiple of
 :data:`POSITION_MULTIPLE`, so the products' shapes repeat). Outputs are the full computation's to
 float rounding (the convolutions see the same windows, fewer of the identical ones); nothing

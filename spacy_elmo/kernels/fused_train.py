@@ -74,12 +74,15 @@ class FusedLstmLayer(torch.autograd.Function):
         compiled = native.library() if device.type == "cpu" and acc == torch.float32 else None
         c0 = c0.contiguous()
         ws, wp = w_state.to(dtype), w_proj.to(dtype)  # cast once per call, not per step
-        low_inputs, wi = inputs.to(dtype), w_input.to(dtype)
+        # x_t and h_{t-1} side by side: both multiply the same gate gradients in the backward (one product)
+        operands = torch.empty(2, total, inputs.shape[2] + proj, dtype=dtype, device=device)
+        low_inputs, hidden_prev = operands.split([inputs.shape[2], proj], dim=2)
+        low_inputs.copy_(inputs)
+        wi = w_input.to(dtype)
         gate_inputs = _input_gates(low_inputs, wi, bias.to(dtype))  # x_t W_x + b, all steps at once
         gates = torch.empty(2, total, 4 * cell, dtype=acc, device=device)  # activated i, j, f, o
         cells = torch.empty(2, total, cell, dtype=acc, device=device)  # c_t (clipped)
         hidden = torch.empty(2, total, proj, dtype=dtype, device=device)  # h_t (clipped)
-        hidden_prev = torch.empty(2, total, proj, dtype=dtype, device=device)  # h_{t-1}, for the weight gradient
         outputs = torch.empty(2, total, cell, dtype=dtype, device=device)  # o * tanh(c_t), the projection's input
         tanh_cells = torch.empty(2, total, cell, dtype=acc, device=device)  # tanh(c_t), reused by the backward
         h_state, c_state = h0.to(dtype), c0
@@ -113,7 +116,7 @@ class FusedLstmLayer(torch.autograd.Function):
             if proj_clip:
                 h_new.clamp_(-proj_clip, proj_clip)
             h_state, c_state = h_new, c_new
-        ctx.save_for_backward(gates, cells, tanh_cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi)
+        ctx.save_for_backward(gates, cells, tanh_cells, hidden, operands, outputs, ws, wp, c0, wi)
         ctx.active, ctx.offsets, ctx.clips, ctx.dtype, ctx.compiled = active, offsets, (cell_clip, proj_clip), dtype, compiled
         ran = last >= 0  # each row's state at its last step; rows that never ran keep their initial state
         h_final, c_final = h0.clone(), c0.clone()
@@ -124,7 +127,7 @@ class FusedLstmLayer(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor, _gh: Any, _gc: Any) -> Tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]
-        gates, cells, tanh_cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi = ctx.saved_tensors
+        gates, cells, tanh_cells, hidden, operands, outputs, ws, wp, c0, wi = ctx.saved_tensors
         active, offsets, dtype = ctx.active, ctx.offsets, ctx.dtype
         cell_clip, proj_clip = ctx.clips
         cell = cells.shape[2]
@@ -172,7 +175,7 @@ class FusedLstmLayer(torch.autograd.Function):
             torch.mul(d_o, slopes[..., cell:], out=dz[..., 3 * cell :])
             dc_next = dc.mul_(f)
             dh_next = torch.bmm(dz, ws_t).to(gates.dtype)
-        return _weight_grads(grad_z, grad_h_all, hidden_prev, outputs, low_inputs, wi, gates.dtype)
+        return _weight_grads(grad_z, grad_h_all, operands, outputs, wi, gates.dtype)
 
 
 def _input_gates(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -186,7 +189,7 @@ def _input_gates(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor)
 
 def _compiled_backward(ctx: Any, compiled: native.NativeKernels, grad_out: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
     """:meth:`FusedLstmLayer.backward` with each step's elementwise work in the compiled library."""
-    gates, cells, tanh_cells, hidden, hidden_prev, outputs, ws, wp, c0, low_inputs, wi = ctx.saved_tensors
+    gates, cells, tanh_cells, hidden, operands, outputs, ws, wp, c0, wi = ctx.saved_tensors
     active, offsets, dtype = ctx.active, ctx.offsets, ctx.dtype
     cell_clip, proj_clip = ctx.clips
     cell, total = cells.shape[2], offsets[-1]
@@ -210,27 +213,28 @@ def _compiled_backward(ctx: Any, compiled: native.NativeKernels, grad_out: torch
         )
         dc_next = dc
         dh_next = torch.bmm(grad_z[:, span], ws_t)
-    return _weight_grads(grad_z, grad_h_all, hidden_prev, outputs, low_inputs, wi, gates.dtype, grad_bias)
+    return _weight_grads(grad_z, grad_h_all, operands, outputs, wi, gates.dtype, grad_bias)
 
 
 def _weight_grads(
     grad_z: torch.Tensor,
     grad_h_all: torch.Tensor,
-    hidden_prev: torch.Tensor,
+    operands: torch.Tensor,
     outputs: torch.Tensor,
-    low_inputs: torch.Tensor,
     wi: torch.Tensor,
     acc: torch.dtype,
     grad_bias: Optional[torch.Tensor] = None,
 ) -> Tuple[Optional[torch.Tensor], ...]:
     """The inputs', weights' and bias's gradients (the bias's unless given): one product over all
-    steps each (float32 accumulation inside), in :meth:`FusedLstmLayer.backward`'s order."""
+    steps each (float32 accumulation inside), in :meth:`FusedLstmLayer.backward`'s order.
+    ``operands`` ``[2, N, D + P]``: each position's input and previous state side by side, so that
+    both weights' gradients come from one product with the gate gradients (the same sums)."""
     if grad_bias is None:
         ones = torch.ones(2, 1, grad_z.shape[1], dtype=grad_z.dtype, device=grad_z.device)
         grad_bias = torch.bmm(ones, grad_z).squeeze(1).to(acc)
-    grad_w_state = torch.bmm(hidden_prev.transpose(1, 2), grad_z).to(acc)
+    both = torch.bmm(operands.transpose(1, 2), grad_z).to(acc)  # [2, D + P, 4H]
+    grad_w_input, grad_w_state = both.split([wi.shape[1], operands.shape[2] - wi.shape[1]], dim=1)
     grad_w_proj = torch.bmm(outputs.transpose(1, 2), grad_h_all).to(acc)
-    grad_w_input = torch.bmm(low_inputs.transpose(1, 2), grad_z).to(acc)
     grad_inputs = torch.bmm(grad_z, wi.transpose(1, 2)).to(acc)
     return grad_inputs, grad_w_input, grad_bias, grad_w_state, grad_w_proj, None, None, None, None, None, None, None, None
 

@@ -1,6 +1,7 @@
 """Compiled C kernels for the CPU: each LSTM time step's elementwise work (bfloat16 training,
-forward and backward; bfloat16 and float32 inference), and the char CNN's max-pooling in bfloat16
-training.
+forward and backward; bfloat16 and float32 inference), the char CNN's max-pooling in bfloat16
+training, and the sampled softmax's rows in bfloat16 training (each row's log-sum-exp; the
+softmax rounded to bfloat16 and its sums over rows).
 
 :mod:`.fused_train` runs each time step as a few matrix products plus elementwise work: the
 gates' nonlinearities, the cell update, clipping, their gradients and the bfloat16 <-> float32
@@ -219,6 +220,9 @@ class NativeKernels:
             infer.restype = ctypes.c_int
         lib.max_pool_bf16.argtypes = [_I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _P, _I64]
         lib.max_pool_bf16.restype = ctypes.c_int
+        for name in ("softmax_lse_bf16", "softmax_grad_bf16"):
+            getattr(lib, name).argtypes = [_I64, _I64, _P, _P, _P, _I64]
+            getattr(lib, name).restype = ctypes.c_int
 
     @staticmethod
     def _suffix(low: Any, name: str) -> str:
@@ -338,6 +342,31 @@ class NativeKernels:
             raise MemoryError("max_pool: no memory for the threads' scratch")
         return values, index
 
+    def softmax_lse(self, first: torch.Tensor, logits: torch.Tensor, threads: Optional[int] = None) -> torch.Tensor:
+        """Each row's log-sum-exp over ``first`` ``[rows]`` (float32) and ``logits`` ``[rows,
+        cols]`` (bfloat16, ``-inf`` for a left-out entry) -> ``[rows]`` float32 (NaN for a row
+        holding a NaN, as ``log_softmax``)."""
+        rows, cols = _softmax_rows(logits, "logits")
+        _row_vector(first, rows, "first")
+        lse = torch.empty(rows, dtype=F32)
+        self.lib.softmax_lse_bf16(rows, cols, first.data_ptr(), logits.data_ptr(), lse.data_ptr(), threads_for(rows * cols, threads))
+        return lse
+
+    def softmax_grad_(self, logits: torch.Tensor, lse: torch.Tensor, threads: Optional[int] = None) -> torch.Tensor:
+        """``logits`` ``[rows, cols]`` (bfloat16) overwritten with ``exp(logits - lse[:, None])``
+        rounded to bfloat16 (the softmax against each row's log-sum-exp ``lse``, float32); returns
+        the rounded values' sums over rows, ``[cols]`` float32."""
+        rows, cols = _softmax_rows(logits, "logits")
+        _row_vector(lse, rows, "lse")
+        _no_overlap({"logits": logits}, {"lse": lse})
+        sums = torch.empty(cols, dtype=F32)
+        if (
+            self.lib.softmax_grad_bf16(rows, cols, lse.data_ptr(), logits.data_ptr(), sums.data_ptr(), threads_for(rows * cols, threads))
+            != 0
+        ):
+            raise MemoryError("softmax_grad_: no memory for the threads' scratch")
+        return sums
+
     def infer_step(
         self,
         bias: torch.Tensor,
@@ -383,6 +412,23 @@ class NativeKernels:
         fn = self.lib.lstm_step_infer_bf16 if low == torch.bfloat16 else self.lib.lstm_step_infer_f32
         if fn(n, hid, bias_pointer, *pointers_in_order, clip, threads_for(2 * n * 4 * hid, threads)) != 0:
             raise MemoryError("infer_step: no memory for the threads' scratch")
+
+
+def _softmax_rows(logits: Any, name: str) -> Tuple[int, int]:
+    """``(rows, cols)`` of a contiguous bfloat16 ``[rows, cols]`` tensor (cols >= 1)."""
+    logits = _tensor(logits, name)
+    if logits.dtype != torch.bfloat16 or logits.dim() != 2 or not logits.is_contiguous() or logits.shape[1] < 1:
+        raise ValueError(
+            f"{name}: expected a contiguous bfloat16 [rows, cols] tensor (cols >= 1), got {logits.dtype} {tuple(logits.shape)}"
+        )
+    return logits.shape[0], logits.shape[1]
+
+
+def _row_vector(x: Any, rows: int, name: str) -> None:
+    """Refuse anything but a contiguous float32 ``[rows]`` tensor."""
+    x = _tensor(x, name)
+    if x.dtype != F32 or x.shape != (rows,) or not x.is_contiguous():
+        raise ValueError(f"{name}: expected a contiguous float32 [{rows}] tensor, got {x.dtype} {tuple(x.shape)}")
 
 
 #: a per-direction argument: ``[2, rows, width]`` or two ``[rows, width]`` tensors

@@ -1,5 +1,6 @@
 /* CPU kernels: the elementwise part of one LSTM time step in one pass (bf16 training, forward and
- * backward; bf16 and float32 inference), and the char CNN's max-pooling (at the end of the file).
+ * backward; bf16 and float32 inference), the char CNN's max-pooling, and the sampled softmax's
+ * rows in bf16 training (both at the end of the file).
  *
  * Used by spacy_elmo/kernels/native.py (compiled on first use, called through ctypes). For the LSTM
  * step: the eager version runs each step as ~10 separate passes over the
@@ -516,3 +517,96 @@ int max_pool_bf16(int64_t tokens, int64_t positions, int64_t n_filters, const ui
 
 DEFINE_INFER(bf16, uint16_t, load_bf16, store_bf16)
 DEFINE_INFER(f32, float, load_f32, store_f32)
+
+/* The sampled softmax's rows for bf16 training (training/sampled_softmax.py). Row r's logits
+ * are `first[r]` (the true word's, float32) and `cols` bfloat16 values (the sampled words', -inf
+ * where a sample is the row's own target). The forward needs each row's log-sum-exp; the backward
+ * each softmax probability rounded to bfloat16 (the operand of two products), written over the
+ * logits in place, and their sums over rows (the sampled words' bias gradient). The eager code
+ * makes a float32 copy of all the logits beside the true one, normalises it (log_softmax) and
+ * exponentiates it again in the backward: four passes over a [rows, cols + 1] float32 buffer and
+ * a product with a row of ones, against one pass over the bfloat16 logits here each way.
+ * -inf is tested on the bits (0xff80: the compiler may assume no infinities under -ffast-math),
+ * and a NaN anywhere in a row makes its log-sum-exp NaN, as log_softmax does. */
+#define BF16_NEG_INF 0xff80u
+
+struct lse_args {
+    int64_t cols;
+    const float *first;
+    const uint16_t *logits;
+    float *lse;
+};
+
+static void lse_part(void *ctx, int64_t begin, int64_t end, int64_t part) {
+    const struct lse_args *a = ctx;
+    (void)part;
+    for (int64_t r = begin; r < end; r++) {
+        const uint16_t *restrict row = a->logits + r * a->cols;
+        float top = a->first[r];
+        int nan = is_nan(top);
+        for (int64_t k = 0; k < a->cols; k++) {
+            top = fmaxf(top, load_bf16(row[k]));
+            nan |= is_nan_bf16(row[k]);
+        }
+        float sum = expf(a->first[r] - top);
+        for (int64_t k = 0; k < a->cols; k++) {
+            float e = expf(load_bf16(row[k]) - top);
+            sum += row[k] == BF16_NEG_INF ? 0.0f : e;
+        }
+        a->lse[r] = nan ? NAN : top + logf(sum);
+    }
+}
+
+/* lse[r] = log(exp(first[r]) + sum_k exp(logits[r, k])) for rows [0, rows) */
+int softmax_lse_bf16(int64_t rows, int64_t cols, const float *first, const uint16_t *logits,
+                     float *lse, int64_t threads) {
+    struct lse_args a = {cols, first, logits, lse};
+    parallel_for(lse_part, &a, rows, threads);
+    return 0;
+}
+
+struct softmax_grad_args {
+    int64_t cols;
+    const float *lse;
+    uint16_t *logits;
+    float *sums; /* [parts][cols]: each part's column sums */
+};
+
+static void softmax_grad_part(void *ctx, int64_t begin, int64_t end, int64_t part) {
+    const struct softmax_grad_args *a = ctx;
+    float *restrict sums = a->sums + part * a->cols;
+    memset(sums, 0, (size_t)a->cols * sizeof(float));
+    for (int64_t r = begin; r < end; r++) {
+        uint16_t *restrict row = a->logits + r * a->cols;
+        float lse = a->lse[r];
+        for (int64_t k = 0; k < a->cols; k++) {
+            float e = expf(load_bf16(row[k]) - lse);
+            uint16_t p = store_bf16(row[k] == BF16_NEG_INF ? 0.0f : e);
+            row[k] = p;
+            sums[k] += load_bf16(p);
+        }
+    }
+}
+
+/* logits[r, k] <- bf16(exp(logits[r, k] - lse[r])) in place, and sums[k] = the rounded values
+ * summed over rows (float32; with several threads, per part, then the parts in order). Returns 0,
+ * or -1 (nothing written) when the threads' scratch cannot be allocated. */
+int softmax_grad_bf16(int64_t rows, int64_t cols, const float *lse, uint16_t *logits, float *sums,
+                      int64_t threads) {
+    threads = parts_for(rows, threads);
+    float *scratch = sums;
+    if (threads > 1) {
+        scratch = scratch_get((size_t)threads * cols * sizeof(float));
+        if (!scratch) return -1;
+    }
+    struct softmax_grad_args a = {cols, lse, logits, scratch};
+    if (rows == 0) memset(sums, 0, (size_t)cols * sizeof(float));
+    parallel_for(softmax_grad_part, &a, rows, threads);
+    if (threads > 1) {
+        memcpy(sums, scratch, (size_t)cols * sizeof(float));
+        for (int64_t p = 1; p < threads; p++)
+            for (int64_t k = 0; k < cols; k++) sums[k] += scratch[p * cols + k];
+        scratch_put(scratch);
+    }
+    return 0;
+}
