@@ -60,7 +60,7 @@ def induction_settings(representation: str, n_senses: int = 0, **options: Any):
     if representation not in REPRESENTATIONS:
         raise UserError(
             f"--representation {representation!r}: use one of {', '.join(PARTS)}, or several joined by '+' "
-            f"({', '.join(REPRESENTATIONS[len(PARTS):])})"
+            f"({', '.join(REPRESENTATIONS[len(PARTS) :])})"
         )
     try:
         return InductionSettings(representation=representation, n_senses=n_senses or None, **options)
