@@ -317,7 +317,7 @@ def test_explore_command_writes_the_page(capsys, tmp_path):
         (["{saved}", "--representation", "vectors"], "holds senses induced already: --weights, --representation and --n-senses"),
         (["{saved}", "{tmp}/page.html", "{tmp}/more.html"], "give it alone, not with"),
         (["{tmp}/texts"], "is a corpus, not saved senses: name the word to induce with --word"),
-        (["{tmp}/texts", "--word", "bank", "-r", "words"], "--representation 'words': use one of substitutes, vectors, both"),
+        (["{tmp}/texts", "--word", "bank", "-r", "words"], "--representation 'words': use one of substitutes, vectors, context, or several joined by '+'"),
         (["{tmp}/texts", "{tmp}/missing.txt", "--word", "bank"], "corpus file not found"),
         (["{tmp}/texts", "--word", "zebra", "--threads", "1"], "'zebra': no occurrences in the corpus"),
     ],

@@ -2,7 +2,7 @@
 """Every measure of the default model's ship rule for one candidate, in one JSON file.
 
     python scripts/candidate_report.py SNAPSHOT --ud corpus/ud-ewt --modern corpus/modern-test \\
-        --books corpus/full-general --data-root assets/data --output metrics/candidate.json [--skip wsd,pos]
+        --books corpus/full-general --data-root assets/data --output metrics/candidate.json [--skip wsd,pos_1pct]
 
 Each measure runs through the package's own command or the repository's bench script, so the
 figures are the ones those commands print: held-out perplexity (``python -m spacy_elmo evaluate``,
@@ -10,7 +10,10 @@ exact full softmax, forward / backward / average) on UD EWT's, the modern text's
 test split; WiC (``bench/wic.py``: threshold on train, layer or mix on dev, accuracy on test);
 all-words WSD (``python -m spacy_elmo wsd``: nearest sense centroid, with and without the sense
 prior, layer or mix on dev); the hand-written sense probe (``bench/senses.py``); the labelled
-sense set (``bench/sense_set.py``: ARI with the number of senses fixed at the gold number).
+sense set (``bench/sense_set.py``: ARI with the number of senses fixed at the gold number); UD
+EWT POS trained on 1% of its sentences (``scripts/downstream.py``'s 1% plan, seeds 0-2, after
+``downstream.py prepare``; the CNN baseline's runs do not read the biLM, so its recorded score
+stands).
 Measures already in ``--output`` are kept (the report is written after each one), so an
 interrupted report resumes where it stopped.
 """
@@ -27,8 +30,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # downstream.py, beside this script
 REPO = Path(__file__).resolve().parent.parent.parent
-MEASURES = ("ud_ewt_test", "modern_test", "books_test", "wic", "wsd", "sense_probe", "sense_set")
+MEASURES = ("ud_ewt_test", "modern_test", "books_test", "wic", "wsd", "sense_probe", "sense_set", "pos_1pct")
 
 
 def _run(cmd: List[str]) -> str:
@@ -78,6 +82,28 @@ def sense_set(model: str) -> Dict[str, Any]:
     return _json_of([sys.executable, str(script), "--weights", model, "--skip-induce"], "--json")
 
 
+def pos_1pct(model: str, seeds: List[int]) -> Dict[str, Any]:
+    """UD EWT POS with 1% of the training sentences (``downstream.py``'s 1% plan: ``spacy train`` 100
+    steps, then ``spacy evaluate`` on test), the elmo tagger reading ``model``; one run per seed."""
+    import statistics
+
+    import downstream  # project/scripts, beside this file
+
+    plan = next(p for p in downstream.PLANS["full"] if p["task"] == "pos" and p["subset"] == "1%")
+    if not (downstream.DATA / plan["train"]).is_file():
+        raise SystemExit(f"{downstream.DATA / plan['train']} not found: run `python scripts/downstream.py prepare` in the project first")
+    tag = Path(model).resolve().name
+    rows = [downstream._run_one(plan, "elmo", seed, f"candidate-{tag}-pos-1pct-seed{seed}", "full", weights=model) for seed in seeds]
+    scores = [100 * r["score"] for r in rows]
+    return {
+        "scores": [round(v, 2) for v in scores],
+        "mean": round(statistics.mean(scores), 2),
+        "sd": round(statistics.stdev(scores), 2) if len(scores) > 1 else 0.0,
+        "seeds": seeds,
+        "runs": rows,
+    }
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model", help="model folder (a snapshot, ship's output) or en_default")
@@ -102,6 +128,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "wsd": lambda: wsd(model, args.data_root / "wsd_raganato", t),
         "sense_probe": lambda: sense_probe(model),
         "sense_set": lambda: sense_set(model),
+        "pos_1pct": lambda: pos_1pct(model, [0, 1, 2]),
     }
     report: Dict[str, Any] = json.loads(args.output.read_text(encoding="utf-8")) if args.output.is_file() else {}
     snapshot = Path(model) / "snapshot.json"

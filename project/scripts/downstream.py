@@ -89,7 +89,9 @@ def finetune(args: argparse.Namespace) -> None:
     print(json.dumps(train(TrainConfig(**config), resume=True)))
 
 
-def _run_one(plan: Dict[str, Any], model: str, seed: int, name: str, tag: str) -> Dict[str, Any]:
+def _run_one(plan: Dict[str, Any], model: str, seed: int, name: str, tag: str, weights: str = "") -> Dict[str, Any]:
+    """One ``spacy train`` + ``spacy evaluate`` run; ``weights`` (a model folder) replaces the elmo
+    config's biLM (the embedded default) for an ``elmo`` run."""
     task = plan["task"]
     data = DATA / ("ud" if task == "pos" else "wnut")
     config = HERE / "configs" / "downstream" / f"{CONFIGS[task]}-{'cnn' if model == 'cnn' else 'elmo'}.cfg"
@@ -102,6 +104,8 @@ def _run_one(plan: Dict[str, Any], model: str, seed: int, name: str, tag: str) -
     ]
     if model == "elmo-ewt":
         cmd += ["--components.elmo.model.weights", str(FINETUNED)]
+    elif weights and model == "elmo":
+        cmd += ["--components.elmo.model.weights", str(weights)]
     start = time.time()
     subprocess.run(cmd, check=True, env=_env(), stdout=subprocess.DEVNULL)
     train_s = time.time() - start
