@@ -69,7 +69,9 @@ def test_context_separates_two_topics_and_names_them(bilm):
     assert len(ws.senses) == 2
     assert adjusted_rand(truth, ws.labels) == pytest.approx(1.0)
     by_gold = {truth[ws.senses[c].examples[0]]: ws.senses[c].context for c in range(2)}  # each sense's distinctive context words
-    assert set(by_gold[0]) & set(RIVER) and set(by_gold[1]) & set(MONEY)
+    # "sat", "watched", "ask" and "today" tell the two templates apart as well as the topic words do;
+    # the words that point where the sense's contexts differ come first
+    assert set(by_gold[0][:3]) <= set(RIVER) and set(by_gold[1][:3]) <= set(MONEY), by_gold
     assert "context_vectors" in ws.extra and ws.extra["context_vectors"].shape == (len(sentences), bilm.config.projection_dim)
 
 

@@ -334,7 +334,7 @@ class Inducer:
             labels = cut_senses(distances, s.max_senses, s.n_senses, min_share=s.min_share, significance=s.significance, seed=s.seed)
         k = int(labels.max()) + 1
         weights = self._weights(subs, labels, blocks, bags)
-        senses = self._describe(word, store, labels, weights, bags, blocks, forms)
+        senses = self._describe(word, store, labels, weights, bags, blocks, forms, extra.get("context_vectors"))
         shown = self._shown_vectors(blocks)
         return WordSenses(
             word, forms, list(store.occurrences), senses, weights, shown, s.representation, note,
@@ -419,6 +419,7 @@ class Inducer:
         bags: Optional[Tuple[sparse.csr_matrix, np.ndarray]],
         blocks: List[Any],
         forms: Sequence[str] = (),
+        context: Optional[np.ndarray] = None,
     ) -> List[Sense]:
         """Name each sense by its most distinctive context words and substitutes (readable words only, none
         shared by two senses: :mod:`.naming`) and pick its most representative occurrences."""
@@ -440,6 +441,8 @@ class Inducer:
         contexts = [context_words(o.text, o.start, o.end) for o in store.occurrences]
         background = self.background or Counter(w for ctx in contexts for w in ctx)
         scored_context = distinctive_words(contexts, strongest, background, exclude)
+        if context is not None and self._context is not None:
+            scored_context = self._on_topic(scored_context, np.asarray(context, dtype=np.float32), strongest)
         # a word names one sense of the word only: the sense where it ranks highest in either kind
         owned = [set(words) for words in exclusive([ranked(list(a), list(b)) for a, b in zip(scored_subs, scored_context)])]
         limit = max(s.n_names * 2, 6)
@@ -452,6 +455,26 @@ class Inducer:
             name = sense_name(word, ctx, subs, s.n_names) if (ctx or subs) else f"{word}: sense {c + 1}"
             senses.append(Sense(c, name, subs, int(len(members)), [int(i) for i in order[: s.n_examples]], ctx))
         return senses
+
+    def _on_topic(self, scored: List[Dict[str, float]], context: np.ndarray, strongest: np.ndarray) -> List[Dict[str, float]]:
+        """Context words re-ranked by how well they point where their sense's occurrences differ: the
+        log-odds score times the cosine between the word's vector and the sense's mean context vector
+        less the other senses' (less nothing with one sense); a word pointing elsewhere keeps 5%."""
+        assert self._context is not None
+        out = []
+        for c, scores in enumerate(scored):
+            if not scores or not (strongest == c).any():
+                out.append(scores)
+                continue
+            direction = context[strongest == c].mean(0)
+            if (strongest != c).any():
+                direction = direction - context[strongest != c].mean(0)
+            norm = float(np.linalg.norm(direction))
+            words = list(scores)
+            cosines = self._context.word_vectors(words) @ (direction / norm) if norm > 0 else np.ones(len(words))
+            rescored = {w: scores[w] * max(float(cos), 0.05) for w, cos in zip(words, cosines)}
+            out.append(dict(sorted(rescored.items(), key=lambda item: -item[1])))
+        return out
 
     def _shown_vectors(self, blocks: List[Any]) -> np.ndarray:
         """A dense ``[n, <=256]`` stand-in for the representation clustered (substitute bags reduced by SVD)."""
