@@ -267,6 +267,8 @@ def test_change_command_end_to_end(change_run):
     assert rows[0].split("\t")[:5] == ["rank", "word", "n_a", "n_b", "apd"] and rows[1].split("\t")[1] == "bank"
     assert "1. bank: APD" in output and "of old ->" in output
     assert (out / "pages" / "bank.html").is_file() and (out / "pages" / "play.html").is_file()
+    assert (out / "pages" / "plotly.min.js").is_file()  # one Plotly for all the pages, not 4.5 MB in each
+    assert 'src="plotly.min.js"' in (out / "pages" / "bank.html").read_text(encoding="utf-8")
 
 
 def test_context_vectors_measure_the_change_of_the_words_around(tmp_path):

@@ -274,3 +274,30 @@ def test_two_corpora_coloured_by_corpus_with_shares_per_sense(browser, tmp_path)
     assert wait_for(browser, "return document.getElementById('hovered').dataset.occurrence === '20'")
     assert browser.execute_script("return document.querySelector('#hovered .source').textContent").startswith("2000s · ")
     assert browser.execute_script("return window.__pwned") is None
+
+
+def test_pages_sharing_one_plotly_script_load_offline(browser, tmp_path):
+    """Many pages in one folder (as `spacy elmo change` writes them) load Plotly from one plotly.min.js
+    beside them: each page works offline from the folder and is a small fraction of a self-contained one."""
+    ws = synthetic((12, 10, 8), dim=24, texts=HOSTILE)
+    single = write_explore_page(ws, tmp_path / "single" / "bank.html", neighbours=4)
+    pages = [write_explore_page(ws, tmp_path / "pages" / f"{name}.html", neighbours=4, shared_plotly=True) for name in ("bank", "cell")]
+    script = tmp_path / "pages" / explore.PLOTLY_FILE
+    assert script.is_file() and sorted(p.name for p in (tmp_path / "pages").iterdir()) == ["bank.html", "cell.html", explore.PLOTLY_FILE]
+    assert all(p.stat().st_size < single.stat().st_size / 5 for p in pages)
+    for path in pages:
+        log = open_page(browser, path)
+        assert problems(log) == []
+        assert browser.execute_script("return typeof Plotly.newPlot") == "function"
+        assert browser.execute_script("return document.getElementById('explore-map')._fullData.length") >= 1
+
+
+def test_a_tampered_shared_script_is_replaced(tmp_path):
+    """The folder's plotly.min.js is rewritten with the installed Plotly's script unless it is exactly that."""
+    ws = synthetic((6, 6), dim=8)
+    script = tmp_path / explore.PLOTLY_FILE
+    script.write_text("window.__pwned = 1;")
+    write_explore_page(ws, tmp_path / "bank.html", neighbours=2, shared_plotly=True)
+    from plotly.offline import get_plotlyjs
+
+    assert script.read_text(encoding="utf-8") == get_plotlyjs()

@@ -115,7 +115,8 @@ def explain(change: WordChange, names: Any = ("A", "B"), width: int = 90, min_sh
 
 def write_report(report: ChangeReport, out: Union[str, Path], pages: bool = True, neighbours: int = 10) -> Dict[str, Path]:
     """Write ``report.json``, ``report.tsv``, ``senses/`` (each word's senses for explore) and, with
-    ``pages``, ``pages/WORD.html`` (needs Plotly) into ``out``; returns what was written."""
+    ``pages``, ``pages/WORD.html`` (needs Plotly; the pages share one ``pages/plotly.min.js``) into
+    ``out``; returns what was written."""
     from ..files import write_bytes, write_json
 
     out = Path(out)
@@ -133,6 +134,7 @@ def write_report(report: ChangeReport, out: Union[str, Path], pages: bool = True
 
         for ws in saved:
             title = f"“{ws.word}” in {report.names[0]} and {report.names[1]}"
-            write_explore_page(ws, out / "pages" / f"{file_stem(ws.word)}.html", neighbours=neighbours, title=title)
+            page = out / "pages" / f"{file_stem(ws.word)}.html"
+            write_explore_page(ws, page, neighbours=neighbours, title=title, shared_plotly=True)
         written["pages"] = out / "pages"
     return written

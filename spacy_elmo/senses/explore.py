@@ -160,8 +160,12 @@ def page_data(senses: WordSenses, indices: np.ndarray, cosines: np.ndarray, colo
     }
 
 
-def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[str] = None) -> str:
-    """The explore page of ``senses`` as one HTML document (see :func:`write_explore_page`)."""
+PLOTLY_FILE = "plotly.min.js"
+
+
+def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[str] = None, shared_plotly: bool = False) -> str:
+    """The explore page of ``senses`` as one HTML document (see :func:`write_explore_page`); with
+    ``shared_plotly`` it loads Plotly from ``plotly.min.js`` beside it instead of carrying it."""
     if not senses.occurrences:
         raise ValueError(f"no occurrences of {senses.word!r} to explore")
     check_word_senses(senses)
@@ -177,7 +181,7 @@ def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[st
     figure = explore_figure(senses, coords, explained, colours)
     chart = figure.to_html(
         full_html=False,
-        include_plotlyjs=True,
+        include_plotlyjs=PLOTLY_FILE if shared_plotly else True,
         div_id="explore-map",
         default_height="600px",
         config={"displaylogo": False, "responsive": True, "displayModeBar": "hover"},
@@ -198,17 +202,39 @@ def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[st
 
 
 def write_explore_page(
-    senses: WordSenses, path: Union[str, "os.PathLike[str]"], *, neighbours: int = 10, title: Optional[str] = None
+    senses: WordSenses,
+    path: Union[str, "os.PathLike[str]"],
+    *,
+    neighbours: int = 10,
+    title: Optional[str] = None,
+    shared_plotly: bool = False,
 ) -> Path:
     """Write the explore page of ``senses`` to ``path`` (one HTML file that needs no network) and
     return the path. ``neighbours``: how many nearest occurrences a click lists; ``title``: the
-    page's title (default "Senses of “WORD”")."""
+    page's title (default "Senses of “WORD”"). With ``shared_plotly`` (many pages in one folder)
+    Plotly's script (about 4.5 MB) is written once beside the pages, as ``plotly.min.js``, and each
+    page loads it from there: the folder, not the single file, is what needs no network."""
     from ..files import write_bytes
 
-    page = explore_page(senses, neighbours=neighbours, title=title)
+    page = explore_page(senses, neighbours=neighbours, title=title, shared_plotly=shared_plotly)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if shared_plotly:
+        write_plotly_script(path.parent)
     return write_bytes(path, page.encode("utf-8"))
+
+
+def write_plotly_script(folder: Path) -> Path:
+    """The installed Plotly's script as ``folder/plotly.min.js`` (written again unless the file holds exactly it)."""
+    from plotly.offline import get_plotlyjs
+
+    from ..files import write_bytes
+
+    script = get_plotlyjs().encode("utf-8")
+    target = Path(folder) / PLOTLY_FILE
+    if target.is_file() and not target.is_symlink() and target.stat().st_size == len(script) and target.read_bytes() == script:
+        return target
+    return write_bytes(target, script)
 
 
 def _window(occurrence: Occurrence, context: Optional[int]) -> Tuple[str, str, str]:
