@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import platform
 import resource
 import tempfile
@@ -67,6 +68,7 @@ def main() -> None:
     import torch
 
     from spacy_elmo.change.detect import ChangeSettings, candidate_words, detect_change
+    from spacy_elmo.kernels import cpu
     from spacy_elmo.threads import set_threads
 
     set_threads(args.threads)
@@ -87,8 +89,8 @@ def main() -> None:
     result = {
         "what": "spacy elmo change's work (detect_change) on two corpora, targets given: load, stream both, sample, biLM + LM head, senses, measures, bootstrap",
         "model": "en_default (embedded)",
-        "machine": "2-core Intel Xeon VM with AMX, no GPU, shared with other jobs",
-        "load_average_at_end": [round(x, 2) for x in __import__("os").getloadavg()],
+        "machine": f"{cpu.cpuinfo().get('model name', platform.processor() or 'unknown CPU')}, {os.cpu_count()} cores visible, no GPU",
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
