@@ -109,6 +109,32 @@ def test_pretraining_learns_far_better_than_unigram(prepared, pretrained):
     assert (out / "checkpoints" / "last.pt").is_file()
 
 
+def test_perplexity_over_common_words_collapses_the_rest_into_one_event(prepared, pretrained, tmp_path):
+    """Models with different vocabularies compare over the words both hold plus one 'other word':
+    all words -> the ordinary figure; no words -> 1; any set in between -> at most the ordinary figure."""
+    root = prepared[0]
+    model, vocab = load_language_model(pretrained[0] / "model")
+    data = root / "general-prep"
+    full = perplexity(model, vocab, data, "test")
+    every = perplexity(model, vocab, data, "test", common_words=vocab.tokens)
+    assert every["ppl_avg"] == pytest.approx(full["ppl_avg"], rel=1e-5) and every["common_types"] == len(vocab) - 1
+    assert perplexity(model, vocab, data, "test", common_words=[])["ppl_avg"] == pytest.approx(1.0)
+    half = vocab.tokens[: len(vocab) // 2]
+    some = perplexity(model, vocab, data, "test", common_words=half + ["not-a-word"])
+    assert 1.0 < some["ppl_avg"] < full["ppl_avg"] and some["common_types"] == len(half) - 1  # <UNK> is always "other"
+    # the command line: against a vocabulary file, and a path without one is one line
+    other = tmp_path / "vocab.txt"
+    other.write_text("".join(f"{t}\t1\n" for t in half), encoding="utf-8")
+    out = tmp_path / "ppl.json"
+    cmd = [sys.executable, "-m", "spacy_elmo", "evaluate", str(pretrained[0] / "model"), str(data), "--common-with", str(other), "-o", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["common"]["ppl_avg"] == pytest.approx(some["ppl_avg"], rel=1e-5)
+    (tmp_path / "empty").mkdir()
+    bad = subprocess.run(cmd[:-4] + ["--common-with", str(tmp_path / "empty")], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--common-with" in bad.stdout + bad.stderr
+
+
 def test_exported_model_works_in_the_component_and_original_format(pretrained, tmp_path):
     out = pretrained[0]
     bilm = load_bilm(out / "model")

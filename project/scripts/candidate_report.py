@@ -49,8 +49,10 @@ def _json_of(cmd: List[str], flag: str) -> Dict[str, Any]:
         return json.loads(out.read_text(encoding="utf-8"))
 
 
-def perplexity(model: str, corpus: Path, threads: int) -> Dict[str, Any]:
+def perplexity(model: str, corpus: Path, threads: int, common_with: Optional[str] = None) -> Dict[str, Any]:
     cmd = [sys.executable, "-m", "spacy_elmo", "evaluate", model, str(corpus), "--split", "test", "--threads", str(threads)]
+    if common_with:
+        cmd += ["--common-with", common_with]
     return _json_of(cmd, "--output")
 
 
@@ -112,6 +114,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--books", type=Path, required=True, help="prepared books corpus (its test split)")
     ap.add_argument("--data-root", type=Path, required=True, help="folder with wic/ and wsd_raganato/")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--common-with", default=None, help="also score the perplexities over the words this model's vocabulary shares (e.g. en_default)"
+    )
     ap.add_argument("--skip", default="", help="comma-separated measures to leave out: " + ", ".join(MEASURES))
     ap.add_argument("--output", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -121,9 +126,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         raise SystemExit(f"--skip: unknown measures {sorted(unknown)}; known: {', '.join(MEASURES)}")
     model, t = args.model, args.threads
     jobs: Dict[str, Callable[[], Dict[str, Any]]] = {
-        "ud_ewt_test": lambda: perplexity(model, args.ud, t),
-        "modern_test": lambda: perplexity(model, args.modern, t),
-        "books_test": lambda: perplexity(model, args.books, t),
+        "ud_ewt_test": lambda: perplexity(model, args.ud, t, args.common_with),
+        "modern_test": lambda: perplexity(model, args.modern, t, args.common_with),
+        "books_test": lambda: perplexity(model, args.books, t, args.common_with),
         "wic": lambda: wic(model, args.data_root / "wic", t),
         "wsd": lambda: wsd(model, args.data_root / "wsd_raganato", t),
         "sense_probe": lambda: sense_probe(model),

@@ -272,6 +272,12 @@ def evaluate_cli(
     max_tokens: int = Opt(4096, "--max-tokens", help="Token budget per batch"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads (0 = one per core)"),
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the figures to this JSON file. Default: none"),
+    common_with: Optional[Path] = Opt(
+        None,
+        "--common-with",
+        help="Another model (or its vocab.txt): also score over the words both vocabularies hold plus one 'other word' event, "
+        "so that models with different vocabularies compare. Default: none",
+    ),
     # fmt: on
 ) -> None:
     """Held-out perplexity (forward, backward, average; full softmax) beside a unigram baseline."""
@@ -296,6 +302,24 @@ def evaluate_cli(
     result: Dict[str, Any] = {"model": str(model), "data": str(data_dir), "split": split}
     result.update(perplexity(lm, vocab, data_dir, split, max_tokens=max_tokens, limit=limit))
     result["unigram_ppl"] = unigram_perplexity(vocab, data_dir, split, limit=limit)
+    if common_with is not None:
+        if common_with.is_file():
+            other = common_with
+        elif common_with.is_dir():
+            other = common_with / "vocab.txt"
+        else:
+            other = model_path(common_with, what="--common-with") / "vocab.txt"
+        if not other.is_file():
+            raise UserError(f"--common-with {common_with}: no vocab.txt there (give a model trained by spacy-elmo, or its vocab.txt)")
+        from ..training.data import Vocabulary
+
+        shared = set(vocab.tokens) & set(Vocabulary.load(other).tokens)
+        common = perplexity(lm, vocab, data_dir, split, max_tokens=max_tokens, limit=limit, common_words=shared)
+        result["common"] = {"with": str(common_with), **common}
+        msg.info(
+            f"over the {common['common_types']:,} words both vocabularies hold plus 'other': average {common['ppl_avg']:.2f} "
+            f"(forward {common['ppl_fwd']:.2f}, backward {common['ppl_bwd']:.2f})"
+        )
     msg.good(
         f"{split} perplexity: forward {result['ppl_fwd']:.2f}, backward {result['ppl_bwd']:.2f}, average {result['ppl_avg']:.2f} "
         f"over {result['tokens']:,} predictions (unigram baseline {result['unigram_ppl']:.1f})"

@@ -80,11 +80,19 @@ class BiLMLanguageModel(nn.Module):
         return F.linear(hidden.to(dtype), self.softmax.weight.to(dtype)).float() + self.softmax.bias
 
     @torch.no_grad()
-    def nll(self, batch: LMBatch) -> Tuple[float, float, int]:
-        """Summed exact NLL of (forward, backward) and the number of predictions per direction."""
+    def nll(self, batch: LMBatch, common: Optional[torch.Tensor] = None) -> Tuple[float, float, int]:
+        """Summed exact NLL of (forward, backward) and the number of predictions per direction.
+
+        ``common`` (bool ``[V]``): score over a smaller set of events, the vocabulary ids marked
+        True and one event for everything else (the unmarked ids, ``<UNK>`` among them): a word
+        outside the set is predicted with the summed probability of all the unmarked ids."""
         fwd_h, fwd_y, bwd_h, bwd_y = self.hidden_and_targets(batch)
-        fwd = F.cross_entropy(self.softmax(fwd_h).float(), fwd_y, reduction="sum")
-        bwd = F.cross_entropy(self.softmax(bwd_h).float(), bwd_y, reduction="sum")
+        if common is None:
+            fwd = F.cross_entropy(self.softmax(fwd_h).float(), fwd_y, reduction="sum")
+            bwd = F.cross_entropy(self.softmax(bwd_h).float(), bwd_y, reduction="sum")
+        else:
+            fwd = _collapsed_nll(self.softmax(fwd_h).float(), fwd_y, common)
+            bwd = _collapsed_nll(self.softmax(bwd_h).float(), bwd_y, common)
         return float(fwd), float(bwd), int(fwd_y.numel())
 
     def _sampled_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -127,3 +135,11 @@ class BiLMLanguageModel(nn.Module):
         self.softmax.weight.copy_(vectors / math.sqrt(self.bilm.config.projection_dim))
         total = float(sum(counts)) + len(counts)
         self.softmax.bias.copy_(torch.tensor([math.log((c + 1) / total) for c in counts]))
+
+
+def _collapsed_nll(logits: torch.Tensor, targets: torch.Tensor, common: torch.Tensor) -> torch.Tensor:
+    """Summed NLL with every id outside ``common`` merged into one event (see :meth:`BiLMLanguageModel.nll`)."""
+    log_p = torch.log_softmax(logits, dim=-1)
+    other = torch.logsumexp(log_p.masked_fill(common.unsqueeze(0), float("-inf")), dim=-1)
+    own = log_p.gather(1, targets.unsqueeze(1)).squeeze(1)
+    return -torch.where(common[targets], own, other).sum()

@@ -22,7 +22,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Collection, Dict, List, Optional, Tuple
 
 import numpy as np
 import srsly
@@ -238,21 +238,40 @@ def load_language_model(model_dir: Path) -> Tuple[BiLMLanguageModel, Vocabulary]
 
 @torch.no_grad()
 def perplexity(
-    model: BiLMLanguageModel, vocab: Vocabulary, data_dir: Path, split: str, max_tokens: int = 4096, max_length: int = 50, limit: int = 0
+    model: BiLMLanguageModel,
+    vocab: Vocabulary,
+    data_dir: Path,
+    split: str,
+    max_tokens: int = 4096,
+    max_length: int = 50,
+    limit: int = 0,
+    common_words: Optional[Collection[str]] = None,
 ) -> Dict[str, float]:
-    """Exact (full-softmax) held-out perplexity: forward, backward and their mean."""
+    """Exact (full-softmax) held-out perplexity: forward, backward and their mean.
+
+    ``common_words``: score over the events "each word of ``common_words`` that ``vocab`` holds"
+    plus one "any other word", so that models with different vocabularies compare on the same
+    events (give each the words both vocabularies hold); ``common_types`` in the result counts them."""
+    common = None
+    if common_words is not None:
+        wanted = set(common_words)
+        common = torch.tensor([token in wanted for token in vocab.tokens], dtype=torch.bool)
+        common[Vocabulary.UNK] = False  # "a word the vocabulary lacks" is always the other event
     was_training = model.training
     model.eval()
     fwd = bwd = 0.0
     count = 0
     for batch in evaluation_batches(Path(data_dir), split, vocab, max_tokens, max_length, limit):
-        f, b, n = model.nll(batch)
+        f, b, n = model.nll(batch, common)
         fwd, bwd, count = fwd + f, bwd + b, count + n
     model.train(was_training)
     if count == 0:
         raise ValueError(f"no {split} sentences in {data_dir}")
     ppl_f, ppl_b = math.exp(fwd / count), math.exp(bwd / count)
-    return {"ppl_fwd": ppl_f, "ppl_bwd": ppl_b, "ppl_avg": (ppl_f + ppl_b) / 2, "tokens": count}
+    out: Dict[str, float] = {"ppl_fwd": ppl_f, "ppl_bwd": ppl_b, "ppl_avg": (ppl_f + ppl_b) / 2, "tokens": count}
+    if common is not None:
+        out["common_types"] = int(common.sum())
+    return out
 
 
 @dataclass
