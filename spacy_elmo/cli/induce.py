@@ -55,13 +55,10 @@ def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
 def induction_settings(representation: str, n_senses: int = 0, **options: Any):
     """The command line's induction options as :class:`InductionSettings` (0 senses = chosen per
     word); a bad value is one line."""
-    from ..senses.induce import PARTS, REPRESENTATIONS, InductionSettings
+    from ..senses.induce import REPRESENTATION_CHOICES, REPRESENTATIONS, InductionSettings
 
     if representation not in REPRESENTATIONS:
-        raise UserError(
-            f"--representation {representation!r}: use one of {', '.join(PARTS)}, or several joined by '+' "
-            f"({', '.join(REPRESENTATIONS[len(PARTS) :])})"
-        )
+        raise UserError(f"--representation {representation!r}: use one of {REPRESENTATION_CHOICES}")
     try:
         return InductionSettings(representation=representation, n_senses=n_senses or None, **options)
     except ValueError as err:

@@ -261,6 +261,16 @@ def finetune_cli(
     _train(model_path(model), data_dir, out_dir, config, resume, dump_weights, overrides)
 
 
+def _vocab_file(value: Path) -> Path:
+    """``--common-with``: a vocab.txt, a model folder holding one, or a model's name (en_default, ...)."""
+    if value.is_file():
+        return value
+    found = (value if value.is_dir() else model_path(value, what="--common-with")) / "vocab.txt"
+    if not found.is_file():
+        raise UserError(f"--common-with {value}: no vocab.txt there (give a model trained by spacy-elmo, or its vocab.txt)")
+    return found
+
+
 @app.command("evaluate")
 @user_errors
 def evaluate_cli(
@@ -282,7 +292,8 @@ def evaluate_cli(
 ) -> None:
     """Held-out perplexity (forward, backward, average; full softmax) beside a unigram baseline."""
     from ..training.baseline import unigram_perplexity
-    from ..training.trainer import SOFTMAX_NAME, load_language_model, perplexity
+    from ..training.data import Vocabulary
+    from ..training.trainer import SOFTMAX_NAME, load_language_model, perplexities
 
     path = model_path(model)
     if not (path / SOFTMAX_NAME).is_file():
@@ -299,22 +310,12 @@ def evaluate_cli(
         output.parent.mkdir(parents=True, exist_ok=True)
     apply_threads(threads)
     lm, vocab = load_language_model(path)
+    shared = None if common_with is None else set(vocab.tokens) & set(Vocabulary.load(_vocab_file(common_with)).tokens)
     result: Dict[str, Any] = {"model": str(model), "data": str(data_dir), "split": split}
-    result.update(perplexity(lm, vocab, data_dir, split, max_tokens=max_tokens, limit=limit))
+    full, common = perplexities(lm, vocab, data_dir, split, max_tokens=max_tokens, limit=limit, common_words=shared)
+    result.update(full)
     result["unigram_ppl"] = unigram_perplexity(vocab, data_dir, split, limit=limit)
-    if common_with is not None:
-        if common_with.is_file():
-            other = common_with
-        elif common_with.is_dir():
-            other = common_with / "vocab.txt"
-        else:
-            other = model_path(common_with, what="--common-with") / "vocab.txt"
-        if not other.is_file():
-            raise UserError(f"--common-with {common_with}: no vocab.txt there (give a model trained by spacy-elmo, or its vocab.txt)")
-        from ..training.data import Vocabulary
-
-        shared = set(vocab.tokens) & set(Vocabulary.load(other).tokens)
-        common = perplexity(lm, vocab, data_dir, split, max_tokens=max_tokens, limit=limit, common_words=shared)
+    if common is not None:
         result["common"] = {"with": str(common_with), **common}
         msg.info(
             f"over the {common['common_types']:,} words both vocabularies hold plus 'other': average {common['ppl_avg']:.2f} "

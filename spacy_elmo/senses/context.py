@@ -8,13 +8,13 @@ a model without a head (the published ELMo files), its context-free char-CNN tok
 
 Why: the small biLMs trained on a CPU carry the topic of a sentence into the *output* word
 vectors long before their contextual vectors at the target separate senses. On the hand-labelled
-sense set (bench/sense_set.py) k-means at the gold number of senses reaches ARI 0.51 from these
-context vectors against 0.09 from the ELMo vectors of the same model (docs/senses.md).
+sense set (bench/sense_set.py) k-means at the gold number of senses reaches ARI 0.48 from these
+context vectors against 0.09 from the ELMo vectors of the same model (the v2 candidate at step
+7,600; docs/senses.md#context-words).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Collection, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -24,16 +24,10 @@ from ..bilm import BiLM
 from ..bilm.characters import TokenBatch
 from .clustering import unit_rows
 from .induced import Occurrence
+from .naming import stop_words, window_words
 from .substitutes import LMHead
 
-_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 DEFAULT_WINDOW = 10
-
-
-def _stop_words() -> Collection[str]:
-    from spacy.lang.en.stop_words import STOP_WORDS
-
-    return STOP_WORDS
 
 
 def context_tokens(text: str, start: int, end: int, window: int = DEFAULT_WINDOW, exclude: Collection[str] = ()) -> List[str]:
@@ -41,9 +35,8 @@ def context_tokens(text: str, start: int, end: int, window: int = DEFAULT_WINDOW
     two letters or more, not stop words, not one of ``exclude`` (lower case: the target's forms)."""
     if window < 1:
         raise ValueError(f"the context window is a number of words on each side, >= 1, got {window}")
-    stop = _stop_words()
-    words = [*_WORD.findall(text[:start])[-window:], *_WORD.findall(text[end:])[:window]]
-    return [w for w in words if len(w) > 1 and w.lower() not in stop and w.lower() not in exclude]
+    stop = stop_words()
+    return [w for w in window_words(text, start, end, window) if len(w) > 1 and w.lower() not in stop and w.lower() not in exclude]
 
 
 class ContextEmbedder:

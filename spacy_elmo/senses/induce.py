@@ -49,6 +49,7 @@ from .substitutes import LMHead, content_mask, fold_vocabulary, inflection_bases
 PARTS = ("substitutes", "vectors", "context")
 ALIASES = {"both": "substitutes+vectors"}
 REPRESENTATIONS = ("substitutes", "vectors", "context", "both", "substitutes+context", "vectors+context", "substitutes+vectors+context")
+REPRESENTATION_CHOICES = f"{', '.join(PARTS)}, or several joined by '+' ({', '.join(REPRESENTATIONS[len(PARTS) :])})"
 Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
 
 
@@ -107,10 +108,7 @@ class InductionSettings:
 
     def __post_init__(self) -> None:
         if self.representation not in REPRESENTATIONS:
-            raise ValueError(
-                f"representation must be one of {', '.join(PARTS)}, or several joined by '+' ({', '.join(REPRESENTATIONS[3:])}), "
-                f"got {self.representation!r}"
-            )
+            raise ValueError(f"representation must be one of {REPRESENTATION_CHOICES}, got {self.representation!r}")
         if self.max_senses < 1 or (self.n_senses is not None and self.n_senses < 1):
             raise ValueError(f"max_senses and n_senses must be >= 1, got {self.max_senses} and {self.n_senses}")
         if not 0 <= self.min_share < 0.5:

@@ -30,7 +30,8 @@ APPARATUS = frozenset(
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 
 
-def _stop_words() -> Collection[str]:
+def stop_words() -> Collection[str]:
+    """spaCy's English stop words."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
     return STOP_WORDS
@@ -42,16 +43,19 @@ def readable(word: str, exclude: Collection[str] = ()) -> bool:
     lower = word.lower()
     if len(lower) < 2 or not lower.isalpha() or lower in exclude:
         return False
-    if lower in APPARATUS or lower in _stop_words():
+    if lower in APPARATUS or lower in stop_words():
         return False
     return not (_ROMAN.match(lower) and lower not in ("mix", "mild", "dim"))
 
 
+def window_words(text: str, start: int, end: int, window: int = 10) -> List[str]:
+    """The words (as written) within ``window`` words of ``text[start:end]`` (the target excluded)."""
+    return [*_WORD.findall(text[:start])[-window:], *_WORD.findall(text[end:])[:window]]
+
+
 def context_words(text: str, start: int, end: int, window: int = 10) -> List[str]:
     """The lower-case words within ``window`` words of ``text[start:end]`` (the target excluded)."""
-    before = _WORD.findall(text[:start])[-window:]
-    after = _WORD.findall(text[end:])[:window]
-    return [w.lower() for w in (*before, *after)]
+    return [w.lower() for w in window_words(text, start, end, window)]
 
 
 def log_odds(

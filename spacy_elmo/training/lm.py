@@ -80,20 +80,18 @@ class BiLMLanguageModel(nn.Module):
         return F.linear(hidden.to(dtype), self.softmax.weight.to(dtype)).float() + self.softmax.bias
 
     @torch.no_grad()
-    def nll(self, batch: LMBatch, common: Optional[torch.Tensor] = None) -> Tuple[float, float, int]:
-        """Summed exact NLL of (forward, backward) and the number of predictions per direction.
+    def nll(self, batch: LMBatch, common: Optional[torch.Tensor] = None) -> Tuple[Tuple[float, float], Optional[Tuple[float, float]], int]:
+        """Summed exact NLL of (forward, backward), the same over fewer events when ``common`` is
+        given (else ``None``), and the number of predictions per direction.
 
-        ``common`` (bool ``[V]``): score over a smaller set of events, the vocabulary ids marked
-        True and one event for everything else (the unmarked ids, ``<UNK>`` among them): a word
-        outside the set is predicted with the summed probability of all the unmarked ids."""
+        ``common`` (bool ``[V]``): the vocabulary ids marked True stay events of their own, every
+        other id (``<UNK>`` among them) joins one "other word" event, predicted with their summed
+        probability. Both figures come from the same softmax."""
         fwd_h, fwd_y, bwd_h, bwd_y = self.hidden_and_targets(batch)
-        if common is None:
-            fwd = F.cross_entropy(self.softmax(fwd_h).float(), fwd_y, reduction="sum")
-            bwd = F.cross_entropy(self.softmax(bwd_h).float(), bwd_y, reduction="sum")
-        else:
-            fwd = _collapsed_nll(self.softmax(fwd_h).float(), fwd_y, common)
-            bwd = _collapsed_nll(self.softmax(bwd_h).float(), bwd_y, common)
-        return float(fwd), float(bwd), int(fwd_y.numel())
+        fwd, fwd_common = _nll_sums(self.softmax(fwd_h).float(), fwd_y, common)
+        bwd, bwd_common = _nll_sums(self.softmax(bwd_h).float(), bwd_y, common)
+        collapsed = None if fwd_common is None or bwd_common is None else (float(fwd_common), float(bwd_common))
+        return (float(fwd), float(bwd)), collapsed, int(fwd_y.numel())
 
     def _sampled_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Sampled softmax with log-uniform candidates and the log-expected-count correction."""
@@ -137,9 +135,12 @@ class BiLMLanguageModel(nn.Module):
         self.softmax.bias.copy_(torch.tensor([math.log((c + 1) / total) for c in counts]))
 
 
-def _collapsed_nll(logits: torch.Tensor, targets: torch.Tensor, common: torch.Tensor) -> torch.Tensor:
-    """Summed NLL with every id outside ``common`` merged into one event (see :meth:`BiLMLanguageModel.nll`)."""
+def _nll_sums(logits: torch.Tensor, targets: torch.Tensor, common: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """The summed NLL of ``targets``, and with ``common`` the summed NLL with every id outside it
+    merged into one event (see :meth:`BiLMLanguageModel.nll`), from one log-softmax."""
     log_p = torch.log_softmax(logits, dim=-1)
-    other = torch.logsumexp(log_p.masked_fill(common.unsqueeze(0), float("-inf")), dim=-1)
     own = log_p.gather(1, targets.unsqueeze(1)).squeeze(1)
-    return -torch.where(common[targets], own, other).sum()
+    if common is None:
+        return -own.sum(), None
+    other = torch.logsumexp(log_p.masked_fill(common.unsqueeze(0), float("-inf")), dim=-1)
+    return -own.sum(), -torch.where(common[targets], own, other).sum()

@@ -237,7 +237,7 @@ def load_language_model(model_dir: Path) -> Tuple[BiLMLanguageModel, Vocabulary]
 
 
 @torch.no_grad()
-def perplexity(
+def perplexities(
     model: BiLMLanguageModel,
     vocab: Vocabulary,
     data_dir: Path,
@@ -246,12 +246,11 @@ def perplexity(
     max_length: int = 50,
     limit: int = 0,
     common_words: Optional[Collection[str]] = None,
-) -> Dict[str, float]:
-    """Exact (full-softmax) held-out perplexity: forward, backward and their mean.
-
-    ``common_words``: score over the events "each word of ``common_words`` that ``vocab`` holds"
-    plus one "any other word", so that models with different vocabularies compare on the same
-    events (give each the words both vocabularies hold); ``common_types`` in the result counts them."""
+) -> Tuple[Dict[str, float], Optional[Dict[str, float]]]:
+    """Exact (full-softmax) held-out perplexity (forward, backward and their mean) and, with
+    ``common_words``, the same over the events "each word of ``common_words`` that ``vocab``
+    holds" plus one "any other word" (``common_types`` counts the former), from one pass: models
+    with different vocabularies compare on the same events when each gets the words both hold."""
     common = None
     if common_words is not None:
         wanted = set(common_words)
@@ -259,19 +258,31 @@ def perplexity(
         common[Vocabulary.UNK] = False  # "a word the vocabulary lacks" is always the other event
     was_training = model.training
     model.eval()
-    fwd = bwd = 0.0
+    sums = [0.0, 0.0, 0.0, 0.0]  # forward, backward, and both over the common events
     count = 0
     for batch in evaluation_batches(Path(data_dir), split, vocab, max_tokens, max_length, limit):
-        f, b, n = model.nll(batch, common)
-        fwd, bwd, count = fwd + f, bwd + b, count + n
+        full, collapsed, n = model.nll(batch, common)
+        for i, value in enumerate((*full, *(collapsed or (0.0, 0.0)))):
+            sums[i] += value
+        count += n
     model.train(was_training)
     if count == 0:
         raise ValueError(f"no {split} sentences in {data_dir}")
-    ppl_f, ppl_b = math.exp(fwd / count), math.exp(bwd / count)
-    out: Dict[str, float] = {"ppl_fwd": ppl_f, "ppl_bwd": ppl_b, "ppl_avg": (ppl_f + ppl_b) / 2, "tokens": count}
-    if common is not None:
-        out["common_types"] = int(common.sum())
-    return out
+
+    def figures(fwd: float, bwd: float) -> Dict[str, float]:
+        ppl_f, ppl_b = math.exp(fwd / count), math.exp(bwd / count)
+        return {"ppl_fwd": ppl_f, "ppl_bwd": ppl_b, "ppl_avg": (ppl_f + ppl_b) / 2, "tokens": count}
+
+    if common is None:
+        return figures(sums[0], sums[1]), None
+    return figures(sums[0], sums[1]), {**figures(sums[2], sums[3]), "common_types": int(common.sum())}
+
+
+def perplexity(model: BiLMLanguageModel, vocab: Vocabulary, data_dir: Path, split: str, **options: Any) -> Dict[str, float]:
+    """:func:`perplexities`' full-vocabulary figures, or with ``common_words`` its common-event ones
+    (``options``: :func:`perplexities`' keyword arguments)."""
+    full, common = perplexities(model, vocab, data_dir, split, **options)
+    return full if common is None else common
 
 
 @dataclass
@@ -352,7 +363,15 @@ def train(
             metrics_file.flush()
 
     def evaluate() -> Dict[str, float]:
-        valid = perplexity(model, vocab, Path(config.data_dir), "valid", config.max_tokens, config.max_length, config.eval_sentences)
+        valid = perplexity(
+            model,
+            vocab,
+            Path(config.data_dir),
+            "valid",
+            max_tokens=config.max_tokens,
+            max_length=config.max_length,
+            limit=config.eval_sentences,
+        )
         log({"step": run.step, "tokens": run.tokens, **{f"valid_{k}": v for k, v in valid.items()}})
         return valid
 
