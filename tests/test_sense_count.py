@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from spacy_elmo.senses.clustering import adjusted_rand, count_senses, cut_senses, remove_form
+from spacy_elmo.senses.clustering import adjusted_rand, count_senses, cut_senses, remove_form, split_score
 from spacy_elmo.senses.induce import InductionSettings, induce
 from spacy_elmo.senses.naming import distinctive_words, exclusive, readable, sense_name
 
@@ -31,6 +31,37 @@ def test_one_distribution_is_one_sense(n):
     sphere = rng.standard_normal((n, 64)) + 1.5  # unit vectors around one direction (cosine geometry)
     sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
     assert set(count_senses(sphere)) == {0}
+
+
+@pytest.mark.parametrize("n", [40, 100, 300])
+def test_one_heavy_tailed_cloud_is_one_sense(n):
+    """A multivariate t (3 degrees of freedom): one centre, occasional far points, as real occurrence clouds."""
+    rng = np.random.default_rng(10 + n)
+    x = blob(rng, n, dims=16) / np.sqrt(rng.chisquare(3, (n, 1)) / 3)
+    assert set(count_senses(x)) == {0}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_an_80_20_split_is_two_senses(seed):
+    x, truth = two_groups(np.random.default_rng(20 + seed), sizes=(160, 40), gap=6.0)
+    labels = count_senses(x, seed=seed)
+    assert len(set(labels)) == 2 and adjusted_rand(truth, labels) > 0.9
+    assert np.bincount(labels)[1] < 50  # the minority sense is the minority
+
+
+def test_the_split_test_can_be_replaced():
+    x, truth = two_groups(np.random.default_rng(7), sizes=(60, 60), gap=5.0, dims=16)
+    halves, z = split_score(x, np.random.default_rng(0))
+    assert z < -3 and adjusted_rand(truth, halves) > 0.9
+
+    def never(points, rng):
+        return split_score(points, rng)[0], np.inf
+
+    def always(points, rng):
+        return split_score(points, rng)[0], -np.inf
+
+    assert set(count_senses(x, test=never)) == {0}
+    assert len(set(count_senses(blob(np.random.default_rng(8), 200), test=always, max_senses=4))) == 4
 
 
 def test_two_separated_groups_are_two_senses():

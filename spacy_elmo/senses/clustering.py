@@ -1,18 +1,21 @@
-"""Clustering one word's occurrences into senses: substitute bags, TF-IDF, average linkage, the number of senses.
+"""Clustering one word's occurrences into senses: substitute bags, TF-IDF, cosine distances, the number of senses.
 
 Each occurrence is a bag of the LM's substitutes for it (forward and backward, each weighted by
 its probability, folded onto lemmas, function words dropped); TF-IDF over the word's occurrences
 makes the substitutes that tell occurrences apart count most. Occurrences (their bags, their
-vectors, or both side by side) are clustered by average linkage on cosine distance.
+vectors, their context vectors, or several side by side) are compared by cosine distance and
+placed by their principal coordinates (:func:`embed_distances`).
 
-The number of senses comes from the data (:func:`cut_senses`): a stopping rule on the merge
-distance relative to the word's own spread, capped at ``max_senses``. A word whose occurrences
-all merge below that distance has one sense.
+The number of senses is decided against a null (:func:`count_senses`): a group of occurrences is
+split in two only when the split separates it better than one Gaussian with its spread would be
+separated, and each side keeps a minimum share; ``max_senses`` caps the number. A word whose
+occurrences look like one distribution has one sense. How the rule was calibrated, and the
+alternatives measured: docs/senses.md, "How many senses: the calibration".
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -141,6 +144,9 @@ def _two_means(x: np.ndarray, rng: np.random.Generator, restarts: int = 3) -> Tu
     return best, best_ss
 
 
+SplitTest = Callable[[np.ndarray, np.random.Generator], Tuple[np.ndarray, float]]  # points, rng -> halves (0/1), z-score
+
+
 def split_score(x: np.ndarray, rng: np.random.Generator, n_null: int = 10) -> Tuple[np.ndarray, float]:
     """Split ``x`` in two and say how far that split is from what one Gaussian gives.
 
@@ -172,6 +178,7 @@ def count_senses(
     n_senses: Optional[int] = None,
     seed: int = 0,
     min_size: int = 3,
+    test: SplitTest = split_score,
 ) -> np.ndarray:
     """int ``[n]`` sense labels 0..k-1 (0 the largest): the number of senses decided against a null.
 
@@ -182,6 +189,7 @@ def count_senses(
     (and ``min_size``). So occurrences drawn from one distribution stay one sense, and no sense is
     a handful of outliers. ``max_senses`` caps the number; ``n_senses`` fixes it instead (the
     splits are then made without the test). The senses found are refined by a few k-means steps.
+    ``test`` replaces :func:`split_score` (the calibration bench compares other nulls through it).
     """
     n = len(points)
     if n < 2 * min_size or max_senses < 2 or n_senses == 1:
@@ -198,7 +206,7 @@ def count_senses(
             done.append(members)
             continue
         if n_senses is None:
-            halves, z = split_score(points[members], rng)
+            halves, z = test(points[members], rng)
             keep = z < -significance
         else:
             halves, _ = _two_means(points[members] - points[members].mean(0), rng)

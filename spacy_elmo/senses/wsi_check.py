@@ -66,6 +66,33 @@ def choose_pairs(frequent: Sequence[str], n_pairs: int, seed: int = 0) -> List[T
     return pairs[:n_pairs]
 
 
+Kept = Tuple[List[str], int, Occurrence]  # Inducer.add's tokens, position and occurrence
+
+
+def word_occurrences(corpus: Corpus, words: Sequence[str], per_word: int) -> Dict[str, List[Kept]]:
+    """The first ``per_word`` occurrences of each of ``words`` (lower case; regular inflections count) in ``corpus``."""
+    forms = target_forms({w: [] for w in words})
+    kept: Dict[str, List[Kept]] = {w: [] for w in words}
+    for sentence in read_sentences(corpus):
+        for position, token in enumerate(sentence.tokens):
+            word = match_target(token, forms)  # the word or a regular inflection of it
+            if word is not None and len(kept[word]) < per_word:
+                kept[word].append(_window(sentence.text, sentence.tokens, sentence.spans, position, sentence.source))
+        if all(len(k) >= per_word for k in kept.values()):
+            break
+    return kept
+
+
+def add_pseudoword(inducer: Inducer, merged: str, groups: Sequence[Sequence[Kept]]) -> List[int]:
+    """Add each group's occurrences to ``inducer`` with the word replaced by ``merged``; the group of each, in order."""
+    sides: List[int] = []
+    for side, group in enumerate(groups):
+        for tokens, position, occurrence in group:
+            inducer.add(merged, [*tokens[:position], merged, *tokens[position + 1 :]], position, occurrence)
+            sides.append(side)
+    return sides
+
+
 def pseudoword_check(
     corpus: Corpus,
     bilm: BiLM,
@@ -91,27 +118,16 @@ def pseudoword_check(
         frequent = list(frequent_words(corpus, 4 * n_pairs, min_count=min_count))
         pairs = choose_pairs(frequent, n_pairs, settings.seed)
     pairs = [(a.lower(), b.lower()) for a, b in pairs]
-    forms = target_forms({w: [] for pair in pairs for w in pair})
-    kept: Dict[str, List[Tuple[List[str], int, Occurrence]]] = {w: [] for pair in pairs for w in pair}
-    for sentence in read_sentences(corpus):
-        for position, token in enumerate(sentence.tokens):
-            word = match_target(token, forms)  # the word or a regular inflection of it
-            if word is not None and len(kept[word]) < per_word:
-                kept[word].append(_window(sentence.text, sentence.tokens, sentence.spans, position, sentence.source))
+    kept = word_occurrences(corpus, [w for pair in pairs for w in pair], per_word)
     report = CheckReport()
     inducer = Inducer(bilm, head, settings)
     truth: Dict[str, List[int]] = {}
-    for a, b in pairs:
-        n = min(len(kept[a]), len(kept[b]), settings.max_occurrences // 2)
+    for pair in pairs:
+        n = min(*(len(kept[w]) for w in pair), settings.max_occurrences // 2)
         if n < max(settings.min_occurrences, 5):
             continue
-        merged = f"{a}+{b}"
-        truth[merged] = []
-        for side, word in enumerate((a, b)):
-            for tokens, position, occurrence in kept[word][:n]:
-                tokens = [*tokens[:position], merged, *tokens[position + 1 :]]
-                inducer.add(merged, tokens, position, occurrence)
-                truth[merged].append(side)
+        merged = "+".join(pair)
+        truth[merged] = add_pseudoword(inducer, merged, [kept[w][:n] for w in pair])
     inducer.flush()
     for merged, sides in truth.items():
         a, b = merged.split("+", 1)
