@@ -189,6 +189,9 @@ def count_senses(
     (and ``min_size``). So occurrences drawn from one distribution stay one sense, and no sense is
     a handful of outliers. ``max_senses`` caps the number; ``n_senses`` fixes it instead (the
     splits are then made without the test). The senses found are refined by a few k-means steps.
+    Measured on data of known k (``bench/null_rule.py``): one cloud, heavy-tailed included, stays
+    one sense in 99% of draws of 40-300 points; on real pseudowords the features, not the rule,
+    set the limit (docs/senses.md, "How many senses: the calibration").
     ``test`` replaces :func:`split_score` (the calibration bench compares other nulls through it).
     """
     n = len(points)
