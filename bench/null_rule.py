@@ -1,24 +1,27 @@
 #!/usr/bin/env python3
 """Calibrating the number-of-senses rule (:func:`spacy_elmo.senses.clustering.count_senses`) on data whose number of senses is known.
 
-    OMP_NUM_THREADS=1 python bench/null_rule.py features --books BOOKS --modern MODERN --weights W --cache CACHE
-    OMP_NUM_THREADS=1 python bench/null_rule.py score --cache CACHE --json bench/results/null-rule.json
+    OMP_NUM_THREADS=1 python bench/null_rule.py features --books BOOKS --modern FILE... --weights W --cache CACHE [--start 40 | --by-context]
+    OMP_NUM_THREADS=1 python bench/null_rule.py score --cache CACHE --repeats 10 --json bench/results/null-rule.json
 
-``features`` reads each corpus once for its frequent content words and caches, per condition, the
-features ``induce`` clusters: the TF-IDF substitute bags and the centred context vectors of the
-occurrences of
+``features`` reads each corpus for its frequent content words and caches, per condition, the
+features ``induce`` clusters (the TF-IDF substitute bags and the centred context vectors) of
+``--per-word`` occurrences of each word of
 
-- one word (true k = 1; the word is replaced by ``word+word``, as a pseudoword is),
-- two unrelated frequent words merged into one token (k = 2; Schuetze's pseudowords, built as
+- one word (true k = 1; the word is replaced by ``word+word``, as a pseudoword is): 8 a corpus,
+- two frequent words merged into one token (k = 2; Schuetze's pseudowords, built as
   :mod:`spacy_elmo.senses.wsi_check` builds them),
 - three merged (k = 3),
 
-``--per-word`` occurrences of each word. ``score`` runs each rule variant on those features (for
-the representations ``substitutes``, ``context`` and ``substitutes+context``, at the full size and
-at ``--small`` occurrences per word) and on synthetic clouds (one Gaussian, one multivariate t with
-3 degrees of freedom, one anisotropic cloud; 2- and 3-group mixtures at several separations and
-shares, 40/100/300 points, 16 principal coordinates as in ``cut_senses``), and reports per condition
-the share of draws whose k found is the true k, the mean k found, the mean ARI and the seconds.
+the words paired by frequency rank (the 24 from rank ``--start``) or, with ``--by-context``, the
+pairs and triples of the 40 most frequent whose contexts differ most (pseudowords the features
+can separate). ``score`` runs each rule (``--rules``, :func:`rule`) on those features (for the
+representations ``substitutes``, ``context`` and ``substitutes+context``, at the full size and at
+``--small`` occurrences per word) and on synthetic clouds (one Gaussian, t(3) coordinates, a
+multivariate t with 3 degrees of freedom, an anisotropic cloud; 2- and 3-group mixtures at several
+separations and shares; 40/100/300 points in 16 principal coordinates as in ``cut_senses``), and
+reports per condition the share of draws whose k found is the true k, the mean k found, the mean
+ARI, the ARI of k-means told the true k (what the features allow) and the seconds per draw.
 """
 
 from __future__ import annotations
