@@ -246,9 +246,12 @@ def candidate_test(null: str, dims: int, n_null: int = 10) -> SplitTest:
       (the split's own direction taken out of the null: SigClust's worry about the signal inflating it);
     - ``gainD``: ``gaussian``, and the split must also explain ``D`` more of the spread than the null's
       mean (an effect size, not only a significance);
-    - ``stableA``: ``gaussian``, and the split must come back on 8 subsamples of 80% (mean ARI >= ``A``).
+    - ``stableA``: ``gaussian``, and the split must come back on 8 subsamples of 80% (mean ARI >= ``A``);
+    - ``dip``: Hartigan's dip test on the projection onto the 2-means axis (:func:`dip_test`; ``dims`` unused).
     """
     gain = float(null[4:]) if null.startswith("gain") else None
+    if null == "dip":
+        return dip_test(n_null)
     if null.startswith("stable"):
         return stable_test(float(null[6:]))
     if dims == DIMS and null == "gaussian":
@@ -304,13 +307,41 @@ def stable_test(need: float, draws: int = 8) -> SplitTest:
     return test
 
 
+def dip_test(n_null: int = 10) -> SplitTest:
+    """Hartigan's dip of the projection onto the 2-means axis (``diptest`` from PyPI, not a dependency of
+    the package), as a z-score against the same projection of ``n_null`` Gaussians with the data's spectrum."""
+    try:
+        import diptest
+    except ImportError:
+        raise SystemExit("the dip rule needs the diptest package: pip install diptest") from None
+
+    def dip(x: np.ndarray, labels: np.ndarray) -> float:
+        if labels.min() == labels.max():
+            return 0.0
+        axis = x[labels == 1].mean(0) - x[labels == 0].mean(0)
+        return float(diptest.dipstat(x @ axis / max(float(np.linalg.norm(axis)), 1e-12)))
+
+    def test(x: np.ndarray, rng: np.random.Generator) -> Tuple[np.ndarray, float]:
+        centred = x - x.mean(0)
+        labels, _ = _two_means(centred, rng)
+        spectrum = np.clip(np.linalg.eigvalsh(np.cov(centred, rowvar=False).reshape(x.shape[1], x.shape[1])), 0.0, None)
+        null = []
+        for _ in range(n_null):
+            sample = rng.standard_normal(centred.shape) * np.sqrt(spectrum)
+            sample -= sample.mean(0)
+            null.append(dip(sample, _two_means(sample, rng)[0]))
+        return labels, -(dip(centred, labels) - float(np.mean(null))) / max(float(np.std(null)), 1e-6)  # a larger dip: below 0
+
+    return test
+
+
 def rule(spec: str) -> Rule:
     """``NULL-DIMS-SIGNIFICANCE[-MIN_SHARE]`` (e.g. ``gaussian-16-1``, the default): count_senses with that split test,
     threshold and smallest share (default 0.05)."""
     null, dims, significance, *share = spec.split("-")
     min_share = float(share[0]) if share else 0.05
-    if null not in ("gaussian", "elliptical", "within") and not null.startswith(("gain", "stable")):
-        raise SystemExit(f"unknown null {null!r} in {spec!r}: gaussian, elliptical, within, gainD or stableA")
+    if null not in ("gaussian", "elliptical", "within", "dip") and not null.startswith(("gain", "stable")):
+        raise SystemExit(f"unknown null {null!r} in {spec!r}: gaussian, elliptical, within, dip, gainD or stableA")
     test = candidate_test(null, int(dims))
     return lambda x, seed: count_senses(x, seed=seed, significance=float(significance), min_share=min_share, test=test)
 
@@ -387,7 +418,8 @@ def main() -> None:
         "features": "OMP_NUM_THREADS=1 python bench/null_rule.py features --books BOOKS --modern WIKIPEDIA WIKINEWS --weights W"
         " --cache CACHE [--start 40 | --by-context] (BOOKS: the books folder, first 10 by name; WIKIPEDIA, WIKINEWS: the"
         " modern corpus' wikipedia.valid.txt.gz and wikinews.valid.txt.gz; W: the v2 candidate, step 17,000)",
-        "command": f"OMP_NUM_THREADS=1 python bench/null_rule.py score --cache CACHE --repeats {args.repeats} --small {args.small}",
+        "command": f"OMP_NUM_THREADS=1 python bench/null_rule.py score --cache CACHE --repeats {args.repeats} --small {args.small}"
+        + (f" --rules {args.rules}" if args.rules != ",".join(RULES) else ""),
         "rules": {},
     }
     names = args.rules.split(",")
