@@ -6,7 +6,7 @@ import torch
 
 from spacy_elmo.cli.main import main
 from spacy_elmo.senses.induce import MAX_WINDOW, InductionSettings, induce
-from spacy_elmo.senses.wsi_check import choose_pairs, pseudoword_check
+from spacy_elmo.senses.wsi_check import choose_pairs, pseudoword_check, word_occurrences
 
 RIVER = [
     "He sat down on the bank of the river and watched the water.",
@@ -82,6 +82,14 @@ def test_sense_names_reach_the_legend_as_plain_text():
     name = fig.data[0].name
     assert "<b>" not in name and "<a " not in name and "<span" not in name
     assert "&lt;b&gt;river&lt;/b&gt;" in name  # shown as typed
+
+
+def test_word_occurrences_keeps_the_first_of_each_word_and_its_inflections():
+    corpus = ["The river was wide.", "Rivers flow fast.", "Money talks.", "The river again."]
+    kept = word_occurrences(corpus, ["river", "money"], per_word=2)
+    assert [len(kept["river"]), len(kept["money"])] == [2, 1]
+    tokens, position, occurrence = kept["river"][1]
+    assert tokens[position] == "Rivers" and occurrence.text[occurrence.start : occurrence.end] == "Rivers"
 
 
 def test_pseudoword_pairs_and_check(bilm, head):
