@@ -13,8 +13,20 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_elmo.change import synthetic
-from spacy_elmo.change.detect import ChangeSettings, rank_words, sample_corpora, sense_status
-from spacy_elmo.change.measures import BinaryRule, apd, apd_c, bootstrap, jsd, measure_all, prt, sense_counts, within_apd
+from spacy_elmo.change.detect import ChangeSettings, occurrence_vectors, rank_words, sample_corpora, sense_status
+from spacy_elmo.change.measures import (
+    BinaryRule,
+    apd,
+    apd_c,
+    bootstrap,
+    jsd,
+    mahal,
+    measure_all,
+    prt,
+    sense_counts,
+    whitened,
+    within_apd,
+)
 from spacy_elmo.change.sample import Reservoir
 from spacy_elmo.cli import app
 
@@ -34,7 +46,7 @@ def test_identical_corpora_measure_about_zero():
     a = rng.normal(size=(40, 16))
     weights = rng.dirichlet(np.ones(3), size=40)
     m = measure_all(a, a.copy(), weights, weights.copy())
-    assert abs(m["apd_c"]) < 0.03 and m["prt"] < 1e-9 and m["jsd"] < 1e-12
+    assert abs(m["apd_c"]) < 0.03 and m["prt"] < 1e-9 and m["jsd"] < 1e-12 and m["mahal"] < 1e-9
     assert m["apd"] == pytest.approx(within_apd(a), abs=0.03)  # APD keeps the word's own spread
 
 
@@ -44,6 +56,7 @@ def test_two_samples_of_one_distribution_measure_about_zero():
     a = clusters(rng, centres, (300, 300), noise=0.5)
     b = clusters(rng, centres, (300, 300), noise=0.5)
     assert abs(apd_c(a, b)) < 0.01 and prt(a, b) < 0.01
+    assert mahal(a, b) < 0.1  # ten axes, each mean off by about 1/sqrt(300) of its spread
 
 
 def test_disjoint_senses_measure_high():
@@ -54,6 +67,7 @@ def test_disjoint_senses_measure_high():
     wa, wb = np.tile([1.0, 0.0], (50, 1)), np.tile([0.0, 1.0], (50, 1))
     m = measure_all(a, b, wa, wb)
     assert m["apd"] > 0.95 and m["prt"] > 0.95 and m["apd_c"] > 0.9 and m["jsd"] == pytest.approx(1.0)
+    assert m["mahal"] == pytest.approx(4.0, abs=0.05)  # two groups a whole spread apart: means at -1 and +1 of the axis
 
 
 def test_apd_is_the_mean_over_all_pairs():
@@ -75,6 +89,26 @@ def test_measures_grow_with_the_change():
         b = clusters(rng, centres, (80 - moved, 20 + moved), noise=0.3)
         values.append((apd_c(a, b), prt(a, b)))
     assert values[0][0] < values[1][0] < values[2][0] and values[0][1] < values[1][1] < values[2][1]
+
+
+def test_mahal_weighs_each_axis_by_its_spread():
+    """A shift of half a spread along a quiet axis counts as much as one along a loud axis; APD-c
+    sees only the loud one. Both words' occurrences sit far along axis 0, so unit length barely bends them."""
+    rng = np.random.default_rng(9)
+    scale = np.array([0.0, 1.0, 0.01])
+
+    def sample(shift: np.ndarray) -> np.ndarray:
+        return np.array([10.0, 0.0, 0.0]) + rng.normal(size=(400, 3)) * scale + shift
+
+    loud = (sample(np.zeros(3)), sample(np.array([0.0, 0.5, 0.0])))
+    quiet = (sample(np.zeros(3)), sample(np.array([0.0, 0.0, 0.005])))
+    assert mahal(*quiet) == pytest.approx(mahal(*loud), rel=0.5) and mahal(*loud) > 0.15
+    assert apd_c(*loud) > 10 * abs(apd_c(*quiet))
+    za, zb = whitened(*loud, dims=2)  # the two widest axes, each of unit spread
+    assert za.shape == (400, 2) and np.vstack([za, zb]).std(0) == pytest.approx([1.0, 1.0])
+    assert mahal(np.ones((3, 4)), np.ones((5, 4))) == 0.0  # no spread at all: no axis, no distance
+    with pytest.raises(ValueError, match="dims must be 1 or more"):
+        whitened(*loud, dims=0)
 
 
 def test_jsd_known_values_and_errors():
@@ -122,8 +156,27 @@ def test_settings_errors():
         ChangeSettings(measure="cosine")
     with pytest.raises(ValueError, match="above max_occurrences"):
         ChangeSettings(max_occurrences=5, min_occurrences=10)
-    with pytest.raises(ValueError, match="vectors must be one of elmo, context"):
+    with pytest.raises(ValueError, match="vectors must be one of elmo, context, both"):
         ChangeSettings(vectors="words")
+
+
+def test_both_vectors_join_context_and_what_sets_an_occurrence_apart():
+    from spacy_elmo.senses.induced import WordSenses
+
+    rng = np.random.default_rng(3)
+    elmo, context = rng.normal(size=(6, 4)) + 5.0, rng.normal(size=(6, 3))
+    ws = WordSenses("bank", ["bank"], [], [], np.ones((6, 1)), elmo, extra={"elmo_vectors": elmo.astype(np.float16)})
+    with pytest.raises(ValueError, match="carry no context_vectors"):
+        occurrence_vectors(ws, "both")
+    ws.extra["context_vectors"] = context.astype(np.float16)
+    both = occurrence_vectors(ws, "both")
+    assert both.shape == (6, 7) and both.dtype == np.float32
+    assert np.linalg.norm(both[:, :3], axis=1) == pytest.approx(np.ones(6), abs=1e-3)  # each half of unit length
+    centred = elmo.astype(np.float16).astype(np.float32) - elmo.astype(np.float16).astype(np.float32).mean(0)
+    assert both[:, 3:] == pytest.approx(centred / np.linalg.norm(centred, axis=1, keepdims=True), abs=1e-4)  # the word's mean removed
+    assert occurrence_vectors(ws, "elmo") == pytest.approx(elmo, abs=0.01)
+    with pytest.raises(ValueError, match="vectors must be one of"):
+        occurrence_vectors(ws, "words")
 
 
 # ---------------------------------------------------------------------------------------------- sampling
@@ -250,15 +303,16 @@ def change_run(tmp_path_factory):
 def test_change_command_end_to_end(change_run):
     out, output = change_run
     report = json.loads((out / "report.json").read_text())
-    assert report["corpora"] == {"a": "old", "b": "new"} and report["measure"] == "apd_c"
+    assert report["corpora"] == {"a": "old", "b": "new"} and report["measure"] == "mahal"
     words = {w["word"]: w for w in report["words"]}
     bank, play = words["bank"], words["play"]
     assert bank["occurrences"] == {"a": 10, "b": 10} and bank["seen"] == {"a": 12, "b": 12}  # sampled down to --max-occurrences
-    for name in ("apd", "apd_c", "prt", "jsd"):
+    for name in ("apd", "apd_c", "prt", "jsd", "mahal"):
         low, high = bank["intervals"][name]
         assert low <= high
     assert bank["measures"]["apd_c"] > play["measures"]["apd_c"] and bank["measures"]["prt"] > play["measures"]["prt"]
-    assert bank["rank"] == 1 and play["rank"] == 2  # ranked by apd_c
+    assert bank["measures"]["mahal"] > 2 * play["measures"]["mahal"]
+    assert bank["rank"] == 1 and play["rank"] == 2  # ranked by mahal
     assert abs(sum(s["share_a"] for s in bank["senses"]) - 1) < 1e-3 and abs(sum(s["share_b"] for s in bank["senses"]) - 1) < 1e-3
     examples = [e["text"] for s in bank["senses"] for e in s["examples_a"]]
     assert examples and all(text in RIVER for text in examples)
@@ -345,7 +399,7 @@ def test_explain_shows_the_senses_that_matter():
     from spacy_elmo.change.detect import SenseChange, WordChange
     from spacy_elmo.change.report import explain
 
-    change = WordChange("party", 20, 20, 20, 20, {"apd": 0.4, "apd_c": 0.07, "prt": 0.1, "jsd": 0.5}, rank=1, changed=True)
+    change = WordChange("party", 20, 20, 20, 20, {"apd": 0.4, "apd_c": 0.07, "prt": 0.1, "jsd": 0.5, "mahal": 1.2}, rank=1, changed=True)
     change.intervals = {k: (v - 0.01, v + 0.01) for k, v in change.measures.items()}
     change.senses = [
         SenseChange(0, "party: group", [], 0.7, 0.1, 14, 2, "shrank", [], []),
@@ -354,5 +408,8 @@ def test_explain_shows_the_senses_that_matter():
     ]
     lines = explain(change, ("old", "new"))
     assert lines[0].startswith("1. party: APD 0.400 [0.390, 0.410], APD-c 0.070") and "binary: changed (20 in old, 20 in new)" in lines[0]
+    assert "MAHAL 1.200 [1.190, 1.210]" in lines[0]
     assert lines[1] == "   party: group: 70% of old -> 10% of new (shrank)" and lines[2] == "   party: politics: 1% of old -> 87% of new (appeared)"
-    assert lines[3] == "   (1 smaller senses, under 5% of either corpus: see report.json)" and len(lines) == 4
+    assert lines[3] == "   (1 smaller sense, under 5% of either corpus: see report.json)" and len(lines) == 4
+    change.measures.pop("mahal")  # a report saved before MAHAL existed still explains
+    assert "MAHAL" not in explain(change, ("old", "new"))[0]

@@ -27,14 +27,15 @@ from ..senses.corpus import Corpus, read_sentences
 from ..senses.induce import Inducer, InductionSettings, frequent_words, match_target, target_forms
 from ..senses.induced import Occurrence, WordSenses
 from ..senses.substitutes import LMHead
-from .measures import MEASURES, BinaryRule, bootstrap, measure_all, sense_counts, sense_shares
+from .measures import MEASURES, BinaryRule, bootstrap, measure_all, sense_counts, sense_shares, unit
 from .sample import CorpusSamples, Sampled
 
-# The measure words are ranked by unless told otherwise: the best of the four on the dev half of
-# the synthetic SemCor benchmark (docs/change.md#choosing-the-default-measure; bench/results/change-synthetic.json).
-DEFAULT_MEASURE = "apd_c"
-VECTORS = ("elmo", "context")
-DEFAULT_VECTORS = "elmo"
+# The measure words are ranked by, and the vectors it compares, unless told otherwise: the best on
+# the dev half of the synthetic SemCor benchmark with the embedded default and with the v2
+# candidate (docs/change.md#choosing-the-default-measure; bench/results/change-synthetic-both*.json).
+DEFAULT_MEASURE = "mahal"
+VECTORS = ("elmo", "context", "both")
+DEFAULT_VECTORS = "both"
 SHARE_STEP = 0.1  # a sense "grew" or "shrank" when its share moved by at least this much
 Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
 
@@ -49,8 +50,9 @@ class ChangeSettings:
         corpus and at least ``rule.at_least`` in the other was gained or lost).
     n_resamples / confidence: the bootstrap's replicates and interval.
     measure: what the ranking sorts by (one of :data:`.measures.MEASURES`).
-    vectors: what APD, APD-c and PRT compare: ``elmo`` (each occurrence's ELMo vector) or
-        ``context`` (its context vector, :mod:`..senses.context`).
+    vectors: what APD, APD-c, PRT and MAHAL compare: ``elmo`` (each occurrence's ELMo vector),
+        ``context`` (its context vector, :mod:`..senses.context`) or ``both`` (the two side by
+        side, :func:`occurrence_vectors`).
     induction: the sense induction's settings (its ``max_occurrences`` is set to hold both samples).
     """
 
@@ -156,6 +158,24 @@ def equal_size_counts(counts_a: np.ndarray, counts_b: np.ndarray) -> Tuple[np.nd
     return scaled[0], scaled[1]
 
 
+def occurrence_vectors(ws: WordSenses, kind: str) -> np.ndarray:
+    """float32 ``[occurrences, dim]``: the vectors the measures compare (see :class:`ChangeSettings`).
+
+    ``both`` joins each occurrence's unit context vector with its unit ELMo vector less the word's
+    mean ELMo vector (what sets the occurrence apart), so each half weighs the same."""
+    if kind not in VECTORS:
+        raise ValueError(f"vectors must be one of {', '.join(VECTORS)}, got {kind!r}")
+    needed = {"elmo": ["elmo"], "context": ["context"], "both": ["context", "elmo"]}[kind]
+    missing = [f"{name}_vectors" for name in needed if f"{name}_vectors" not in ws.extra]
+    if missing:
+        raise ValueError(f"the senses of {ws.word!r} carry no {' or '.join(missing)}: measure them with vectors={kind!r} from the start")
+    found = [np.asarray(ws.extra[f"{name}_vectors"], dtype=np.float32) for name in needed]
+    if kind != "both":
+        return found[0]
+    context, elmo = found
+    return np.hstack([unit(context), unit(elmo - elmo.mean(0, keepdims=True))]).astype(np.float32)
+
+
 def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple[int, int], names: Tuple[str, str]) -> WordChange:
     """The measures, intervals, binary call and sense explanations of one word whose first ``n_a``
     occurrences come from A and the rest from B; tags ``ws`` with each occurrence's corpus."""
@@ -168,7 +188,7 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
             f"{ws.word!r}: {n_a} occurrences in {names[0]} and {n_b} in {names[1]} (fewer than {settings.min_occurrences}): not measured"
         )
         return change
-    vectors = np.asarray(ws.extra[f"{settings.vectors}_vectors"], dtype=np.float32)
+    vectors = occurrence_vectors(ws, settings.vectors)
     weights = np.asarray(ws.weights, dtype=np.float64)
     a, b = vectors[:n_a], vectors[n_a:]
     wa, wb = weights[:n_a], weights[n_a:]
@@ -240,7 +260,7 @@ def compare_samples(
     out = []
     for word, (in_a, in_b) in samples.items():
         ws = inducer.word_senses(word, list((forms or {}).get(word, ())))
-        if settings.vectors == "context" and "context_vectors" not in ws.extra:
+        if settings.vectors in ("context", "both") and "context_vectors" not in ws.extra:
             ws.extra["context_vectors"] = inducer.context_vectors(ws.occurrences, ws.forms).astype(np.float16)
         counts = (seen or {}).get(word, (len(in_a), len(in_b)))
         out.append(compare_word(ws, len(in_a), settings, counts, names))

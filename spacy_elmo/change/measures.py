@@ -12,6 +12,11 @@ over both corpora).
   distance between the two corpora's mean vectors.
 - **PRT**, prototype distance: the cosine distance between the two corpora's mean (unit) vectors.
 - **JSD**: the Jensen-Shannon divergence (base 2, in [0, 1]) of the word's sense shares in A and B.
+- **MAHAL**: the squared Mahalanobis distance between the two corpora's mean (unit) vectors under
+  the pooled occurrences' covariance cut to its top ``MAHAL_DIMS`` principal axes (a regularised
+  Hotelling's T-squared without its sample-size factor). Each axis counts by how far the means
+  part along it relative to the occurrences' own spread there, so a word's few dominant
+  directions (its forms, the syntax around it) no longer drown the rest as they do in APD-c.
 
 APD and APD-c use the identity ``mean_ij u_i . v_j = mean(u) . mean(v)`` on unit rows, so each
 costs one pass over the occurrences, and a bootstrap replicate one matrix product.
@@ -24,7 +29,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-MEASURES = ("apd", "apd_c", "prt", "jsd")
+MEASURES = ("apd", "apd_c", "prt", "jsd", "mahal")
+MAHAL_DIMS = 10  # principal axes MAHAL keeps (docs/change.md#choosing-the-default-measure)
 
 
 def unit(matrix: np.ndarray) -> np.ndarray:
@@ -73,6 +79,28 @@ def prt(a: np.ndarray, b: np.ndarray) -> float:
     ma, mb = ua.mean(0), ub.mean(0)
     norm = np.linalg.norm(ma) * np.linalg.norm(mb)
     return float(1.0 - ma @ mb / norm) if norm > 0 else 1.0
+
+
+def whitened(a: np.ndarray, b: np.ndarray, dims: int = MAHAL_DIMS) -> Tuple[np.ndarray, np.ndarray]:
+    """The two corpora's unit rows in the pooled occurrences' top ``dims`` principal axes, centred
+    on the pooled mean and each axis scaled to unit variance (axes without spread are dropped)."""
+    if dims < 1:
+        raise ValueError(f"dims must be 1 or more, got {dims}")
+    ua, ub = unit(a), unit(b)
+    _check_pair(ua, ub)
+    pooled = np.vstack([ua, ub])
+    centred = pooled - pooled.mean(0)
+    _, spread, axes = np.linalg.svd(centred, full_matrices=False)
+    spread = spread / np.sqrt(len(pooled))
+    r = int(min(dims, (spread > 1e-9 * max(float(spread[0]) if len(spread) else 0.0, 1e-12)).sum()))
+    z = centred @ axes[:r].T / spread[:r] if r else np.zeros((len(pooled), 0))
+    return z[: len(ua)], z[len(ua) :]
+
+
+def mahal(a: np.ndarray, b: np.ndarray, dims: int = MAHAL_DIMS) -> float:
+    """Squared distance between the two corpora's means in :func:`whitened` coordinates (0 when no axis has spread)."""
+    za, zb = whitened(a, b, dims)
+    return float(((za.mean(0) - zb.mean(0)) ** 2).sum())
 
 
 def jsd(p: np.ndarray, q: np.ndarray) -> float:
@@ -143,6 +171,7 @@ def measure_all(a: np.ndarray, b: np.ndarray, weights_a: np.ndarray, weights_b: 
         "apd_c": apd_c(a, b),
         "prt": prt(a, b),
         "jsd": jsd(sense_shares(weights_a), sense_shares(weights_b)),
+        "mahal": mahal(a, b),
     }
 
 
@@ -180,12 +209,14 @@ def bootstrap(
             return np.zeros(len(sums))
         return 1.0 - ((sums * sums).sum(1) - n) / (n * (n - 1))  # a drawn occurrence paired with its repeats counts distance 0
 
+    za, zb = whitened(a, b)  # the axes and scales of the full samples; each replicate moves only the means
     norms = np.linalg.norm(ma, axis=1) * np.linalg.norm(mb, axis=1)
     values = {
         "apd": between,
         "apd_c": between - 0.5 * (within(sa, na) + within(sb, nb)),
         "prt": np.where(norms > 0, 1.0 - (ma * mb).sum(1) / np.where(norms > 0, norms, 1.0), 1.0),
         "jsd": np.array([jsd(pa, pb) for pa, pb in zip(ca @ wa / na, cb @ wb / nb)]),
+        "mahal": ((ca @ za / na - cb @ zb / nb) ** 2).sum(1),
     }
     tail = (1 - confidence) / 2 * 100
     return {name: (float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail))) for name, v in values.items()}

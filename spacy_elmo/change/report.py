@@ -13,7 +13,7 @@ from ..senses.induce import file_stem, save_senses
 from .detect import ChangeReport, WordChange
 from .measures import MEASURES
 
-MEASURE_NAMES = {"apd": "APD", "apd_c": "APD-c", "prt": "PRT", "jsd": "JSD"}
+MEASURE_NAMES = {"apd": "APD", "apd_c": "APD-c", "prt": "PRT", "jsd": "JSD", "mahal": "MAHAL"}
 
 
 def _round(value: float) -> float:
@@ -97,7 +97,7 @@ def explain(change: WordChange, names: Any = ("A", "B"), width: int = 90, min_sh
         return [change.note or f"{change.word}: not measured"]
     m = change.measures
     head = f"{change.rank}. {change.word}: " + ", ".join(
-        f"{MEASURE_NAMES[k]} {m[k]:.3f} [{change.intervals[k][0]:.3f}, {change.intervals[k][1]:.3f}]" for k in MEASURES
+        f"{MEASURE_NAMES[k]} {m[k]:.3f} [{change.intervals[k][0]:.3f}, {change.intervals[k][1]:.3f}]" for k in MEASURES if k in m
     )
     lines = [head + f"; binary: {'changed' if change.changed else 'no change'} ({change.n_a} in {names[0]}, {change.n_b} in {names[1]})"]
     ws = change.word_senses
@@ -109,7 +109,8 @@ def explain(change: WordChange, names: Any = ("A", "B"), width: int = 90, min_sh
                 text = " ".join(ws.occurrences[examples[0]].text.split())
                 lines.append(f"      {label}: {text[:width]}{'…' if len(text) > width else ''}")
     if len(shown) < len(change.senses):
-        lines.append(f"   ({len(change.senses) - len(shown)} smaller senses, under {min_share:.0%} of either corpus: see report.json)")
+        hidden = len(change.senses) - len(shown)
+        lines.append(f"   ({hidden} smaller sense{'s' if hidden != 1 else ''}, under {min_share:.0%} of either corpus: see report.json)")
     return lines
 
 

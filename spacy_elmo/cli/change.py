@@ -10,13 +10,19 @@ from ..senses.wsd_data import DEFAULT_WSD_DIR
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
 from .induce import MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, _words
 
-MEASURE_HELP = "apd (average pairwise distance), apd_c (APD less the corpora's own), prt (prototype distance) or jsd (of sense shares)"
+MEASURE_HELP = (
+    "apd (average pairwise distance), apd_c (APD less the corpora's own), prt (prototype distance), jsd (of sense shares) "
+    "or mahal (distance of the means along the main axes, each scaled by its spread)"
+)
 # the options change and change-eval share (one definition each; the induction's are induce's own)
 MAX_OCC_OPT = Opt(200, "--max-occurrences", help="Occurrences sampled per word and corpus (a seeded uniform sample beyond)")
 AT_LEAST_OPT = Opt(5, "--at-least", help="Binary call: a sense with at least this many occurrences in one corpus ...")
 AT_MOST_OPT = Opt(2, "--at-most", help="... and at most this many in the other was gained or lost (SemEval-2020 Task 1)")
 VECTORS_OPT = Opt(
-    "elmo", "--vectors", help="What APD, APD-c and PRT compare: elmo (each occurrence's ELMo vector) or context (the words around it)"
+    "",
+    "--vectors",
+    help="What APD, APD-c, PRT and MAHAL compare: elmo (each occurrence's ELMo vector), context (the words around it) "
+    "or both. Default: both (chosen on the synthetic benchmark's dev half)",
 )
 SEED_OPT = Opt(0, "--seed", help="Seed of the samples and the bootstrap")
 THREADS_OPT = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)")
@@ -42,6 +48,7 @@ def change_settings(
     from .induce import induction_settings
 
     induction = induction_settings(representation, max_senses=max_senses, min_share=min_share, significance=significance, seed=seed)
+    options = {name: value for name, value in options.items() if value != ""}  # "": the option was not given, ChangeSettings decides
     try:
         return ChangeSettings(
             max_occurrences=max_occurrences, rule=BinaryRule(at_least, at_most), seed=seed, induction=induction, **options
@@ -79,7 +86,7 @@ def change_cli(
     n_words: int = Opt(20, "--n-words", "-n", help="Without --words: how many words frequent in both corpora"),
     names: Optional[str] = Opt(None, "--names", help="The corpora's names in the report, comma-separated. Default: their file names"),
     measure: str = Opt(
-        "", "--measure", "-m", help=f"Rank by {MEASURE_HELP}. Default: apd_c (chosen on the synthetic benchmark's dev half)"
+        "", "--measure", "-m", help=f"Rank by {MEASURE_HELP}. Default: mahal (chosen on the synthetic benchmark's dev half)"
     ),
     weights: Path = WEIGHTS_OPT,
     representation: str = REPRESENTATION_OPT,
@@ -100,7 +107,7 @@ def change_cli(
 ) -> None:
     """Which words are used differently in two corpora: APD, APD-c, PRT and the JSD of jointly induced senses, with
     bootstrap intervals, a ranking, SemEval-2020 Task 1's binary call, and each word's senses with their shares in A and B."""
-    from ..change.detect import DEFAULT_MEASURE, detect_change
+    from ..change.detect import detect_change
     from ..change.report import explain, write_report
     from ..hub.load import load_bilm
     from ..senses.induce import load_head
@@ -117,7 +124,7 @@ def change_cli(
         min_occurrences=min_occurrences,
         n_resamples=resamples,
         confidence=confidence,
-        measure=measure or DEFAULT_MEASURE,
+        measure=measure,
         vectors=vectors,
     )
     pair = [n.strip() for n in names.split(",")] if names else [corpus_a.name.split(",")[0], corpus_b.name.split(",")[0]]
