@@ -46,7 +46,8 @@ def test_identical_corpora_measure_about_zero():
     a = rng.normal(size=(40, 16))
     weights = rng.dirichlet(np.ones(3), size=40)
     m = measure_all(a, a.copy(), weights, weights.copy())
-    assert abs(m["apd_c"]) < 0.03 and m["prt"] < 1e-9 and m["jsd"] < 1e-12 and m["mahal"] < 1e-9
+    assert abs(m["apd_c"]) < 0.03 and m["prt"] < 1e-9 and m["jsd"] < 1e-12
+    assert m["mahal"] == pytest.approx(-10 * (1 / 40 + 1 / 40))  # no distance at all, less what sampling would give
     assert m["apd"] == pytest.approx(within_apd(a), abs=0.03)  # APD keeps the word's own spread
 
 
@@ -56,7 +57,7 @@ def test_two_samples_of_one_distribution_measure_about_zero():
     a = clusters(rng, centres, (300, 300), noise=0.5)
     b = clusters(rng, centres, (300, 300), noise=0.5)
     assert abs(apd_c(a, b)) < 0.01 and prt(a, b) < 0.01
-    assert mahal(a, b) < 0.1  # ten axes, each mean off by about 1/sqrt(300) of its spread
+    assert abs(mahal(a, b)) < 0.05  # sampling's share taken out: about 0
 
 
 def test_disjoint_senses_measure_high():
@@ -67,7 +68,19 @@ def test_disjoint_senses_measure_high():
     wa, wb = np.tile([1.0, 0.0], (50, 1)), np.tile([0.0, 1.0], (50, 1))
     m = measure_all(a, b, wa, wb)
     assert m["apd"] > 0.95 and m["prt"] > 0.95 and m["apd_c"] > 0.9 and m["jsd"] == pytest.approx(1.0)
-    assert m["mahal"] == pytest.approx(4.0, abs=0.05)  # two groups a whole spread apart: means at -1 and +1 of the axis
+    # two groups a whole spread apart (means at -1 and +1 of that axis), less sampling's share over the 8 axes
+    assert m["mahal"] == pytest.approx(4.0 - 8 * (1 / 50 + 1 / 50), abs=0.05)
+
+
+def test_mahal_is_about_zero_without_change_whatever_the_sizes():
+    """Its expectation under no change is taken out, so a word seen 10 times in A is not ranked up for
+    its noise: samples of one distribution average about 0 at every size, a real shift stays above."""
+    rng = np.random.default_rng(11)
+    for n in (10, 40, 200):
+        values = [mahal(rng.normal(size=(n, 16)), rng.normal(size=(200, 16))) for _ in range(40)]
+        assert abs(np.mean(values)) < 0.15, n
+    shifted = [mahal(rng.normal(size=(10, 16)) + 1.0, rng.normal(size=(200, 16))) for _ in range(10)]
+    assert np.mean(shifted) > 1.0
 
 
 def test_apd_is_the_mean_over_all_pairs():
@@ -106,7 +119,7 @@ def test_mahal_weighs_each_axis_by_its_spread():
     assert apd_c(*loud) > 10 * abs(apd_c(*quiet))
     za, zb = whitened(*loud, dims=2)  # the two widest axes, each of unit spread
     assert za.shape == (400, 2) and np.vstack([za, zb]).std(0) == pytest.approx([1.0, 1.0])
-    assert mahal(np.ones((3, 4)), np.ones((5, 4))) == 0.0  # no spread at all: no axis, no distance
+    assert mahal(np.ones((3, 4)), np.ones((5, 4))) == 0.0  # no spread at all: no axis, no distance, no floor
     with pytest.raises(ValueError, match="dims must be 1 or more"):
         whitened(*loud, dims=0)
 

@@ -14,9 +14,11 @@ over both corpora).
 - **JSD**: the Jensen-Shannon divergence (base 2, in [0, 1]) of the word's sense shares in A and B.
 - **MAHAL**: the squared Mahalanobis distance between the two corpora's mean (unit) vectors under
   the pooled occurrences' covariance cut to its top ``MAHAL_DIMS`` principal axes (a regularised
-  Hotelling's T-squared without its sample-size factor). Each axis counts by how far the means
-  part along it relative to the occurrences' own spread there, so a word's few dominant
-  directions (its forms, the syntax around it) no longer drown the rest as they do in APD-c.
+  Hotelling's T-squared without its sample-size factor), less what sampling alone gives it
+  (``axes * (1/n_A + 1/n_B)``), so about 0 for two samples of one distribution whatever their
+  sizes. Each axis counts by how far the means part along it relative to the occurrences' own
+  spread there, so a word's few dominant directions (its forms, the syntax around it) no longer
+  drown the rest as they do in APD-c.
 
 APD and APD-c use the identity ``mean_ij u_i . v_j = mean(u) . mean(v)`` on unit rows, so each
 costs one pass over the occurrences, and a bootstrap replicate one matrix product.
@@ -97,10 +99,17 @@ def whitened(a: np.ndarray, b: np.ndarray, dims: int = MAHAL_DIMS) -> Tuple[np.n
     return z[: len(ua)], z[len(ua) :]
 
 
+def sampling_floor(za: np.ndarray, zb: np.ndarray) -> float:
+    """What the squared distance of two :func:`whitened` samples' means comes to with no change at
+    all: each kept axis has unit spread, so its means differ by ``1/n_A + 1/n_B`` in expectation."""
+    return za.shape[1] * (1.0 / len(za) + 1.0 / len(zb))
+
+
 def mahal(a: np.ndarray, b: np.ndarray, dims: int = MAHAL_DIMS) -> float:
-    """Squared distance between the two corpora's means in :func:`whitened` coordinates (0 when no axis has spread)."""
+    """Squared distance between the two corpora's means in :func:`whitened` coordinates less its
+    :func:`sampling_floor` (about 0 for samples of one distribution; 0 when no axis has spread)."""
     za, zb = whitened(a, b, dims)
-    return float(((za.mean(0) - zb.mean(0)) ** 2).sum())
+    return float(((za.mean(0) - zb.mean(0)) ** 2).sum()) - sampling_floor(za, zb)
 
 
 def jsd(p: np.ndarray, q: np.ndarray) -> float:
@@ -216,7 +225,7 @@ def bootstrap(
         "apd_c": between - 0.5 * (within(sa, na) + within(sb, nb)),
         "prt": np.where(norms > 0, 1.0 - (ma * mb).sum(1) / np.where(norms > 0, norms, 1.0), 1.0),
         "jsd": np.array([jsd(pa, pb) for pa, pb in zip(ca @ wa / na, cb @ wb / nb)]),
-        "mahal": ((ca @ za / na - cb @ zb / nb) ** 2).sum(1),
+        "mahal": ((ca @ za / na - cb @ zb / nb) ** 2).sum(1) - sampling_floor(za, zb),
     }
     tail = (1 - confidence) / 2 * 100
     return {name: (float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail))) for name, v in values.items()}
