@@ -81,14 +81,15 @@ def main() -> None:
         chosen = time.perf_counter()
         targets = candidate_words(a, b, args.n_words, settings.min_occurrences)
         choosing = time.perf_counter() - chosen
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu_started = time.perf_counter(), time.process_time()
         report = detect_change(a, b, targets, names=("books", "modern"), settings=settings, progress=False)
-        seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
+        seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     measured = [w for w in report.words if w.measured]
     result = {
         "what": "spacy elmo change's work (detect_change) on two corpora, targets given: load, stream both, sample, biLM + LM head, senses, measures, bootstrap",
         "model": "en_default (embedded)",
+        "settings": {"vectors": settings.vectors, "measure": settings.measure, "representation": settings.induction.representation},
         "machine": f"{cpu.cpuinfo().get('model name', platform.processor() or 'unknown CPU')}, {os.cpu_count()} cores visible, no GPU",
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "threads": torch.get_num_threads(),
