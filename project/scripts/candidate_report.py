@@ -13,7 +13,15 @@ prior, layer or mix on dev); the hand-written sense probe (``bench/senses.py``);
 sense set (``bench/sense_set.py``: ARI with the number of senses fixed at the gold number); UD
 EWT POS trained on 1% of its sentences (``scripts/downstream.py``'s 1% plan, seeds 0-2, after
 ``downstream.py prepare``; the CNN baseline's runs do not read the biLM, so its recorded score
-stands).
+stands); the component's speed beside the shipped default's, timed in turns in one process
+(``component_speed``); the model files' size.
+
+The ship rule (docs/model-card.md, "The ship rule") is applied against the shipped default's
+report (``--baseline``, by default ``bench/results/shipped-default.json``): the script ends by
+printing ``SHIP`` or ``NOT SHIP`` and each failing row, and ``--rule-only`` applies it to an
+existing report without measuring anything. A candidate ships when it is better than the shipped
+default on modern-English perplexity over common events or on the labelled set from context
+vectors, and no row is worse beyond its noise (:data:`RULE_LIMITS`).
 Measures already in ``--output`` are kept (the report is written after each one), so an
 interrupted report resumes where it stopped.
 """
@@ -28,11 +36,21 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # downstream.py, beside this script
 REPO = Path(__file__).resolve().parent.parent.parent
-MEASURES = ("ud_ewt_test", "modern_test", "books_test", "wic", "wsd", "sense_probe", "sense_set", "pos_1pct")
+MEASURES = ("ud_ewt_test", "modern_test", "books_test", "wic", "wsd", "sense_probe", "sense_set", "pos_1pct", "component_speed", "model_files")
+DEFAULT_BASELINE = REPO / "bench" / "results" / "shipped-default.json"
+CONTEXT_FEATURE = "context words, with the LM head's output embeddings (the context representation)"
+# how much worse than the shipped default a row may be and still ship (in the row's own units)
+RULE_LIMITS = {
+    "wic": 1.3,  # WiC test accuracy, points: about one binomial standard error on 1,400 pairs
+    "wsd": 0.5,  # all-words WSD ALL F1 with the prior, points
+    "sense_probe": 0.0,  # the hand-written probe, points: not lower at all
+    "component_speed": 0.05,  # tokens/s through the component, as a fraction (same shape)
+}
+MAX_MODEL_MB = 60.0
 
 
 def _run(cmd: List[str]) -> str:
@@ -106,6 +124,142 @@ def pos_1pct(model: str, seeds: List[int]) -> Dict[str, Any]:
     }
 
 
+def component_speed(model: str, baseline_model: str, sentences: Path, rounds: int = 3, limit: int = 600) -> Dict[str, Any]:
+    """Tokens/s of ``nlp.pipe`` through the ``elmo`` component for ``model`` and ``baseline_model``
+    on the same sentences, one thread, timed in alternating turns in one process (best of
+    ``rounds`` per model), so that both see the same machine load."""
+    import spacy
+    import torch
+    from spacy.tokens import Doc
+
+    torch.set_num_threads(1)
+    lines = [ln.split() for ln in sentences.read_text(encoding="utf-8").splitlines() if ln.strip()][:limit]
+    pipes = {}
+    for name, weights in (("candidate", model), ("baseline", baseline_model)):
+        nlp = spacy.blank("en")
+        nlp.add_pipe("elmo", config={"weights": None if weights == "en_default" else weights})
+        nlp.initialize()
+        pipes[name] = nlp
+    tokens = sum(len(words) for words in lines)
+    best = {name: float("inf") for name in pipes}
+    for _ in range(rounds):
+        for name, nlp in pipes.items():
+            docs = [Doc(nlp.vocab, words=words) for words in lines]
+            start = time.perf_counter()
+            for _doc in nlp.pipe(docs, batch_size=64):
+                pass
+            best[name] = min(best[name], time.perf_counter() - start)
+    speed = {name: tokens / seconds for name, seconds in best.items()}
+    return {
+        "tokens": tokens,
+        "tokens_per_s": round(speed["candidate"], 1),
+        "baseline_tokens_per_s": round(speed["baseline"], 1),
+        "ratio": round(speed["candidate"] / speed["baseline"], 4),
+        "baseline": baseline_model,
+        "rounds": rounds,
+    }
+
+
+def model_files(model: str) -> Dict[str, Any]:
+    """The size of the files a shipped model folder holds (what the wheel carries), in MB."""
+    folder = Path(model)
+    if model == "en_default":
+        from spacy_elmo.models import default_model_path
+
+        folder = Path(default_model_path())
+    files = {p.name: p.stat().st_size for p in sorted(folder.iterdir()) if p.is_file()}
+    return {"files": files, "mb": round(sum(files.values()) / 1e6, 2)}
+
+
+def _figures(report: Dict[str, Any]) -> Dict[str, Optional[float]]:
+    """The rule's figures from one report (None where the report lacks the measure)."""
+
+    def get(*keys: str) -> Optional[float]:
+        node: Any = report
+        for key in keys:
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return float(node) if isinstance(node, (int, float)) else None
+
+    wic_test = get("wic", "test_accuracy")
+    probe = get("sense_probe", "overall_accuracy")
+    return {
+        "modern_common": get("modern_test", "common", "ppl_avg"),
+        "context_ari": get("sense_set", "features", CONTEXT_FEATURE, "ari_gold"),
+        "wic": None if wic_test is None else 100 * wic_test,
+        "wsd": get("wsd", "with_prior_all"),
+        "sense_probe": None if probe is None else 100 * probe,
+        "pos_mean": get("pos_1pct", "mean"),
+        "pos_sd": get("pos_1pct", "sd"),
+        "speed_ratio": get("component_speed", "ratio"),
+        "model_mb": get("model_files", "mb"),
+        "books": get("books_test", "common", "ppl_avg") or get("books_test", "ppl_avg"),
+    }
+
+
+def ship_rule(candidate: Dict[str, Any], baseline: Dict[str, Any]) -> Tuple[bool, List[str], List[str]]:
+    """Apply the ship rule: (ships, failing rows, passing rows), each row one line naming its figures.
+
+    Better than the baseline on modern-English perplexity over common events (the candidate's
+    ``modern_test.common``, over the words both vocabularies hold, against the baseline's own figure
+    over the same events) or on the labelled set from context vectors; and no row worse beyond its
+    noise: WiC by more than 1.3 points, WSD with the prior by more than 0.5, the 1% POS mean by more
+    than one standard deviation of the baseline's runs, the sense probe at all, component tokens/s
+    by more than 5%; model files at most 60 MB. A measure missing from either report fails its row
+    (nothing ships on a figure nobody measured). Books perplexity is reported, not gated."""
+    c, b = _figures(candidate), _figures(baseline)
+    failing: List[str] = []
+    passing: List[str] = []
+
+    def row(ok: bool, text: str) -> None:
+        (passing if ok else failing).append(text)
+
+    better = []
+    if c["modern_common"] is not None and b["modern_common"] is not None:
+        better.append(c["modern_common"] < b["modern_common"])
+        row(True, f"modern perplexity over common events: {c['modern_common']:.1f} (shipped {b['modern_common']:.1f})")
+    if c["context_ari"] is not None and b["context_ari"] is not None:
+        better.append(c["context_ari"] > b["context_ari"])
+        row(True, f"labelled set from context vectors, ARI: {c['context_ari']:.3f} (shipped {b['context_ari']:.3f})")
+    row(any(better), "better on modern perplexity over common events or on the context-vector ARI" + ("" if better else ": neither measured"))
+    for key, label in (("wic", "WiC test"), ("wsd", "WSD with the prior"), ("sense_probe", "sense probe")):
+        cv, bv = c[key], b[key]
+        if cv is None or bv is None:
+            row(False, f"{label}: not measured")
+            continue
+        row(cv >= bv - RULE_LIMITS[key] - 1e-9, f"{label}: {cv:.1f} (shipped {bv:.1f}, may be {RULE_LIMITS[key]:g} lower)")
+    if c["pos_mean"] is None or b["pos_mean"] is None or b["pos_sd"] is None:
+        row(False, "1% POS: not measured")
+    else:
+        row(
+            c["pos_mean"] >= b["pos_mean"] - b["pos_sd"] - 1e-9,
+            f"1% POS: {c['pos_mean']:.2f} (shipped {b['pos_mean']:.2f} ± {b['pos_sd']:.2f}, may be one sd lower)",
+        )
+    if c["speed_ratio"] is None:
+        row(False, "component tokens/s: not measured")
+    else:
+        row(c["speed_ratio"] >= 1 - RULE_LIMITS["component_speed"], f"component tokens/s: {c['speed_ratio']:.3f} of the shipped default's")
+    if c["model_mb"] is None:
+        row(False, "model files: not measured")
+    else:
+        row(c["model_mb"] <= MAX_MODEL_MB, f"model files: {c['model_mb']:.1f} MB (at most {MAX_MODEL_MB:g})")
+    if c["books"] is not None:
+        shipped = "" if b["books"] is None else f" (shipped {b['books']:.1f})"
+        passing.append(f"books perplexity (reported, not gated): {c['books']:.1f}{shipped}")
+    return not failing, failing, passing
+
+
+def print_verdict(candidate: Dict[str, Any], baseline: Dict[str, Any]) -> bool:
+    ships, failing, passing = ship_rule(candidate, baseline)
+    for line in passing:
+        print(f"  ok    {line}")
+    for line in failing:
+        print(f"  FAIL  {line}")
+    print("SHIP" if ships else "NOT SHIP: " + "; ".join(failing))
+    return ships
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model", help="model folder (a snapshot, ship's output) or en_default")
@@ -117,6 +271,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument(
         "--common-with", default=None, help="also score the perplexities over the words this model's vocabulary shares (e.g. en_default)"
     )
+    ap.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE, help="the shipped default's report, for the ship rule")
+    ap.add_argument("--speed-sentences", type=Path, default=None, help="space-tokenised sentences for component_speed (default: UD EWT test text)")
+    ap.add_argument("--rule-only", action="store_true", help="apply the ship rule to --output as it stands; measure nothing")
     ap.add_argument("--skip", default="", help="comma-separated measures to leave out: " + ", ".join(MEASURES))
     ap.add_argument("--output", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -125,6 +282,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if unknown:
         raise SystemExit(f"--skip: unknown measures {sorted(unknown)}; known: {', '.join(MEASURES)}")
     model, t = args.model, args.threads
+    baseline: Dict[str, Any] = json.loads(args.baseline.read_text(encoding="utf-8")) if args.baseline.is_file() else {}
+    if args.rule_only:
+        if not args.output.is_file():
+            raise SystemExit(f"--rule-only: {args.output} not found")
+        return 0 if print_verdict(json.loads(args.output.read_text(encoding="utf-8")), baseline) else 1
+    speed_text = args.speed_sentences or _test_sentences(args.ud)
     jobs: Dict[str, Callable[[], Dict[str, Any]]] = {
         "ud_ewt_test": lambda: perplexity(model, args.ud, t, args.common_with),
         "modern_test": lambda: perplexity(model, args.modern, t, args.common_with),
@@ -134,6 +297,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "sense_probe": lambda: sense_probe(model),
         "sense_set": lambda: sense_set(model),
         "pos_1pct": lambda: pos_1pct(model, [0, 1, 2]),
+        "component_speed": lambda: component_speed(model, baseline.get("model_path", "en_default"), speed_text),
+        "model_files": lambda: model_files(model),
     }
     report: Dict[str, Any] = json.loads(args.output.read_text(encoding="utf-8")) if args.output.is_file() else {}
     snapshot = Path(model) / "snapshot.json"
@@ -148,7 +313,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         report[name]["seconds"] = round(time.perf_counter() - start, 1)
         args.output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
         print(f"{name}: done in {report[name]['seconds']:.0f} s", flush=True)
+    if not baseline:
+        print(f"no baseline report at {args.baseline}: the ship rule was not applied")
+        return 0
+    print_verdict(report, baseline)
     return 0
+
+
+def _test_sentences(corpus: Path) -> Path:
+    """The first test shard of a prepared corpus, as one space-tokenised sentence per line."""
+    shards = sorted((corpus / "test").glob("*.txt")) + sorted((corpus / "test").glob("*.txt.gz"))
+    if not shards:
+        raise SystemExit(f"{corpus}/test has no shards: component_speed needs --speed-sentences or a prepared --ud corpus")
+    return shards[0]
 
 
 if __name__ == "__main__":
