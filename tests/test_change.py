@@ -47,7 +47,8 @@ def test_identical_corpora_measure_about_zero():
     weights = rng.dirichlet(np.ones(3), size=40)
     m = measure_all(a, a.copy(), weights, weights.copy())
     assert abs(m["apd_c"]) < 0.03 and m["prt"] < 1e-9 and m["jsd"] < 1e-12
-    assert m["mahal"] == pytest.approx(-10 * (1 / 40 + 1 / 40))  # no distance at all, less what sampling would give
+    # no distance at all, less what sampling would give: each corpus's spread (1 on each of 10 axes) over its n - 1
+    assert m["mahal"] == pytest.approx(-2 * 10 / 39)
     assert m["apd"] == pytest.approx(within_apd(a), abs=0.03)  # APD keeps the word's own spread
 
 

@@ -24,10 +24,20 @@ import torch
 
 from ..bilm import BiLM
 from ..senses.corpus import Corpus, read_sentences
-from ..senses.induce import Inducer, InductionSettings, frequent_words, match_target, target_forms
+from ..senses.induce import Inducer, InductionSettings, _window, frequent_words, match_target, target_forms
 from ..senses.induced import Occurrence, WordSenses
 from ..senses.substitutes import LMHead
-from .measures import MEASURES, BinaryRule, bootstrap, measure_all, sense_counts, sense_shares, unit
+from .measures import (
+    MEASURES,
+    BinaryRule,
+    bootstrap,
+    measure_all,
+    non_finite_rows,
+    sense_counts,
+    sense_shares,
+    unit,
+    whitened,
+)
 from .sample import CorpusSamples, Sampled
 
 # The measure words are ranked by, and the vectors it compares, unless told otherwise: the best on
@@ -110,8 +120,10 @@ class WordChange:
     measures: Dict[str, float] = field(default_factory=dict)
     intervals: Dict[str, Tuple[float, float]] = field(default_factory=dict)
     changed: Optional[bool] = None  # the binary call (None: too few occurrences to measure)
+    binary_counts_a: List[int] = field(default_factory=list)  # per sense id: the counts the binary call used (equal_size_counts)
+    binary_counts_b: List[int] = field(default_factory=list)
     senses: List[SenseChange] = field(default_factory=list)
-    note: Optional[str] = None
+    note: Optional[str] = None  # why the word, or one of its measures, was not measured
     rank: Optional[int] = None
     word_senses: Optional[WordSenses] = None  # the occurrences of both corpora and their senses (for explore)
 
@@ -189,14 +201,23 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
         )
         return change
     vectors = occurrence_vectors(ws, settings.vectors)
+    refuse_non_finite(ws.word, ws.occurrences, vectors, n_a, names, f"{settings.vectors!r} vectors")
     weights = np.asarray(ws.weights, dtype=np.float64)
     a, b = vectors[:n_a], vectors[n_a:]
     wa, wb = weights[:n_a], weights[n_a:]
-    change.measures = measure_all(a, b, wa, wb)
-    change.intervals = bootstrap(a, b, wa, wb, settings.n_resamples, settings.confidence, settings.seed)
+    measures = measure_all(a, b, wa, wb)
+    intervals = bootstrap(a, b, wa, wb, settings.n_resamples, settings.confidence, settings.seed)
+    change.measures = {k: v for k, v in measures.items() if np.isfinite(v)}
+    change.intervals = {k: v for k, v in intervals.items() if k in change.measures}
+    if "mahal" not in change.measures:
+        axes = whitened(a, b)[0].shape[1]
+        last = ", ranked last" if settings.measure == "mahal" else ""
+        change.note = f"{ws.word!r}: too few occurrences for MAHAL ({n_a} + {n_b} < its {axes} axes + 2): not computed{last}"
     counts_a, counts_b = sense_counts(wa), sense_counts(wb)
-    gained, lost = settings.rule.changes(*equal_size_counts(counts_a, counts_b))
+    used_a, used_b = equal_size_counts(counts_a, counts_b)
+    gained, lost = settings.rule.changes(used_a, used_b)
     change.changed = bool(gained or lost)
+    change.binary_counts_a, change.binary_counts_b = [int(c) for c in used_a], [int(c) for c in used_b]
     shares_a, shares_b = sense_shares(wa), sense_shares(wb)
     members_a, members_b = np.arange(n_a), np.arange(n_a, n_a + n_b)
     for sense in ws.senses:
@@ -221,11 +242,29 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
 
 
 def rank_words(changes: List[WordChange], measure: str) -> List[WordChange]:
-    """Measured words first, by ``measure`` (highest first), then the unmeasured; sets ``rank`` (1 = most changed)."""
-    measured = sorted((c for c in changes if c.measured), key=lambda c: -c.measures[measure])
+    """Measured words first, by ``measure`` (highest first; those without it, such as MAHAL on too few
+    occurrences, last), then the unmeasured; sets ``rank`` (1 = most changed) on the measured."""
+    scored = sorted((c for c in changes if measure in c.measures), key=lambda c: -c.measures[measure])
+    measured = scored + [c for c in changes if c.measured and measure not in c.measures]
     for rank, c in enumerate(measured, 1):
         c.rank = rank
     return measured + [c for c in changes if not c.measured]
+
+
+def refuse_non_finite(
+    word: str, occurrences: Sequence[Occurrence], vectors: np.ndarray, n_a: int, names: Tuple[str, str], what: str
+) -> None:
+    """A clear error naming ``word`` when its ``vectors`` (one row per occurrence, the first ``n_a``
+    from A) hold NaN or an infinite value: no measure means anything then."""
+    bad = non_finite_rows(vectors)
+    if len(bad):
+        first = int(bad[0])
+        o = occurrences[first] if first < len(occurrences) else None
+        where = f"; the first in {names[0] if first < n_a else names[1]}: {' '.join(o.text.split())[:80]!r}" if o is not None else ""
+        raise ValueError(
+            f"the {what} of {word!r} hold NaN or infinite values in {len(bad)} of {len(vectors)} occurrences{where}: "
+            "the biLM's output is broken (check its weights)"
+        )
 
 
 def compare_samples(
@@ -259,6 +298,9 @@ def compare_samples(
     bar.close()
     out = []
     for word, (in_a, in_b) in samples.items():
+        store = inducer.stores.get(word)
+        if store is not None and store.rows:  # before the induction, whose SVD would fail on them without naming the word
+            refuse_non_finite(word, store.occurrences, np.stack([r[0] for r in store.rows]), len(in_a), names, "ELMo vectors")
         ws = inducer.word_senses(word, list((forms or {}).get(word, ())))
         if settings.vectors in ("context", "both") and "context_vectors" not in ws.extra:
             ws.extra["context_vectors"] = inducer.context_vectors(ws.occurrences, ws.forms).astype(np.float16)
@@ -281,7 +323,9 @@ def candidate_words(corpus_a: Corpus, corpus_b: Corpus, n: int, min_count: int) 
 def sample_corpora(
     corpora: Sequence[Corpus], words: Mapping[str, Sequence[str]], limit: int, seed: int = 0, progress: bool = True
 ) -> CorpusSamples:
-    """Stream each corpus once and keep at most ``limit`` occurrences of each word per corpus (seeded reservoir samples)."""
+    """Stream each corpus once and keep at most ``limit`` occurrences of each word per corpus (seeded
+    reservoir samples), each as its sentence cut to the window ``induce`` reads (:data:`..senses.induce.MAX_WINDOW`
+    tokens either side): the biLM's work and the report's text per occurrence are bounded, whatever a line's length."""
     from ..progress import progress_bar
 
     forms = target_forms(words)
@@ -290,14 +334,12 @@ def sample_corpora(
         bar = progress_bar(desc=f"sample corpus {'AB'[index] if index < 2 else index}", unit=" sentences", disable=not progress)
         for sentence in read_sentences(corpus):
             bar.update(1)
-            tokens: Optional[Tuple[str, ...]] = None
             for position, token in enumerate(sentence.tokens):
                 word = match_target(token, forms)
                 if word is None:
                     continue
-                tokens = tokens or tuple(sentence.tokens)
-                start, end = sentence.spans[position]
-                samples.offer(index, word, Sampled(tokens, position, Occurrence(sentence.text, start, end, sentence.source)))
+                around, at, occurrence = _window(sentence.text, sentence.tokens, sentence.spans, position, sentence.source)
+                samples.offer(index, word, Sampled(tuple(around), at, occurrence))
         bar.close()
     return samples
 

@@ -7,18 +7,29 @@ over both corpora).
 - **APD**, average pairwise distance: the mean cosine distance over every pair of one occurrence
   from A and one from B (SemEval-2020 Task 1's measure). It includes the word's own spread: a
   word with several senses has a high APD even when nothing changed.
-- **APD-c**: APD less the mean of the two corpora's own APD (over their distinct pairs). About 0
-  when both samples come from the same distribution; for unit vectors it equals half the squared
-  distance between the two corpora's mean vectors.
+- **APD-c**: APD less the mean of the two corpora's own APD (over their pairs of distinct
+  occurrences). For unit vectors it is half the unbiased estimate of the squared distance between
+  the two corpora's mean vectors (:func:`mean_distance`), so 0 in expectation when both samples
+  come from one distribution.
 - **PRT**, prototype distance: the cosine distance between the two corpora's mean (unit) vectors.
 - **JSD**: the Jensen-Shannon divergence (base 2, in [0, 1]) of the word's sense shares in A and B.
 - **MAHAL**: the squared Mahalanobis distance between the two corpora's mean (unit) vectors under
   the pooled occurrences' covariance cut to its top ``MAHAL_DIMS`` principal axes (a regularised
-  Hotelling's T-squared without its sample-size factor), less what sampling alone gives it
-  (``axes * (1/n_A + 1/n_B)``), so about 0 for two samples of one distribution whatever their
-  sizes. Each axis counts by how far the means part along it relative to the occurrences' own
-  spread there, so a word's few dominant directions (its forms, the syntax around it) no longer
-  drown the rest as they do in APD-c.
+  Hotelling's T-squared without its sample-size factor), estimated without bias as APD-c is
+  (:func:`mean_distance` in the whitened axes), so 0 in expectation for two samples of one
+  distribution whatever their sizes. Each axis counts by how far the means part along it relative
+  to the occurrences' own spread there, so a word's few dominant directions (its forms, the syntax
+  around it) no longer drown the rest as they do in APD-c. With fewer occurrences (both corpora
+  together) than its axes + 2 it is not computed (NaN): the whitened points then form a regular
+  simplex and every split of them scores the same.
+
+The bootstrap (:func:`bootstrap`) resamples each corpus's occurrences and computes every measure
+in each replicate as on the sample itself: a pair of two draws of one occurrence is not a pair of
+distinct occurrences, so it is left out of the within-corpus terms, as the sample has no such
+pair. APD, APD-c and MAHAL are then unbiased in each replicate too, and their intervals are the
+replicates' percentiles; PRT and JSD, biased upwards by sampling (both are at least 0), get the
+percentiles less the replicates' mean excess over the estimate, so every interval sits around
+its own estimate.
 
 APD and APD-c use the identity ``mean_ij u_i . v_j = mean(u) . mean(v)`` on unit rows, so each
 costs one pass over the occurrences, and a bootstrap replicate one matrix product.
@@ -27,12 +38,13 @@ costs one pass over the occurrences, and a bootstrap replicate one matrix produc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 MEASURES = ("apd", "apd_c", "prt", "jsd", "mahal")
 MAHAL_DIMS = 10  # principal axes MAHAL keeps (docs/change.md#choosing-the-default-measure)
+CENTRED = ("prt", "jsd")  # biased measures whose intervals are moved by the replicates' mean excess (see bootstrap)
 
 
 def unit(matrix: np.ndarray) -> np.ndarray:
@@ -40,8 +52,14 @@ def unit(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float64)
     if matrix.ndim != 2:
         raise ValueError(f"expected a matrix of occurrence vectors (one row each), got shape {matrix.shape}")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms == 0, 1.0, norms)
+    with np.errstate(invalid="ignore"):  # a NaN or infinite row stays non-finite, for the measures to refuse by name
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms == 0, 1.0, norms)
+
+
+def non_finite_rows(matrix: np.ndarray) -> np.ndarray:
+    """int indices of the rows holding NaN or an infinite value."""
+    return np.flatnonzero(~np.isfinite(np.asarray(matrix, dtype=np.float64)).all(axis=1))
 
 
 def _check_pair(a: np.ndarray, b: np.ndarray) -> None:
@@ -49,6 +67,42 @@ def _check_pair(a: np.ndarray, b: np.ndarray) -> None:
         raise ValueError(f"each corpus needs at least one occurrence (got {len(a)} and {len(b)})")
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"the two corpora's vectors differ in width ({a.shape[1]} and {b.shape[1]})")
+    bad_a, bad_b = len(non_finite_rows(a)), len(non_finite_rows(b))
+    if bad_a or bad_b:
+        raise ValueError(
+            f"occurrence vectors hold NaN or infinite values ({bad_a} rows in A, {bad_b} in B): nothing can be measured from them"
+        )
+
+
+def draw_counts(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndarray:
+    """float64 ``[n_resamples, n]``: how often each of ``n`` occurrences is drawn in each resample of size ``n``."""
+    drawn = rng.integers(0, n, (n_resamples, n)) + n * np.arange(n_resamples)[:, None]
+    return np.bincount(drawn.ravel(), minlength=n_resamples * n).reshape(n_resamples, n).astype(np.float64)
+
+
+def _mean_and_pair_dot(x: np.ndarray, counts: Optional[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """``([R, dim] mean rows, [R] mean dot product over pairs of distinct occurrences)`` of ``x`` with
+    each occurrence drawn ``counts[r, i]`` times (``None``: the sample itself, once each). Two draws of
+    one occurrence are not a pair of distinct occurrences; with no such pair at all (one occurrence
+    drawn) the occurrence's dot product with itself stands in."""
+    drawn = np.ones((1, len(x))) if counts is None else counts
+    n = drawn.sum(1)
+    sums = drawn @ x
+    squared = drawn * drawn
+    same = squared @ (x * x).sum(1)  # every ordered pair of draws of one occurrence (itself included)
+    pairs = n * n - squared.sum(1)
+    inside = np.where(pairs > 0, ((sums * sums).sum(1) - same) / np.where(pairs > 0, pairs, 1.0), same / squared.sum(1))
+    return sums / n[:, None], inside
+
+
+def mean_distance(a: np.ndarray, b: np.ndarray, counts_a: Optional[np.ndarray] = None, counts_b: Optional[np.ndarray] = None) -> np.ndarray:
+    """The unbiased estimate of the squared distance between the means of the distributions ``a`` and
+    ``b`` are drawn from: ``mean dot(a_i, a_j) + mean dot(b_i, b_j) - 2 mean(a) . mean(b)``, the first
+    two over pairs of distinct occurrences, so its expectation is 0 when both come from one
+    distribution. ``[1]``, or ``[R]`` for the resamples ``counts_a``/``counts_b`` (:func:`draw_counts`)."""
+    mean_a, inside_a = _mean_and_pair_dot(np.asarray(a, np.float64), counts_a)
+    mean_b, inside_b = _mean_and_pair_dot(np.asarray(b, np.float64), counts_b)
+    return inside_a + inside_b - 2.0 * (mean_a * mean_b).sum(1)
 
 
 def apd(a: np.ndarray, b: np.ndarray) -> float:
@@ -59,28 +113,32 @@ def apd(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def within_apd(a: np.ndarray) -> float:
-    """Average cosine distance over the distinct pairs of one corpus's occurrences (0 for fewer than 2)."""
+    """Average cosine distance over the pairs of distinct occurrences of one corpus (one occurrence:
+    its distance to itself, 0 unless its vector is zero)."""
     ua = unit(a)
-    n = len(ua)
-    if n < 2:
-        return 0.0
-    total = ua.sum(0)
-    self_sims = float((ua * ua).sum())
-    return float(1.0 - (total @ total - self_sims) / (n * (n - 1)))
+    if len(ua) == 0:
+        raise ValueError("a corpus needs at least one occurrence")
+    return float(1.0 - _mean_and_pair_dot(ua, None)[1][0])
 
 
 def apd_c(a: np.ndarray, b: np.ndarray) -> float:
-    """APD less the mean of the two corpora's own APD (about 0 for samples of one distribution)."""
-    return apd(a, b) - 0.5 * (within_apd(a) + within_apd(b))
+    """APD less the mean of the two corpora's own APD: half :func:`mean_distance` of the unit vectors
+    (0 in expectation for samples of one distribution)."""
+    ua, ub = unit(a), unit(b)
+    _check_pair(ua, ub)
+    return float(0.5 * mean_distance(ua, ub)[0])
 
 
 def prt(a: np.ndarray, b: np.ndarray) -> float:
     """Cosine distance between the two corpora's prototypes (the means of their unit vectors)."""
     ua, ub = unit(a), unit(b)
     _check_pair(ua, ub)
-    ma, mb = ua.mean(0), ub.mean(0)
-    norm = np.linalg.norm(ma) * np.linalg.norm(mb)
-    return float(1.0 - ma @ mb / norm) if norm > 0 else 1.0
+    return float(_prt_rows(ua.mean(0, keepdims=True), ub.mean(0, keepdims=True))[0])
+
+
+def _prt_rows(ma: np.ndarray, mb: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(ma, axis=1) * np.linalg.norm(mb, axis=1)
+    return np.where(norms > 0, 1.0 - (ma * mb).sum(1) / np.where(norms > 0, norms, 1.0), 1.0)
 
 
 def whitened(a: np.ndarray, b: np.ndarray, dims: int = MAHAL_DIMS) -> Tuple[np.ndarray, np.ndarray]:
@@ -99,17 +157,19 @@ def whitened(a: np.ndarray, b: np.ndarray, dims: int = MAHAL_DIMS) -> Tuple[np.n
     return z[: len(ua)], z[len(ua) :]
 
 
-def sampling_floor(za: np.ndarray, zb: np.ndarray) -> float:
-    """What the squared distance of two :func:`whitened` samples' means comes to with no change at
-    all: each kept axis has unit spread, so its means differ by ``1/n_A + 1/n_B`` in expectation."""
-    return za.shape[1] * (1.0 / len(za) + 1.0 / len(zb))
+def mahal_computable(za: np.ndarray, zb: np.ndarray) -> bool:
+    """Whether MAHAL says anything about two :func:`whitened` samples: with fewer occurrences than the
+    kept axes + 2 (Hotelling's condition) the points span all their axes as a regular simplex, and
+    every split of them into A and B scores the same."""
+    return len(za) + len(zb) >= za.shape[1] + 2
 
 
 def mahal(a: np.ndarray, b: np.ndarray, dims: int = MAHAL_DIMS) -> float:
-    """Squared distance between the two corpora's means in :func:`whitened` coordinates less its
-    :func:`sampling_floor` (about 0 for samples of one distribution; 0 when no axis has spread)."""
+    """:func:`mean_distance` of the two corpora in :func:`whitened` coordinates: the squared distance
+    between their means, 0 in expectation for samples of one distribution (0 when no axis has
+    spread); NaN when not :func:`mahal_computable` (too few occurrences for the axes)."""
     za, zb = whitened(a, b, dims)
-    return float(((za.mean(0) - zb.mean(0)) ** 2).sum()) - sampling_floor(za, zb)
+    return float(mean_distance(za, zb)[0]) if mahal_computable(za, zb) else float("nan")
 
 
 def jsd(p: np.ndarray, q: np.ndarray) -> float:
@@ -119,14 +179,19 @@ def jsd(p: np.ndarray, q: np.ndarray) -> float:
         raise ValueError(f"two distributions over the same senses are needed, got shapes {p.shape} and {q.shape}")
     if (p < 0).any() or (q < 0).any() or p.sum() <= 0 or q.sum() <= 0:
         raise ValueError("sense shares must be non-negative and not all zero")
-    p, q = p / p.sum(), q / q.sum()
+    return float(_jsd_rows(p[None], q[None])[0])
+
+
+def _jsd_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """:func:`jsd` of each row pair (rows non-negative, not all zero)."""
+    p, q = p / p.sum(1, keepdims=True), q / q.sum(1, keepdims=True)
     m = 0.5 * (p + q)
 
-    def kl(x: np.ndarray) -> float:
+    def kl(x: np.ndarray) -> np.ndarray:
         inside = x > 0
-        return float((x[inside] * np.log2(x[inside] / m[inside])).sum())
+        return np.where(inside, x * np.log2(np.where(inside, x, 1.0) / np.where(inside, m, 1.0)), 0.0).sum(1)
 
-    return max(0.0, 0.5 * kl(p) + 0.5 * kl(q))
+    return np.maximum(0.0, 0.5 * kl(p) + 0.5 * kl(q))
 
 
 def sense_shares(weights: np.ndarray) -> np.ndarray:
@@ -173,15 +238,67 @@ class BinaryRule:
         return bool(gained or lost)
 
 
-def measure_all(a: np.ndarray, b: np.ndarray, weights_a: np.ndarray, weights_b: np.ndarray) -> Dict[str, float]:
-    """Every measure of :data:`MEASURES` for one word."""
+def _measures(
+    ua: np.ndarray,
+    ub: np.ndarray,
+    wa: np.ndarray,
+    wb: np.ndarray,
+    za: np.ndarray,
+    zb: np.ndarray,
+    counts_a: Optional[np.ndarray] = None,
+    counts_b: Optional[np.ndarray] = None,
+) -> Dict[str, np.ndarray]:
+    """Every measure of unit rows ``ua``/``ub``, sense weights ``wa``/``wb`` and whitened rows
+    ``za``/``zb``, on the samples (``[1]`` each) or on the resamples ``counts_a``/``counts_b`` (``[R]``),
+    by one formula: the replicates are measured as the sample is."""
+    draws_a = np.ones((1, len(ua))) if counts_a is None else counts_a
+    draws_b = np.ones((1, len(ub))) if counts_b is None else counts_b
+    ma, mb = draws_a @ ua / len(ua), draws_b @ ub / len(ub)
+    mahal_values = mean_distance(za, zb, counts_a, counts_b) if mahal_computable(za, zb) else np.full(len(ma), np.nan)
     return {
-        "apd": apd(a, b),
-        "apd_c": apd_c(a, b),
-        "prt": prt(a, b),
-        "jsd": jsd(sense_shares(weights_a), sense_shares(weights_b)),
-        "mahal": mahal(a, b),
+        "apd": 1.0 - (ma * mb).sum(1),
+        "apd_c": 0.5 * mean_distance(ua, ub, counts_a, counts_b),
+        "prt": _prt_rows(ma, mb),
+        "jsd": _jsd_rows(draws_a @ wa / len(wa), draws_b @ wb / len(wb)),
+        "mahal": mahal_values,
     }
+
+
+def _prepared(
+    a: np.ndarray, b: np.ndarray, weights_a: np.ndarray, weights_b: np.ndarray
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ua, ub = unit(a), unit(b)
+    _check_pair(ua, ub)
+    wa, wb = np.asarray(weights_a, np.float64), np.asarray(weights_b, np.float64)
+    if wa.ndim != 2 or wb.ndim != 2 or wa.shape[1] != wb.shape[1] or len(wa) != len(ua) or len(wb) != len(ub):
+        raise ValueError("one row of sense weights per occurrence, over the same senses, is needed in each corpus")
+    if (wa < 0).any() or (wb < 0).any() or (wa.sum(1) <= 0).any() or (wb.sum(1) <= 0).any():
+        raise ValueError("sense weights must be non-negative and not all zero in any occurrence")
+    za, zb = whitened(ua, ub)
+    return ua, ub, wa, wb, za, zb
+
+
+def measure_all(a: np.ndarray, b: np.ndarray, weights_a: np.ndarray, weights_b: np.ndarray) -> Dict[str, float]:
+    """Every measure of :data:`MEASURES` for one word (MAHAL NaN when not :func:`mahal_computable`)."""
+    return {name: float(v[0]) for name, v in _measures(*_prepared(a, b, weights_a, weights_b)).items()}
+
+
+def replicates(
+    a: np.ndarray, b: np.ndarray, weights_a: np.ndarray, weights_b: np.ndarray, n_resamples: int = 200, seed: int = 0
+) -> Tuple[Dict[str, float], Dict[str, np.ndarray]]:
+    """``(estimates, replicates)``: every measure on the samples, and on ``n_resamples`` resamples
+    (``[n_resamples]`` each) of each corpus's occurrences drawn with replacement, each replicate
+    measured as the samples are (pairs of two draws of one occurrence left out of the within-corpus
+    terms; the senses and MAHAL's axes those of the full samples); MAHAL all NaN where it is not
+    computed."""
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be 1 or more, got {n_resamples}")
+    prepared = _prepared(a, b, weights_a, weights_b)
+    rng = np.random.default_rng(seed)
+    counts_a = draw_counts(rng, len(prepared[0]), n_resamples)
+    counts_b = draw_counts(rng, len(prepared[1]), n_resamples)
+    estimates = {name: float(v[0]) for name, v in _measures(*prepared).items()}
+    return estimates, _measures(*prepared, counts_a, counts_b)
 
 
 def bootstrap(
@@ -193,39 +310,20 @@ def bootstrap(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> Dict[str, Tuple[float, float]]:
-    """Percentile intervals of every measure: the occurrences of each corpus resampled with
-    replacement (the senses stay those induced on the full samples); the same ``seed`` gives the
-    same intervals."""
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be 1 or more, got {n_resamples}")
+    """Bootstrap intervals of every measure, from its :func:`replicates`: APD, APD-c and MAHAL,
+    unbiased in each replicate, get the replicates' percentiles; PRT and JSD, biased upwards by
+    sampling, the percentiles less the replicates' mean excess over the estimate (:data:`CENTRED`),
+    so that each interval sits around its own estimate. MAHAL's interval is ``(nan, nan)`` where it
+    is not computed. The same ``seed`` gives the same intervals."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    ua, ub = unit(a), unit(b)
-    _check_pair(ua, ub)
-    wa, wb = np.asarray(weights_a, np.float64), np.asarray(weights_b, np.float64)
-    if len(wa) != len(ua) or len(wb) != len(ub):
-        raise ValueError("one row of sense weights per occurrence is needed in each corpus")
-    rng = np.random.default_rng(seed)
-    na, nb = len(ua), len(ub)
-    ca = np.stack([np.bincount(rng.integers(0, na, na), minlength=na) for _ in range(n_resamples)]).astype(np.float64)
-    cb = np.stack([np.bincount(rng.integers(0, nb, nb), minlength=nb) for _ in range(n_resamples)]).astype(np.float64)
-    sa, sb = ca @ ua, cb @ ub  # [R, dim]: summed unit vectors of each replicate
-    ma, mb = sa / na, sb / nb
-    between = 1.0 - (ma * mb).sum(1)
-
-    def within(sums: np.ndarray, n: int) -> np.ndarray:
-        if n < 2:
-            return np.zeros(len(sums))
-        return 1.0 - ((sums * sums).sum(1) - n) / (n * (n - 1))  # a drawn occurrence paired with its repeats counts distance 0
-
-    za, zb = whitened(a, b)  # the axes and scales of the full samples; each replicate moves only the means
-    norms = np.linalg.norm(ma, axis=1) * np.linalg.norm(mb, axis=1)
-    values = {
-        "apd": between,
-        "apd_c": between - 0.5 * (within(sa, na) + within(sb, nb)),
-        "prt": np.where(norms > 0, 1.0 - (ma * mb).sum(1) / np.where(norms > 0, norms, 1.0), 1.0),
-        "jsd": np.array([jsd(pa, pb) for pa, pb in zip(ca @ wa / na, cb @ wb / nb)]),
-        "mahal": ((ca @ za / na - cb @ zb / nb) ** 2).sum(1) - sampling_floor(za, zb),
-    }
+    estimates, values = replicates(a, b, weights_a, weights_b, n_resamples, seed)
     tail = (1 - confidence) / 2 * 100
-    return {name: (float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail))) for name, v in values.items()}
+    out = {}
+    for name, v in values.items():
+        if np.isnan(v).any():
+            out[name] = (float("nan"), float("nan"))
+            continue
+        shift = float(v.mean() - estimates[name]) if name in CENTRED else 0.0
+        out[name] = (float(np.percentile(v, tail)) - shift, float(np.percentile(v, 100 - tail)) - shift)
+    return out

@@ -78,7 +78,7 @@ def report_tsv(report: ChangeReport) -> str:
     for c in report.words:
         row: List[Any] = [c.rank or "", c.word, c.n_a, c.n_b]
         for name in MEASURES:
-            if c.measured:
+            if name in c.measures:  # MAHAL is not computed on too few occurrences
                 low, high = c.intervals[name]
                 row += [f"{c.measures[name]:.4f}", f"{low:.4f}", f"{high:.4f}"]
             else:

@@ -41,7 +41,8 @@ class Reservoir(Generic[T]):
 
 @dataclass(frozen=True)
 class Sampled:
-    """One sampled occurrence: the sentence's tokens, the word's position among them, and where it sits in the text."""
+    """One sampled occurrence: the tokens around it (its sentence, cut to a window), the word's
+    position among them, and where it sits in that text."""
 
     tokens: Tuple[str, ...]
     position: int
@@ -49,18 +50,19 @@ class Sampled:
 
 
 class CorpusSamples:
-    """Per corpus and word, a :class:`Reservoir` of its occurrences (one seeded generator per corpus,
-    so a corpus's sample does not depend on the other's)."""
+    """Per corpus and word, a :class:`Reservoir` of its occurrences, each with its own generator seeded
+    by ``(seed, corpus, word)``: a word's sample depends neither on the other corpus nor on which
+    other words are sampled beside it."""
 
     def __init__(self, corpora: int, limit: int, seed: int = 0) -> None:
         self.limit = limit
-        self._rngs = [random.Random(f"{seed}:{c}") for c in range(corpora)]
+        self.seed = seed
         self.samples: List[Dict[str, Reservoir[Sampled]]] = [{} for _ in range(corpora)]
 
     def offer(self, corpus: int, word: str, item: Sampled) -> None:
         table = self.samples[corpus]
         if word not in table:
-            table[word] = Reservoir(self.limit, self._rngs[corpus])
+            table[word] = Reservoir(self.limit, random.Random(f"{self.seed}:{corpus}:{word}"))
         table[word].offer(item)
 
     def items(self, corpus: int, word: str) -> List[Sampled]:

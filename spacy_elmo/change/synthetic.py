@@ -173,7 +173,7 @@ def score(pairs: Sequence[SyntheticPair], changes: Sequence[WordChange], rule: B
         out[split] = {
             "lemmas": len(chosen),
             "changed": int(sum(labels)),
-            "spearman": {m: round(spearman([c.measures[m] for _, c in chosen], truth), 4) for m in MEASURES},
+            "spearman": {m: round(_spearman_of(chosen, truth, m), 4) for m in MEASURES},
             "binary_accuracy": round(float(np.mean([a == b for a, b in zip(labels, calls)])), 4) if chosen else float("nan"),
             "called_changed": int(sum(calls)),
             "majority_baseline": round(max(np.mean(labels), 1 - np.mean(labels)), 4) if chosen else float("nan"),
@@ -181,10 +181,16 @@ def score(pairs: Sequence[SyntheticPair], changes: Sequence[WordChange], rule: B
     return out
 
 
+def _spearman_of(chosen: Sequence[Tuple[SyntheticPair, WordChange]], truth: Sequence[float], measure: str) -> float:
+    """Spearman of ``measure`` against the truth over the lemmas it was computed for (MAHAL is not on too few occurrences)."""
+    kept = [(c.measures[measure], t) for (_, c), t in zip(chosen, truth) if measure in c.measures]
+    return spearman([v for v, _ in kept], [t for _, t in kept])
+
+
 def threshold_call(pairs: Sequence[SyntheticPair], changes: Sequence[WordChange], measure: str, rule: BinaryRule) -> Dict[str, Any]:
     """The alternative binary call "changed when ``measure`` reaches a threshold": the threshold that
     is most accurate on the dev lemmas, and its accuracy on dev and on the held-out test lemmas."""
-    rows = [(p.split, c.measures[measure], p.truth_changed(rule)) for p, c in zip(pairs, changes) if c.measured]
+    rows = [(p.split, c.measures[measure], p.truth_changed(rule)) for p, c in zip(pairs, changes) if measure in c.measures]
     dev = [(v, t) for split, v, t in rows if split == "dev"]
     test = [(v, t) for split, v, t in rows if split == "test"]
     if not dev:
