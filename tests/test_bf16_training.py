@@ -203,7 +203,10 @@ def test_precision_option(monkeypatch):
         assert train_dtype("auto", gpu) is None
         for device in (cpu, gpu):  # an explicit choice is taken as given
             assert train_dtype("fp32", device) is None and train_dtype("bf16", device) is torch.bfloat16
-    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, auto, got 'half'"):
+        assert train_dtype("fp32-fused", cpu) is torch.float32
+    with pytest.raises(ValueError, match="fp32-fused is a CPU path"):
+        train_dtype("fp32-fused", gpu)
+    with pytest.raises(ValueError, match="precision must be one of fp32, fp32-fused, bf16, auto, got 'half'"):
         train_dtype("half", cpu)
 
 
@@ -285,3 +288,42 @@ def test_input_gates_fold_the_bias_into_the_product():
     low = [t.to(torch.bfloat16) for t in (x, w, b)]
     got, ref = _input_gates(*low).double(), torch.baddbmm(low[2].unsqueeze(1), low[0], low[1]).double()
     assert got.dtype == torch.float64 and torch.allclose(got, ref, rtol=2**-7, atol=2**-7)  # one bf16 rounding apart at most
+
+
+def test_fp32_fused_step_is_the_fp32_step_up_to_rounding(prepared):  # noqa: F811
+    vocab, (batch,) = _batch(prepared[0] / "general-prep")
+    torch.manual_seed(0)
+    config = BiLMConfig(lstm_dim=32, projection_dim=16, filters=((1, 16), (2, 16), (3, 32)), n_highway=1, char_dim=8)
+    lm = BiLMLanguageModel(BiLM(config), len(vocab), dropout=0.1, n_samples=20)
+    lm.train()
+    results = {}
+    for name, dtype in (("fp32", None), ("fp32-fused", torch.float32)):
+        lm.set_train_dtype(dtype)
+        lm.zero_grad()
+        torch.manual_seed(7)
+        loss, _ = lm(batch)
+        loss.backward()
+        results[name] = float(loss.detach()), torch.cat([p.grad.flatten() for p in lm.parameters()])
+    (loss_a, g_a), (loss_b, g_b) = results["fp32"], results["fp32-fused"]
+    assert abs(loss_a - loss_b) < 1e-5 * loss_a  # bf16 is only held to 1e-2
+    assert (g_a - g_b).norm() < 1e-4 * g_a.norm()
+
+
+def test_fp32_fused_runs_the_kernels_records_itself_and_resumes_exactly(prepared, tmp_path, monkeypatch):  # noqa: F811
+    data = prepared[0] / "general-prep"
+    calls = []
+    real = fused_train.run_layer
+    monkeypatch.setattr(fused_train, "run_layer", lambda *a, **k: calls.append(a[-1]) or real(*a, **k))
+    kw = dict(max_steps=8, checkpoint_every=4, dropout=0.2, n_samples=20, precision="fp32-fused")
+    train(tiny_config(data, tmp_path / "straight", **kw))
+    assert calls and set(calls) == {torch.float32}
+    assert train(tiny_config(data, tmp_path / "resumed", **kw), interrupt_at=5)["interrupted"]
+    saved = torch.load(tmp_path / "resumed" / "checkpoints" / "last.pt", weights_only=False)
+    assert saved["precision"] == "fp32-fused"
+    train(tiny_config(data, tmp_path / "resumed", **{**kw, "precision": None}), resume=True)  # the checkpoint's precision
+    a = torch.load(tmp_path / "straight" / "checkpoints" / "last.pt", weights_only=False)
+    b = torch.load(tmp_path / "resumed" / "checkpoints" / "last.pt", weights_only=False)
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    records = [json.loads(x) for x in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    assert {r["precision"] for r in records if "tokens_per_cpu_s" in r} == {"float32-fused"}

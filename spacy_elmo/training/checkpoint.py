@@ -86,12 +86,12 @@ def resume_conflicts(config: Any, saved: Dict[str, Any]) -> List[str]:
 
 
 def checkpoint_precision(checkpoint: Dict[str, Any], device: torch.device) -> str:
-    """``fp32`` or ``bf16``: the precision the checkpoint's run trained in. Checkpoints written
+    """``fp32``, ``fp32-fused`` or ``bf16``: the precision the checkpoint's run trained in. Checkpoints written
     before it was recorded give their configured precision (``auto`` resolved on ``device``)."""
-    from .precision import resolve_precision
+    from .precision import RESOLVED, resolve_precision
 
     recorded = checkpoint.get("precision")
-    if recorded in ("fp32", "bf16"):
+    if recorded in RESOLVED:
         return str(recorded)
     return resolve_precision(checkpoint["config"].get("precision") or "fp32", device)
 

@@ -48,7 +48,7 @@ from .checkpoint import (  # noqa: F401  (re-exported: the trainer's public name
 from .data import Position, Vocabulary, evaluation_batches, training_batches
 from .lm import BiLMLanguageModel
 from .plot import plot_learning_curve  # noqa: F401  (re-exported)
-from .precision import resolve_precision
+from .precision import resolve_precision, train_dtype
 
 SOFTMAX_NAME, VOCAB_NAME = "softmax.pt", "vocab.txt"
 
@@ -339,7 +339,7 @@ def train(
     vocab = training_vocab(config)
     model = build_model(config, vocab).to(device)
     precision = _run_precision(config, checkpoint, device, main)
-    model.set_train_dtype(torch.bfloat16 if precision == "bf16" else None)
+    model.set_train_dtype(train_dtype(precision, device))
     optimizer = _optimizer(config, model, device)
 
     # resume: weights, optimizer, counters, data position and RNG as the checkpoint left them
@@ -499,6 +499,11 @@ def _run_precision(config: TrainConfig, checkpoint: Optional[Dict[str, Any]], de
     return chosen
 
 
+def _precision_name(dtype: Optional[torch.dtype]) -> str:
+    """What a checkpoint records for a model training with kernels of ``dtype`` (None: plain fp32)."""
+    return {torch.bfloat16: "bf16", torch.float32: "fp32-fused"}.get(dtype, "fp32") if dtype else "fp32"
+
+
 def _optimizer(config: TrainConfig, model: BiLMLanguageModel, device: torch.device) -> torch.optim.Optimizer:
     """AdamW; bf16 steps use the fused kernel (same update, one pass over each tensor), while fp32
     keeps the default implementation so that its runs stay bit-for-bit what they were."""
@@ -548,7 +553,7 @@ def _log_record(run: _Run, window: _Window, lr: float, grad_norm: float, model: 
         "epoch": run.position.epoch,
         "elapsed_s": time.time() - run.start_time + 60 * run.minutes_before,
         "tokens_per_cpu_s": window.tokens / max(time.process_time() - window.cpu_start, 1e-9),
-        "precision": str(model.train_dtype or torch.float32).replace("torch.", ""),
+        "precision": {torch.bfloat16: "bfloat16", torch.float32: "float32-fused"}.get(model.train_dtype, "float32") if model.train_dtype else "float32",
     }
 
 
@@ -578,6 +583,6 @@ def _save(
                 "config": asdict(config),
                 "rng": rng,
                 "elapsed_minutes": run.minutes(),
-                "precision": "bf16" if getattr(model, "train_dtype", None) == torch.bfloat16 else "fp32",
+                "precision": _precision_name(getattr(model, "train_dtype", None)),
             },
         )
