@@ -312,9 +312,9 @@ def test_resume_keeps_the_checkpoints_precision_unless_told(prepared, tmp_path, 
         assert main([a.replace("OUT", str(tmp_path / "kept")) for a in args]) == 0
     assert not [w for w in caught if "resuming a run" in str(w.message)]  # nothing was asked: nothing to say
     assert _logged_precisions(tmp_path / "kept") == ["bfloat16"] * 4
-    with pytest.warns(UserWarning, match=r"resuming a run trained in bf16 with precision fp32 \(precision='auto' on cpu\)"):
+    with pytest.warns(UserWarning, match=r"resuming a run trained in bf16 with precision fp32-fused \(precision='auto' on cpu\)"):
         assert main([a.replace("OUT", str(tmp_path / "switched")) for a in args] + ["--precision", "auto"]) == 0
-    assert _logged_precisions(tmp_path / "switched") == ["bfloat16"] * 2 + ["float32"] * 2
+    assert _logged_precisions(tmp_path / "switched") == ["bfloat16"] * 2 + ["float32-fused"] * 2
 
 
 def test_resume_keeps_this_runs_optimizer_settings(prepared, tmp_path, monkeypatch):

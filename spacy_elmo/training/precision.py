@@ -39,11 +39,13 @@ def _cpu_has_bf16_instructions() -> bool:
 
 def resolve_precision(precision: str, device: torch.device) -> str:
     """``fp32``, ``fp32-fused`` or ``bf16``: what ``precision`` means on ``device`` (``auto``: bf16 only on a CPU
-    with native bf16, see :func:`cpu_has_native_bf16`)."""
+    with native bf16, see :func:`cpu_has_native_bf16`; fp32-fused on other CPUs; fp32 on a GPU)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision == "auto":
-        return "bf16" if device.type == "cpu" and cpu_has_native_bf16() else "fp32"
+        if device.type != "cpu":
+            return "fp32"
+        return "bf16" if cpu_has_native_bf16() else "fp32-fused"
     return precision
 
 
