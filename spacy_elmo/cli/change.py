@@ -66,6 +66,14 @@ def corpus_paths(value: Path) -> List[Path]:
     return paths
 
 
+def check_not_empty(paths: List[Path], which: str, argument: Path) -> None:
+    """One line naming corpus ``which`` when it holds no sentence (checked before the model loads: nothing is written)."""
+    from ..senses.corpus import read_sentences
+
+    if next(iter(read_sentences(paths)), None) is None:
+        raise UserError(f"corpus {which} ({argument}) is empty: it holds no sentence to measure; nothing written")
+
+
 def _spec(weights: Path) -> Optional[str]:
     return None if str(weights) in ("en_default", "default") else str(weights)
 
@@ -130,7 +138,11 @@ def change_cli(
     pair = [n.strip() for n in names.split(",")] if names else [corpus_a.name.split(",")[0], corpus_b.name.split(",")[0]]
     if len(pair) != 2 or not all(pair):
         raise UserError(f"--names {names!r}: give two names, comma-separated, e.g. --names 1850s,2000s")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file: give a folder (report.json, report.tsv, senses/ and pages/ go into it)")
     paths_a, paths_b = corpus_paths(corpus_a), corpus_paths(corpus_b)
+    check_not_empty(paths_a, "A", corpus_a)
+    check_not_empty(paths_b, "B", corpus_b)
     apply_threads(threads)
     spec = _spec(weights)
     bilm, head = load_bilm(spec), load_head(spec)

@@ -156,24 +156,16 @@ def plural(n: int, noun: str) -> str:
 
 def _write_out(out: Path, results: List[Any], inventory: Any, report: Any) -> None:
     """Write everything into a scratch folder beside ``out``, then move it in: a failure leaves ``out`` as it was."""
-    import shutil
-    import tempfile
-
-    from ..files import write_json
+    from ..files import write_into, write_json
     from ..senses.induce import save_senses
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    def write(scratch: Path) -> None:
         save_senses(scratch, results)
         inventory.to_disk(scratch / "inventory.bin")
         if report is not None:
             write_json(scratch / "pseudoword-check.json", report.as_dict())
-        out.mkdir(parents=True, exist_ok=True)
-        for path in sorted(scratch.iterdir(), key=lambda p: p.suffix == ".json"):  # each word's JSON after its arrays
-            path.replace(out / path.name)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+    write_into(out, write)
 
 
 @app.command("wsi-eval")
