@@ -119,6 +119,7 @@ def change_cli(
     from ..change.report import explain, write_report
     from ..hub.load import load_bilm
     from ..senses.induce import load_head
+    from ..senses.naming import plural
 
     settings = change_settings(
         representation,
@@ -163,7 +164,7 @@ def change_cli(
     if not measured:
         raise UserError(f"no target word occurs {settings.min_occurrences} times in both corpora: nothing measured (see {written['json']})")
     msg.good(
-        f"wrote {out}: report.json, report.tsv, senses/{', pages/' if 'pages' in written else ''} ({measured} words measured, {report.seconds:.0f} s)"
+        f"wrote {out}: report.json, report.tsv, senses/{', pages/' if 'pages' in written else ''} ({plural(measured, 'word')} measured, {report.seconds:.0f} s)"
     )
 
 

@@ -96,7 +96,8 @@ def induce_cli(
     check: int = Opt(
         0,
         "--check",
-        help="Also run the pseudoword check with this many pairs of frequent words (printed, saved, shown by explore); 0 = off",
+        help="Also run the pseudoword check with this many pairs of frequent words other than the targets (printed, saved, "
+        "shown by explore); 0 = off",
     ),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     # fmt: on
@@ -106,6 +107,7 @@ def induce_cli(
     from ..hub.load import load_bilm
     from ..senses.corpus import corpus_files
     from ..senses.induce import build_inventory, induce, load_head
+    from ..senses.naming import plural
 
     settings = induction_settings(
         representation,
@@ -119,6 +121,8 @@ def induce_cli(
         prior_weight=prior_weight,
         pattern=pattern_word(pattern),
     )
+    if check < 0:
+        raise UserError(f"--check {check}: give how many pseudoword pairs to test (0 = no check)")
     corpus_files(corpus)  # a missing file is one line now, not after loading the model
     apply_threads(threads)
     spec = None if str(weights) in ("en_default", "default") else str(weights)
@@ -137,21 +141,18 @@ def induce_cli(
     if check:
         from ..senses.wsi_check import pseudoword_check
 
-        report = pseudoword_check(corpus, bilm, head, settings, n_pairs=check)
+        targets = [form for r in results for form in (r.word, *r.forms)]  # the targets are ambiguous by choice: never a pseudoword's half
+        report = pseudoword_check(corpus, bilm, head, settings, n_pairs=check, exclude=targets)
         for result in results:
             result.extra["check"] = report.as_dict()
-        (msg.good if report.pairs and report.mean_ari >= 0.6 else msg.warn)(report.line())
+        mean = report.mean_ari
+        (msg.good if mean is not None and mean >= 0.6 and len(report.pairs) == check else msg.warn)(report.line())
     inventory = build_inventory(results, bilm_fingerprint(bilm))
     _write_out(out, results, inventory, report)
     n_senses = sum(len(r.senses) for r in results)
     msg.good(
         f"wrote {out}: WORD.json + WORD.npz per word and inventory.bin ({plural(n_senses, 'sense')} of {plural(len(results), 'word')})"
     )
-
-
-def plural(n: int, noun: str) -> str:
-    """``1 sense``, ``2 senses``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _write_out(out: Path, results: List[Any], inventory: Any, report: Any) -> None:

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .induced import Occurrence, WordSenses, check_word_senses
+from .naming import plural
 from .projection import nearest_occurrences, project_2d
 
 HOVER_CONTEXT = 70  # characters of the sentence shown either side of the word in the hover label
@@ -272,8 +273,8 @@ def _script_json(data: Dict[str, Any]) -> str:
 def _summary(senses: WordSenses) -> str:
     forms = ", ".join(sorted(set(senses.forms))) or senses.word
     parts = [
-        f"{len(senses.occurrences):,} occurrences ({html.escape(forms)})",
-        f"{len(senses.senses)} sense{'' if len(senses.senses) == 1 else 's'}",
+        f"{plural(len(senses.occurrences), 'occurrence')} ({html.escape(forms)})",
+        plural(len(senses.senses), "sense"),
         f"clustered by {html.escape(senses.representation)}",
     ]
     note = f'<p class="note">{html.escape(senses.note)}</p>' if senses.note else ""
@@ -286,9 +287,11 @@ def _check(check: Any) -> str:
         return ""
     pairs = ", ".join(f"{p['first']}+{p['second']} {p['ari']:.2f}" for p in check["pairs"])
     verdict = "contexts separate meanings" if check["mean_ari"] >= 0.6 else "treat these senses with caution"
+    made, asked = len(check["pairs"]), int(check.get("asked") or 0)
+    fewer = f" ({made} of the {asked} asked: {'; '.join(check.get('notes') or [])})" if asked > made else ""
     return (
-        f'<p class="check">Pseudoword check on this corpus: mean ARI {check["mean_ari"]:.2f} over {len(check["pairs"])} pairs '
-        f"({html.escape(pairs)}): {verdict}.</p>"
+        f'<p class="check">Pseudoword check on this corpus: mean ARI {check["mean_ari"]:.2f} over {plural(made, "pair")} '
+        f"({html.escape(pairs)}){html.escape(fewer)}: {verdict}.</p>"
     )
 
 
@@ -330,7 +333,7 @@ def _sense_tables(senses: WordSenses, colours: Sequence[str]) -> str:
         context = html.escape(", ".join(getattr(sense, "context", []))) or "–"
         out.append(
             f'<section class="sense" data-sense="{sense.id}"><h3><span class="swatch" style="background:{colour}"></span>'
-            f"{html.escape(sense.name)} <small>({size} occurrences)</small></h3>"
+            f"{html.escape(sense.name)} <small>({plural(size, 'occurrence')})</small></h3>"
             f'<p class="substitutes">Context words: {context} · Substitutes: {substitutes}</p>'
             f"<table><thead><tr><th>weight</th><th>example</th><th>source</th></tr></thead><tbody>{rows}</tbody></table></section>"
         )
