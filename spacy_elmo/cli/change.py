@@ -8,7 +8,7 @@ from typing import List, Optional
 
 from ..senses.wsd_data import DEFAULT_WSD_DIR
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
-from .induce import MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, _words
+from .induce import MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, _words, show_forms
 
 MEASURE_HELP = (
     "apd (average pairwise distance), apd_c (APD less the corpora's own), prt (prototype distance), jsd (of sense shares) "
@@ -150,6 +150,8 @@ def change_cli(
     report = detect_change(
         paths_a, paths_b, _words(words), n_words=n_words, names=(pair[0], pair[1]), bilm=bilm, head=head, settings=settings, log=msg.info
     )
+    if words:
+        show_forms([(c.word, c.word_senses.occurrences if c.word_senses else [], c.seen_a + c.seen_b) for c in report.words])
     for change in report.words:
         if not change.measured:
             msg.warn(change.note or change.word)

@@ -52,6 +52,17 @@ def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
     return out
 
 
+def show_forms(words: List[Any]) -> None:
+    """For each ``(word, occurrences, seen)``: the forms matched and how often (in the occurrences kept);
+    then how forms are matched and how to add more."""
+    from ..senses.forms import form_counts, forms_hint, forms_line
+
+    for word, occurrences, seen in words:
+        where = f" (in the {len(occurrences):,} occurrences kept of {seen:,})" if seen > len(occurrences) else ""
+        msg.info(forms_line(word, form_counts(o.text[o.start : o.end] for o in occurrences), where))
+    msg.info(forms_hint([word for word, _, _ in words]))
+
+
 def induction_settings(representation: str, n_senses: int = 0, **options: Any):
     """The command line's induction options as :class:`InductionSettings` (0 senses = chosen per
     word); a bad value is one line."""
@@ -129,6 +140,8 @@ def induce_cli(
     bilm = load_bilm(spec)
     head = load_head(spec)
     results = induce(corpus, _words(words), n_words=n_words, bilm=bilm, head=head, settings=settings, log=msg.info)
+    if words:
+        show_forms([(r.word, r.occurrences, int(r.extra.get("seen", len(r.occurrences)))) for r in results])
     if not any(r.occurrences for r in results):
         raise UserError("none of the target words occurs in the corpus: nothing induced (nothing written)")
     for result in results:

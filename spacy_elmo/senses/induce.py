@@ -41,6 +41,7 @@ from ..bilm.batching import plan_batches
 from .clustering import cosine_distances, cut_senses, remove_form, substitute_bags, tfidf, unit_rows
 from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
+from .forms import target_forms
 from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
 from .inventory import SenseInventory
 from .naming import context_words, distinctive_words, exclusive, plural, ranked, readable, sense_name
@@ -138,15 +139,6 @@ class InductionSettings:
 
 
 # ---------------------------------------------------------------------------------------------- targets
-
-
-def target_forms(words: Mapping[str, Sequence[str]]) -> Dict[str, str]:
-    """``{lower-case form: word}`` for the given words (each word is a form of itself)."""
-    out: Dict[str, str] = {}
-    for word, forms in words.items():
-        for form in [word, *forms]:
-            out.setdefault(form.lower(), word)
-    return out
 
 
 def match_target(token: str, forms: Mapping[str, str]) -> Optional[str]:
