@@ -74,5 +74,6 @@ def test_change_finds_mice_for_mouse(tmp_path, capsys):
     assert main(args + ["--resamples", "5", "--max-senses", "2"]) == 0
     printed = capsys.readouterr().out
     assert "'mouse': forms matched: mice 12, mouse 12" in printed, printed  # both corpora's samples
+    assert "(1 word measured," in printed
     (word,) = json.loads((out / "report.json").read_text(encoding="utf-8"))["words"]
     assert word["seen"] == {"a": 12, "b": 12}

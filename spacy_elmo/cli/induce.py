@@ -30,7 +30,8 @@ PRIOR_WEIGHT_OPT = Opt(
 PATTERN_OPT = Opt(
     "and",
     "--pattern",
-    help="Also read the LM through the symmetric pattern 'X WORD ___' (default: and); none = the plain reading only",
+    help="Also read the LM through Amrami & Goldberg's symmetric pattern: the biLM reads 'w1 .. X WORD X .. wn', the forward "
+    "LM predicting 'X WORD ___' and the backward '___ WORD X' (default WORD: and); none = the plain reading only",
 )
 
 
