@@ -9,6 +9,10 @@ A folder of several files (a token index, a biLM) counts as complete only when i
 exists: :func:`start_folder` removes an old manifest before anything else is replaced,
 the files are written, and :func:`finish_folder` writes the manifest last, with each file's
 size. :func:`check_folder` then refuses a partial folder with a message that names it.
+
+A command's whole output (several files and folders in a folder the user names) goes through
+:func:`write_into`: it is written into a scratch folder beside the target and moved in only when
+it is complete, so a failed run leaves the previous output as it was.
 """
 
 from __future__ import annotations
@@ -17,13 +21,16 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
+import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
+T = TypeVar("T")
 
 
 class IncompleteFolderError(ValueError):
@@ -198,3 +205,52 @@ def check_folder(folder: PathLike, manifest: str, what: str, members: Iterable[s
                 f"after it was saved; save it again"
             )
     return data
+
+
+def _remove(path: Path) -> None:
+    """Delete a file, a link or a folder tree (nothing if it is not there)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def _move_in(entry: Path, target: Path) -> None:
+    """Put ``entry`` at ``target``: a file is renamed over the old one; a folder replaces the old one
+    whole (the old one renamed aside first, then removed), so none of the old folder's files stays."""
+    if entry.is_dir() and not entry.is_symlink() and (target.exists() or target.is_symlink()):
+        aside = target.with_name(f".{target.name}.{uuid.uuid4().hex[:16]}.old")
+        target.rename(aside)
+        entry.rename(target)
+        _remove(aside)
+        return
+    if target.is_dir() and not target.is_symlink():
+        _remove(target)
+    entry.replace(target)
+
+
+def write_into(out: PathLike, write: Callable[[Path], T], owned: Iterable[str] = ()) -> T:
+    """Fill the folder ``out`` whole or not at all, and return what ``write`` returns.
+
+    ``write(scratch)`` writes into a new folder beside ``out``; only when it returns is each entry
+    moved into ``out`` (files renamed over the old ones, JSON files last; folders replacing the old
+    ones whole), and each name of ``owned`` (what this writer makes in ``out``) that it did not make
+    this time is removed from ``out``. Anything else in ``out`` is left alone. If ``write`` raises,
+    ``out`` is as it was. The scratch folder is removed either way."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out} is a file: give a folder to write into")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        result = write(scratch)
+        out.mkdir(parents=True, exist_ok=True)
+        made = sorted(scratch.iterdir(), key=lambda p: (p.suffix == ".json", p.name))  # a JSON file last: it names the rest
+        for entry in made:
+            _move_in(entry, out / entry.name)
+        for name in sorted(set(owned) - {p.name for p in made}):
+            _remove(out / name)
+        fsync_dir(out)
+        return result
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -416,14 +416,16 @@ def test_explain_shows_the_senses_that_matter():
     change = WordChange("party", 20, 20, 20, 20, {"apd": 0.4, "apd_c": 0.07, "prt": 0.1, "jsd": 0.5, "mahal": 1.2}, rank=1, changed=True)
     change.intervals = {k: (v - 0.01, v + 0.01) for k, v in change.measures.items()}
     change.senses = [
-        SenseChange(0, "party: group", [], 0.7, 0.1, 14, 2, "shrank", [], []),
-        SenseChange(1, "party: politics", [], 0.01, 0.87, 0, 17, "appeared", [], []),
+        SenseChange(0, "party: group", [], 0.7, 0.1, 19, 2, "shrank", [], []),
+        SenseChange(1, "party: politics", [], 0.01, 0.87, 1, 17, "appeared", [], []),
         SenseChange(2, "party: tiny", [], 0.02, 0.03, 0, 1, "stable", [], []),
     ]
     lines = explain(change, ("old", "new"))
     assert lines[0].startswith("1. party: APD 0.400 [0.390, 0.410], APD-c 0.070") and "binary: changed (20 in old, 20 in new)" in lines[0]
     assert "MAHAL 1.200 [1.190, 1.210]" in lines[0]
-    assert lines[1] == "   party: group: 70% of old -> 10% of new (shrank)" and lines[2] == "   party: politics: 1% of old -> 87% of new (appeared)"
+    # each status with the counts the binary call compared (here both samples hold 20: as counted)
+    assert lines[1] == "   party: group: 70% of old -> 10% of new (shrank: 19 -> 2 in samples of 20)"
+    assert lines[2] == "   party: politics: 1% of old -> 87% of new (appeared: 1 -> 17 in samples of 20)"
     assert lines[3] == "   (1 smaller sense, under 5% of either corpus: see report.json)" and len(lines) == 4
     change.measures.pop("mahal")  # a report saved before MAHAL existed still explains
     assert "MAHAL" not in explain(change, ("old", "new"))[0]

@@ -301,3 +301,49 @@ def test_a_tampered_shared_script_is_replaced(tmp_path):
     from plotly.offline import get_plotlyjs
 
     assert script.read_text(encoding="utf-8") == get_plotlyjs()
+
+
+def test_the_change_page_shows_rank_measures_call_and_statuses(browser, tmp_path):
+    """A page `change` writes: the word's rank, each measure with its interval and the binary call
+    above the map, each sense's status and the counts the call compared in the shares table, and
+    sense colours that cannot be taken for the two corpus colours of the map."""
+    import json
+
+    from spacy_elmo.change.report import write_report
+    from spacy_elmo.senses.explore import AVOID_DISTANCE, lab
+
+    from .test_change_outputs import report_of, word_change
+
+    out = tmp_path / "out"
+    write_report(report_of(word_change("bank", in_a=(10, 8, 0), in_b=(10, 0, 12)), word_change("play", seed=1)), out)
+    record = next(w for w in json.loads((out / "report.json").read_text())["words"] if w["word"] == "bank")
+    log = open_page(browser, out / "pages" / "bank.html")
+    assert problems(log) == []
+    summary = browser.execute_script("return document.querySelector('#change p').textContent")
+    assert f"rank {record['rank']} of 2 by MAHAL" in summary
+    assert f"binary call: {'changed' if record['changed'] else 'no change'}" in summary and "in samples of 18" in summary
+    rows = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#measures tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))"
+    )
+    names = {"apd": "APD", "apd_c": "APD-c", "prt": "PRT", "jsd": "JSD", "mahal": "MAHAL"}
+    assert [row[0] for row in rows] == list(names.values())
+    for key, (name, estimate, interval) in zip(names, rows):
+        low, high = record["intervals"][key]
+        assert estimate == f"{record['measures'][key]:.3f}" and interval == f"[{low:.3f}, {high:.3f}]"
+    assert browser.execute_script("return document.querySelector('#measures tr.ranked td').textContent") == "MAHAL"
+    shares = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#shares tbody tr')).map(r => [Number(r.dataset.sense), r.cells[6].textContent,"
+        " r.cells[7].textContent])"
+    )
+    by_id = {s["id"]: s for s in record["senses"]}
+    assert shares and all(status == by_id[k]["status"] for k, status, _ in shares)
+    assert all(counts == f"{by_id[k]['binary_count_a']} → {by_id[k]['binary_count_b']}" for k, _, counts in shares)
+    swatches = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#shares .swatch')).map(s => getComputedStyle(s).backgroundColor)"
+    )
+    corpus_colours = browser.execute_script("return document.getElementById('explore-map')._fullData.map(t => t.marker.color)")
+    as_hex = ["#%02x%02x%02x" % tuple(int(v) for v in c[c.index("(") + 1 : -1].split(",")[:3]) for c in swatches]
+    assert len(set(as_hex)) == len(as_hex) == len(shares)
+    assert all(np.linalg.norm(lab(s) - lab(c)) >= AVOID_DISTANCE for s in as_hex for c in corpus_colours), (as_hex, corpus_colours)
+    browser.save_screenshot(str(tmp_path / "change-page.png"))
+    assert (tmp_path / "change-page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -137,3 +137,53 @@ def test_regular_inflections_respect_consonant_doubling():
     assert match_target("staring", {"stare": "stare"}) == "stare"
     for word, base in (("opening", "open"), ("visited", "visit"), ("rained", "rain"), ("fixed", "fix"), ("played", "play")):
         assert base in inflection_bases(word), word  # two syllables, two vowels, or w/x/y: no doubling, the bare stem stands
+
+
+def strict_json(path):
+    """The file's JSON, refusing NaN and Infinity (which JSON does not have)."""
+    import json
+
+    def refuse(name):
+        raise ValueError(f"{path.name} holds {name}, which is not JSON")
+
+    return json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+
+
+def test_check_pairs_never_hold_the_target_words():
+    from spacy_elmo.senses.wsi_check import candidate_pairs
+
+    # the targets (bank, cell) are the most frequent words: without them, the rest pair up
+    corpus = ["bank cell banks cells river money stone water house field"] * 25
+    pairs, notes = candidate_pairs(corpus, 3, min_count=20, exclude=["bank", "cell"])
+    assert len(pairs) == 3 and not {"bank", "cell", "banks", "cells"} & {w for pair in pairs for w in pair}
+    assert notes == []
+    pairs, notes = candidate_pairs(corpus, 5, min_count=20, exclude=["bank", "cell"])
+    assert len(pairs) == 3 and notes == ["only 6 content words other than the target words occur 20 times or more, for 3 pairs"]
+
+
+def test_induce_check_says_how_many_pairs_and_why_fewer(tmp_path, capsys):
+    torch.set_num_threads(1)
+    (tmp_path / "a.txt").write_text("\n".join((RIVER + MONEY) * 10), encoding="utf-8")  # bank 100 times, river and money 20 or more
+    out = tmp_path / "out"
+    args = ["induce", str(tmp_path / "a.txt"), "--words", "bank", "--out", str(out), "--min-occurrences", "4", "--check", "5"]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    line = next(line for line in (printed.out + printed.err).splitlines() if "pseudoword check" in line)
+    saved = strict_json(out / "pseudoword-check.json")
+    made = len(saved["pairs"])
+    assert 1 <= made < 5 and saved["asked"] == 5 and saved["notes"]
+    assert f"({made} of the 5 asked: only " in line and "other than the target words occur 20 times or more" in line, line
+    assert all("bank" not in (pair["first"], pair["second"]) for pair in saved["pairs"])  # the target is never half a pseudoword
+
+
+def test_induce_check_without_pairs_writes_valid_json(tmp_path, capsys):
+    torch.set_num_threads(1)
+    (tmp_path / "a.txt").write_text("\n".join(RIVER + MONEY), encoding="utf-8")  # no word 20 times
+    out = tmp_path / "out"
+    args = ["induce", str(tmp_path / "a.txt"), "--words", "bank", "--out", str(out), "--min-occurrences", "4", "--check", "2"]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    assert "pseudoword check: no pair tested of the 2 asked: only 0 content words other than the target words" in printed.err
+    saved = strict_json(out / "pseudoword-check.json")
+    assert saved["mean_ari"] is None and saved["pairs"] == [] and saved["asked"] == 2
+    assert strict_json(out / "bank.json")["extra"]["check"] == saved  # the word's saved senses carry it as valid JSON too

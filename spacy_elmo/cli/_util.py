@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO, TypeVar
@@ -18,6 +19,7 @@ import typer
 from wasabi.util import ICONS, color, locale_escape, supports_ansi
 
 from ..bilm.weights import WeightsError
+from ..gzipped import GzipError
 from ..hub.resolve import resolve_weights
 from ..threads import DEFAULT_THREADS, first_oversubscription_message
 
@@ -39,11 +41,24 @@ app = typer.Typer(
 )
 
 
+# What a terminal acts on rather than shows: C0 controls but tab and newline (ESC starts the sequences that
+# retitle a window, move the cursor or rewrite the screen), DEL, C1 controls, and the bidirectional
+# embeddings, overrides and isolates (which reorder the text around them)
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` without the control characters of :data:`CONTROLS` (tabs and newlines stay): corpus
+    text and file names reach the terminal as text, never as commands to it."""
+    return CONTROLS.sub("", text)
+
+
 class _Messages:
-    """wasabi's icons and colours, one unwrapped line per message (colour only on a terminal)."""
+    """wasabi's icons and colours, one unwrapped line per message (colour only on a terminal); every
+    message is :func:`printable`."""
 
     def _line(self, kind: str, text: str, stream: TextIO) -> None:
-        line = locale_escape(f"{ICONS[kind]} {' '.join(str(text).split())}")
+        line = locale_escape(f"{ICONS[kind]} {' '.join(printable(str(text)).split())}")
         if stream.isatty() and supports_ansi() and not os.environ.get("NO_COLOR"):
             line = color(line, fg=COLORS[kind])
         print(line, file=stream, flush=True)
@@ -55,7 +70,7 @@ class _Messages:
         self._line("info", text, sys.stdout)
 
     def text(self, text: str) -> None:
-        print(text, flush=True)
+        print(printable(str(text)), flush=True)
 
     def warn(self, text: str) -> None:
         self._line("warn", text, sys.stderr)
@@ -125,6 +140,8 @@ def user_errors(func: F) -> F:
             fail(line)
         except (UserError, WeightsError) as err:
             fail(str(err))
+        except GzipError as err:  # a corrupt or truncated .gz input (its message names the file)
+            fail(f"{err}: the file is damaged or not gzip; fix or remove it")
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as err:
             fail(str(err))
         except ValueError as err:  # the training stack reports bad data and settings as ValueError

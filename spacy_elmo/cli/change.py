@@ -8,7 +8,7 @@ from typing import List, Optional
 
 from ..senses.wsd_data import DEFAULT_WSD_DIR
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
-from .induce import MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, _words
+from .induce import MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, _words, show_forms
 
 MEASURE_HELP = (
     "apd (average pairwise distance), apd_c (APD less the corpora's own), prt (prototype distance), jsd (of sense shares) "
@@ -66,6 +66,14 @@ def corpus_paths(value: Path) -> List[Path]:
     return paths
 
 
+def check_not_empty(paths: List[Path], which: str, argument: Path) -> None:
+    """One line naming corpus ``which`` when it holds no sentence (checked before the model loads: nothing is written)."""
+    from ..senses.corpus import read_sentences
+
+    if next(iter(read_sentences(paths)), None) is None:
+        raise UserError(f"corpus {which} ({argument}) is empty: it holds no sentence to measure; nothing written")
+
+
 def _spec(weights: Path) -> Optional[str]:
     return None if str(weights) in ("en_default", "default") else str(weights)
 
@@ -111,6 +119,7 @@ def change_cli(
     from ..change.report import explain, write_report
     from ..hub.load import load_bilm
     from ..senses.induce import load_head
+    from ..senses.naming import plural
 
     settings = change_settings(
         representation,
@@ -130,13 +139,19 @@ def change_cli(
     pair = [n.strip() for n in names.split(",")] if names else [corpus_a.name.split(",")[0], corpus_b.name.split(",")[0]]
     if len(pair) != 2 or not all(pair):
         raise UserError(f"--names {names!r}: give two names, comma-separated, e.g. --names 1850s,2000s")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file: give a folder (report.json, report.tsv, senses/ and pages/ go into it)")
     paths_a, paths_b = corpus_paths(corpus_a), corpus_paths(corpus_b)
+    check_not_empty(paths_a, "A", corpus_a)
+    check_not_empty(paths_b, "B", corpus_b)
     apply_threads(threads)
     spec = _spec(weights)
     bilm, head = load_bilm(spec), load_head(spec)
     report = detect_change(
         paths_a, paths_b, _words(words), n_words=n_words, names=(pair[0], pair[1]), bilm=bilm, head=head, settings=settings, log=msg.info
     )
+    if words:
+        show_forms([(c.word, c.word_senses.occurrences if c.word_senses else [], c.seen_a + c.seen_b) for c in report.words])
     for change in report.words:
         if not change.measured:
             msg.warn(change.note or change.word)
@@ -151,7 +166,7 @@ def change_cli(
     if not measured:
         raise UserError(f"no target word occurs {settings.min_occurrences} times in both corpora: nothing measured (see {written['json']})")
     msg.good(
-        f"wrote {out}: report.json, report.tsv, senses/{', pages/' if 'pages' in written else ''} ({measured} words measured, {report.seconds:.0f} s)"
+        f"wrote {out}: report.json, report.tsv, senses/{', pages/' if 'pages' in written else ''} ({plural(measured, 'word')} measured, {report.seconds:.0f} s)"
     )
 
 

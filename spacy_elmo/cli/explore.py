@@ -49,6 +49,7 @@ def explore_cli(
     from ..senses.explore import write_explore_page
     from ..senses.induce import file_stem, holds_saved_senses, is_saved_word_senses, word_senses_from
     from ..senses.induced import word_senses_files
+    from ..senses.naming import plural
 
     if neighbours < 1:
         raise UserError(f"--neighbours {neighbours}: must be 1 or more")
@@ -76,5 +77,6 @@ def explore_cli(
         raise UserError(str(err)) from None  # Plotly is not installed
     size = path.stat().st_size / 1e6
     msg.good(
-        f"wrote {path} ({len(word_senses.occurrences):,} occurrences of {word_senses.word!r}, {len(word_senses.senses)} senses, {size:.1f} MB)"
+        f"wrote {path} ({plural(len(word_senses.occurrences), 'occurrence')} of {word_senses.word!r}, "
+        f"{plural(len(word_senses.senses), 'sense')}, {size:.1f} MB)"
     )

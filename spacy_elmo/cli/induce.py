@@ -30,7 +30,8 @@ PRIOR_WEIGHT_OPT = Opt(
 PATTERN_OPT = Opt(
     "and",
     "--pattern",
-    help="Also read the LM through the symmetric pattern 'X WORD ___' (default: and); none = the plain reading only",
+    help="Also read the LM through Amrami & Goldberg's symmetric pattern: the biLM reads 'w1 .. X WORD X .. wn', the forward "
+    "LM predicting 'X WORD ___' and the backward '___ WORD X' (default WORD: and); none = the plain reading only",
 )
 
 
@@ -50,6 +51,17 @@ def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
             raise UserError(f"--words {words!r}: an empty word; use e.g. --words bank,cell or --words lie=lay/lain,bank")
         out[word.strip()] = [f.strip() for f in forms.split("/") if f.strip()]
     return out
+
+
+def show_forms(words: List[Any]) -> None:
+    """For each ``(word, occurrences, seen)``: the forms matched and how often (in the occurrences kept);
+    then how forms are matched and how to add more."""
+    from ..senses.forms import form_counts, forms_hint, forms_line
+
+    for word, occurrences, seen in words:
+        where = f" (in the {len(occurrences):,} occurrences kept of {seen:,})" if seen > len(occurrences) else ""
+        msg.info(forms_line(word, form_counts(o.text[o.start : o.end] for o in occurrences), where))
+    msg.info(forms_hint([word for word, _, _ in words]))
 
 
 def induction_settings(representation: str, n_senses: int = 0, **options: Any):
@@ -96,7 +108,8 @@ def induce_cli(
     check: int = Opt(
         0,
         "--check",
-        help="Also run the pseudoword check with this many pairs of frequent words (printed, saved, shown by explore); 0 = off",
+        help="Also run the pseudoword check with this many pairs of frequent words other than the targets (printed, saved, "
+        "shown by explore); 0 = off",
     ),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     # fmt: on
@@ -106,6 +119,7 @@ def induce_cli(
     from ..hub.load import load_bilm
     from ..senses.corpus import corpus_files
     from ..senses.induce import build_inventory, induce, load_head
+    from ..senses.naming import plural
 
     settings = induction_settings(
         representation,
@@ -119,12 +133,16 @@ def induce_cli(
         prior_weight=prior_weight,
         pattern=pattern_word(pattern),
     )
+    if check < 0:
+        raise UserError(f"--check {check}: give how many pseudoword pairs to test (0 = no check)")
     corpus_files(corpus)  # a missing file is one line now, not after loading the model
     apply_threads(threads)
     spec = None if str(weights) in ("en_default", "default") else str(weights)
     bilm = load_bilm(spec)
     head = load_head(spec)
     results = induce(corpus, _words(words), n_words=n_words, bilm=bilm, head=head, settings=settings, log=msg.info)
+    if words:
+        show_forms([(r.word, r.occurrences, int(r.extra.get("seen", len(r.occurrences)))) for r in results])
     if not any(r.occurrences for r in results):
         raise UserError("none of the target words occurs in the corpus: nothing induced (nothing written)")
     for result in results:
@@ -137,10 +155,12 @@ def induce_cli(
     if check:
         from ..senses.wsi_check import pseudoword_check
 
-        report = pseudoword_check(corpus, bilm, head, settings, n_pairs=check)
+        targets = [form for r in results for form in (r.word, *r.forms)]  # the targets are ambiguous by choice: never a pseudoword's half
+        report = pseudoword_check(corpus, bilm, head, settings, n_pairs=check, exclude=targets)
         for result in results:
             result.extra["check"] = report.as_dict()
-        (msg.good if report.pairs and report.mean_ari >= 0.6 else msg.warn)(report.line())
+        mean = report.mean_ari
+        (msg.good if mean is not None and mean >= 0.6 and len(report.pairs) == check else msg.warn)(report.line())
     inventory = build_inventory(results, bilm_fingerprint(bilm))
     _write_out(out, results, inventory, report)
     n_senses = sum(len(r.senses) for r in results)
@@ -149,31 +169,18 @@ def induce_cli(
     )
 
 
-def plural(n: int, noun: str) -> str:
-    """``1 sense``, ``2 senses``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def _write_out(out: Path, results: List[Any], inventory: Any, report: Any) -> None:
     """Write everything into a scratch folder beside ``out``, then move it in: a failure leaves ``out`` as it was."""
-    import shutil
-    import tempfile
-
-    from ..files import write_json
+    from ..files import write_into, write_json
     from ..senses.induce import save_senses
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    def write(scratch: Path) -> None:
         save_senses(scratch, results)
         inventory.to_disk(scratch / "inventory.bin")
         if report is not None:
             write_json(scratch / "pseudoword-check.json", report.as_dict())
-        out.mkdir(parents=True, exist_ok=True)
-        for path in sorted(scratch.iterdir(), key=lambda p: p.suffix == ".json"):  # each word's JSON after its arrays
-            path.replace(out / path.name)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+    write_into(out, write)
 
 
 @app.command("wsi-eval")

@@ -4,7 +4,7 @@ A corpus is a text file (``.txt`` or ``.txt.gz``: one paragraph per line or blan
 separated), a folder of them, a spaCy ``.spacy`` DocBin, or Docs (e.g. from ``nlp.pipe``) or
 strings given directly. Text is tokenised by spaCy's English tokenizer and split into sentences
 (a Doc's own sentence boundaries when it has them). A line that is not UTF-8 is an error that
-names the file and the line.
+names the file and the line; a corrupt or truncated ``.gz`` file is a ``ValueError`` that names it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, List, Sequence, Tuple, Union
 
 from spacy.tokens import Doc, DocBin
 
-from ..gzipped import open_read
+from ..gzipped import GzipError, open_read
 
 Corpus = Union[str, Path, Sequence[Union[str, Path]], Iterable[Doc], Iterable[str]]
 TEXT_SUFFIXES = (".txt", ".txt.gz")
@@ -62,13 +62,16 @@ def corpus_files(
 
 def _lines(path: Path) -> Iterator[Tuple[int, str]]:
     with open_read(path, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(
-                    f"{path}, line {number}: not UTF-8 text ({error.reason} at byte {error.start}); convert the file to UTF-8"
-                ) from None
+        try:
+            for number, raw in enumerate(handle, 1):
+                try:
+                    yield number, raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise ValueError(
+                        f"{path}, line {number}: not UTF-8 text ({error.reason} at byte {error.start}); convert the file to UTF-8"
+                    ) from None
+        except GzipError as error:  # the stream is checked as it is read: a damaged file ends here, never short
+            raise ValueError(f"{error}: the file is damaged or not gzip; fix or remove it") from None
 
 
 def _doc_sentences(doc: Doc, source: str) -> Iterator[Sentence]:

@@ -8,7 +8,10 @@ table per sense of its most representative examples.
 
 Senses induced over two corpora (``extra["corpus"]``: each occurrence's corpus, 0 or 1;
 ``extra["corpus_names"]``: their names, as ``spacy elmo change`` saves them) are drawn coloured
-by corpus, one marker shape per sense, with a table of each sense's share in either corpus.
+by corpus, one marker shape per sense, with a table of each sense's share in either corpus; the
+senses' own colours (their swatches) then keep clear of the two corpus colours. With
+``extra["change"]`` (what ``change`` measured) the page opens with the word's rank, each measure
+with its interval and the binary call, and the shares table gives each sense's status.
 
 The chart is Plotly's, with plotly.js inlined: the page opens from disk with no network. All
 corpus text is escaped: it reaches the page as escaped HTML, or as JSON that the page's script
@@ -26,6 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .induced import Occurrence, WordSenses, check_word_senses
+from .naming import plural
 from .projection import nearest_occurrences, project_2d
 
 HOVER_CONTEXT = 70  # characters of the sentence shown either side of the word in the hover label
@@ -38,11 +42,30 @@ SENSE_GLYPHS = ("●", "■", "◆", "▲", "✚", "✖", "★", "▼", "⬟", "
 PLOTLY_MISSING = "the explore page needs Plotly: pip install 'spacy-elmo[explore]' (or pip install plotly)"
 
 
-def sense_colours(n: int) -> List[str]:
-    """``n`` distinct colours: Plotly's qualitative palettes (10 up to 10 senses, then 24, then cycled)."""
+AVOID_DISTANCE = 55.0  # a sense colour is at least this far (CIE76 ΔE in Lab) from each colour it must not be taken for
+
+
+def lab(colour: str) -> np.ndarray:
+    """A ``#rrggbb`` colour in CIE Lab (D65): distances there are about as far as they look."""
+    rgb = np.array([int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)])
+    linear = np.where(rgb > 0.04045, ((rgb + 0.055) / 1.055) ** 2.4, rgb / 12.92)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    xyz = xyz / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def sense_colours(n: int, avoid: Sequence[str] = ()) -> List[str]:
+    """``n`` distinct colours: Plotly's qualitative palettes (10 up to 10 senses, then 24, then
+    cycled), leaving out any within :data:`AVOID_DISTANCE` of a colour of ``avoid`` (the corpus
+    colours of a two-corpus page)."""
     from plotly.colors import qualitative
 
-    palette = qualitative.Plotly if n <= 10 else qualitative.Dark24 + qualitative.Light24
+    palette = list(qualitative.Plotly) if n <= 10 else qualitative.Dark24 + qualitative.Light24
+    if avoid:
+        far = [lab(c) for c in avoid]
+        pool = list(dict.fromkeys(c.upper() for c in qualitative.Plotly + qualitative.Dark24 + qualitative.Light24))
+        palette = [c for c in pool if all(np.linalg.norm(lab(c) - f) >= AVOID_DISTANCE for f in far)]
     return [palette[i % len(palette)] for i in range(n)]
 
 
@@ -175,7 +198,7 @@ def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[st
         raise ImportError(PLOTLY_MISSING) from None
     if neighbours < 1:
         raise ValueError(f"neighbours must be 1 or more, got {neighbours}")
-    colours = sense_colours(len(senses.senses))
+    colours = sense_colours(len(senses.senses), CORPUS_COLOURS if corpus_split(senses) is not None else ())
     coords, explained = project_2d(senses.vectors)
     indices, cosines = nearest_occurrences(senses.vectors, neighbours)
     figure = explore_figure(senses, coords, explained, colours)
@@ -191,7 +214,7 @@ def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[st
     data = _script_json(page_data(senses, indices, cosines, colours))
     return _TEMPLATE.format(
         title=html.escape(title),
-        summary=_summary(senses) + _shares_table(senses, colours),
+        summary=_summary(senses) + _change_summary(senses) + _shares_table(senses, colours),
         chart=chart,
         data=data,
         glue=_GLUE,
@@ -272,8 +295,8 @@ def _script_json(data: Dict[str, Any]) -> str:
 def _summary(senses: WordSenses) -> str:
     forms = ", ".join(sorted(set(senses.forms))) or senses.word
     parts = [
-        f"{len(senses.occurrences):,} occurrences ({html.escape(forms)})",
-        f"{len(senses.senses)} sense{'' if len(senses.senses) == 1 else 's'}",
+        f"{plural(len(senses.occurrences), 'occurrence')} ({html.escape(forms)})",
+        plural(len(senses.senses), "sense"),
         f"clustered by {html.escape(senses.representation)}",
     ]
     note = f'<p class="note">{html.escape(senses.note)}</p>' if senses.note else ""
@@ -286,32 +309,92 @@ def _check(check: Any) -> str:
         return ""
     pairs = ", ".join(f"{p['first']}+{p['second']} {p['ari']:.2f}" for p in check["pairs"])
     verdict = "contexts separate meanings" if check["mean_ari"] >= 0.6 else "treat these senses with caution"
+    made, asked = len(check["pairs"]), int(check.get("asked") or 0)
+    fewer = f" ({made} of the {asked} asked: {'; '.join(check.get('notes') or [])})" if asked > made else ""
     return (
-        f'<p class="check">Pseudoword check on this corpus: mean ARI {check["mean_ari"]:.2f} over {len(check["pairs"])} pairs '
-        f"({html.escape(pairs)}): {verdict}.</p>"
+        f'<p class="check">Pseudoword check on this corpus: mean ARI {check["mean_ari"]:.2f} over {plural(made, "pair")} '
+        f"({html.escape(pairs)}){html.escape(fewer)}: {verdict}.</p>"
+    )
+
+
+def _change_summary(senses: WordSenses) -> str:
+    """What ``change`` measured of the word (``extra["change"]``): its rank, each measure with its
+    interval, and the binary call; none for a page without it (or saved before it was recorded)."""
+    change = senses.extra.get("change")
+    split = corpus_split(senses)
+    if not isinstance(change, dict) or not change.get("intervals") or split is None:
+        return ""
+    a, b = (html.escape(n) for n in split[1])
+    names = change.get("names") or {k: k for k in change["measures"]}
+    ranked_by = str(change.get("measure", ""))
+    parts = []
+    if change.get("rank"):
+        parts.append(
+            f'<span class="rank">rank {change["rank"]} of {change.get("ranked", "?")}</span> '
+            f"by {html.escape(names.get(ranked_by, ranked_by))} (1 = most changed)"
+        )
+    called = change.get("changed")
+    if called is not None:
+        sample = change.get("sample") or [0, 0]
+        size = min(int(x) for x in sample)
+        parts.append(
+            f'binary call: <strong class="call">{"changed" if called else "no change"}</strong> '
+            f"(SemEval-2020 Task 1's rule on each sense's count, in samples of {size} from {a} and from {b})"
+        )
+    confidence = change.get("confidence")
+    level = f"{float(confidence):.0%} interval" if confidence else "interval"
+    ranked = ' class="ranked"'
+    rows = "".join(
+        f'<tr data-measure="{html.escape(key)}"{ranked if key == ranked_by else ""}><td>{html.escape(str(name))}</td>'
+        f'<td class="share">{change["measures"][key]:.3f}</td>'
+        f'<td class="share">[{change["intervals"][key][0]:.3f}, {change["intervals"][key][1]:.3f}]</td></tr>'
+        for key, name in names.items()
+        if key in change["measures"] and key in change["intervals"]
+    )
+    return (
+        f'<div id="change"><p>{" · ".join(parts)}</p>'
+        f'<table id="measures"><thead><tr><th>measure</th><th>{a} → {b}</th><th>{level}</th></tr></thead><tbody>{rows}</tbody></table></div>'
     )
 
 
 def _shares_table(senses: WordSenses, colours: Sequence[str]) -> str:
-    """For two corpora: each sense's share of either corpus, and the change from the first to the second."""
+    """For two corpora: each sense's share of either corpus, and the change from the first to the
+    second; with what ``change`` recorded, each sense's status and the counts the binary call compared."""
     shares = corpus_shares(senses)
     split = corpus_split(senses)
     if shares is None or split is None:
         return ""
     corpus, names = split
     counts = [np.bincount(senses.labels[corpus == c], minlength=len(senses.senses)) for c in (0, 1)]
+    recorded = senses.extra.get("change")
+    change: Dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    statuses = change.get("statuses") or []
+    compared = change.get("binary_counts")
+
+    def status(sense: Any) -> str:
+        if not statuses:
+            return ""
+        text = statuses[sense.id] if sense.id < len(statuses) and statuses[sense.id] else "–"
+        return f'<td class="status status-{html.escape(text)}">{html.escape(text)}</td>'
+
+    def binary(sense: Any) -> str:
+        if not compared:
+            return ""
+        return f'<td class="share">{compared[0][sense.id]} → {compared[1][sense.id]}</td>'
+
     rows = "".join(
         f'<tr data-sense="{sense.id}"><td class="shape">{SENSE_GLYPHS[sense.id % len(SENSE_GLYPHS)]}</td>'
         f'<td><span class="swatch" style="background:{colour}"></span>{html.escape(sense.name)}</td>'
         f'<td class="share">{shares[0, sense.id]:.0%}</td><td class="share">{shares[1, sense.id]:.0%}</td>'
         f'<td class="share">{shares[1, sense.id] - shares[0, sense.id]:+.0%}</td>'
-        f"<td>{counts[0][sense.id]} / {counts[1][sense.id]}</td></tr>"
+        f"<td>{counts[0][sense.id]} / {counts[1][sense.id]}</td>{status(sense)}{binary(sense)}</tr>"
         for sense, colour in zip(senses.senses, colours)
     )
     a, b = (html.escape(n) for n in names)
+    extra_heads = ("<th>status</th>" if statuses else "") + ("<th>binary call's counts</th>" if compared else "")
     return (
         f'<table id="shares"><thead><tr><th>shape</th><th>sense</th><th>share of {a}</th><th>share of {b}</th><th>change</th>'
-        f"<th>occurrences ({a} / {b})</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"<th>occurrences ({a} / {b})</th>{extra_heads}</tr></thead><tbody>{rows}</tbody></table>"
     )
 
 
@@ -330,7 +413,7 @@ def _sense_tables(senses: WordSenses, colours: Sequence[str]) -> str:
         context = html.escape(", ".join(getattr(sense, "context", []))) or "–"
         out.append(
             f'<section class="sense" data-sense="{sense.id}"><h3><span class="swatch" style="background:{colour}"></span>'
-            f"{html.escape(sense.name)} <small>({size} occurrences)</small></h3>"
+            f"{html.escape(sense.name)} <small>({plural(size, 'occurrence')})</small></h3>"
             f'<p class="substitutes">Context words: {context} · Substitutes: {substitutes}</p>'
             f"<table><thead><tr><th>weight</th><th>example</th><th>source</th></tr></thead><tbody>{rows}</tbody></table></section>"
         )
@@ -363,6 +446,12 @@ td:first-child { font-variant-numeric: tabular-nums; width: 4em; }
 #shares td:first-child { width: auto; }
 td.share { font-variant-numeric: tabular-nums; text-align: right; }
 td.shape { color: #555; text-align: center; }
+#change p { margin: .3em 0; }
+#change .rank { font-weight: 600; }
+#measures { width: auto; margin: .3em 0 .6em; }
+#measures td:first-child { width: auto; }
+#measures tr.ranked td { font-weight: 600; }
+td.status-appeared, td.status-vanished { font-weight: 600; }
 """
 
 # The glue between the chart and the panel: hover shows a sentence, click lists its neighbours.

@@ -41,9 +41,10 @@ from ..bilm.batching import plan_batches
 from .clustering import cosine_distances, cut_senses, remove_form, substitute_bags, tfidf, unit_rows
 from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
+from .forms import target_forms
 from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
 from .inventory import SenseInventory
-from .naming import context_words, distinctive_words, exclusive, ranked, readable, sense_name
+from .naming import context_words, distinctive_words, exclusive, plural, ranked, readable, sense_name
 from .substitutes import LMHead, content_mask, fold_vocabulary, inflection_bases, lm_states
 
 PARTS = ("substitutes", "vectors", "context")
@@ -138,15 +139,6 @@ class InductionSettings:
 
 
 # ---------------------------------------------------------------------------------------------- targets
-
-
-def target_forms(words: Mapping[str, Sequence[str]]) -> Dict[str, str]:
-    """``{lower-case form: word}`` for the given words (each word is a form of itself)."""
-    out: Dict[str, str] = {}
-    for word, forms in words.items():
-        for form in [word, *forms]:
-            out.setdefault(form.lower(), word)
-    return out
 
 
 def match_target(token: str, forms: Mapping[str, str]) -> Optional[str]:
@@ -328,7 +320,7 @@ class Inducer:
         note = None
         if n < s.min_occurrences:
             labels = np.zeros(n, dtype=np.int64)
-            note = f"{word!r}: only {n} occurrences (fewer than {s.min_occurrences}): one sense"
+            note = f"{word!r}: only {plural(n, 'occurrence')} (fewer than {s.min_occurrences}): one sense"
         else:
             distances = cosine_distances(blocks)
             labels = cut_senses(distances, s.max_senses, s.n_senses, min_share=s.min_share, significance=s.significance, seed=s.seed)

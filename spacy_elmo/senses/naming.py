@@ -19,6 +19,12 @@ import numpy as np
 
 from .substitutes import inflection_bases
 
+
+def plural(n: int, noun: str) -> str:
+    """``1 sense``, ``2 senses``, ``0 pairs``: a count and its noun, for what a person reads."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 _ROMAN = re.compile(r"^m{0,4}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})$")
 # book apparatus and abbreviations that name no sense, and archaic function words spaCy's list lacks
 APPARATUS = frozenset(

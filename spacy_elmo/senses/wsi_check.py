@@ -21,6 +21,7 @@ from .clustering import adjusted_rand
 from .corpus import Corpus, _is_paths, read_sentences
 from .induce import Inducer, InductionSettings, _window, frequent_words, match_target, target_forms
 from .induced import Occurrence
+from .naming import plural
 from .substitutes import LMHead
 
 
@@ -35,23 +36,53 @@ class PairScore:
 
 @dataclass
 class CheckReport:
-    """The pseudoword check: one :class:`PairScore` per pair and their mean ARI."""
+    """The pseudoword check: one :class:`PairScore` per pair and their mean ARI (``None`` without
+    pairs); ``asked``: how many pairs were asked for; ``notes``: why fewer were made, one reason each."""
 
     pairs: List[PairScore] = field(default_factory=list)
+    asked: int = 0
+    notes: List[str] = field(default_factory=list)
 
     @property
-    def mean_ari(self) -> float:
-        return float(np.mean([p.ari for p in self.pairs])) if self.pairs else float("nan")
+    def mean_ari(self) -> Optional[float]:
+        return float(np.mean([p.ari for p in self.pairs])) if self.pairs else None
 
     def as_dict(self) -> Dict[str, object]:
-        return {"mean_ari": round(self.mean_ari, 4), "pairs": [asdict(p) for p in self.pairs]}
+        """JSON values (no NaN: a check without pairs has ``mean_ari`` null)."""
+        mean = self.mean_ari
+        return {
+            "mean_ari": None if mean is None else round(mean, 4),
+            "pairs": [asdict(p) for p in self.pairs],
+            "asked": self.asked,
+            "notes": list(self.notes),
+        }
 
     def line(self) -> str:
-        """One line for a person: the mean and each pair."""
-        if not self.pairs:
-            return "pseudoword check: no pair of frequent words to test (the corpus is too small)"
-        each = ", ".join(f"{p.first}+{p.second} {p.ari:.2f} ({p.senses} sense{'s' if p.senses != 1 else ''})" for p in self.pairs)
-        return f"pseudoword check: mean ARI {self.mean_ari:.2f} over {len(self.pairs)} pairs ({each})"
+        """One line for a person: how many pairs of how many asked (and why fewer), the mean and each pair."""
+        why = f": {'; '.join(self.notes)}" if self.notes else ""
+        made = len(self.pairs)
+        if not made:
+            return f"pseudoword check: no pair tested of the {self.asked} asked{why}"
+        fewer = f" ({made} of the {self.asked} asked{why})" if made < self.asked else ""
+        each = ", ".join(f"{p.first}+{p.second} {p.ari:.2f} ({plural(p.senses, 'sense')})" for p in self.pairs)
+        return f"pseudoword check: mean ARI {self.mean_ari:.2f} over {plural(made, 'pair')} ({each}){fewer}"
+
+
+def candidate_pairs(
+    corpus: Corpus, n_pairs: int, min_count: int = 20, seed: int = 0, exclude: Sequence[str] = ()
+) -> Tuple[List[Tuple[str, str]], List[str]]:
+    """Up to ``n_pairs`` pairs of the corpus's frequent content words (:func:`choose_pairs`), none of
+    them one of ``exclude`` or a form of one (the target words: ambiguous by choice, so no test of
+    the split), and why there are fewer than asked (one note)."""
+    excluded = {w.lower() for w in exclude}
+    frequent = frequent_words(corpus, 4 * n_pairs + len(excluded), min_count=min_count)
+    words = [w for w, forms in frequent.items() if w not in excluded and not excluded.intersection(forms)][: 4 * n_pairs]
+    pairs = choose_pairs(words, n_pairs, seed)
+    notes = []
+    if len(pairs) < n_pairs:
+        other = " other than the target words" if excluded else ""
+        notes.append(f"only {plural(len(words), 'content word')}{other} occur {min_count} times or more, for {plural(len(pairs), 'pair')}")
+    return pairs, notes
 
 
 def choose_pairs(frequent: Sequence[str], n_pairs: int, seed: int = 0) -> List[Tuple[str, str]]:
@@ -103,28 +134,31 @@ def pseudoword_check(
     per_word: int = 100,
     min_count: int = 20,
     pairs: Optional[Sequence[Tuple[str, str]]] = None,
+    exclude: Sequence[str] = (),
 ) -> CheckReport:
     """Induce the senses of ``n_pairs`` pseudowords of ``corpus`` and score them against the known split.
 
-    The pairs are frequent content words of the corpus (:func:`.induce.frequent_words`, each seen at
-    least ``min_count`` times; or ``pairs``); each word contributes its first ``per_word``
-    occurrences (at most as many as the rarer word of its pair has), so a pair is balanced.
-    ``settings`` are the induction's (its own number of senses: the check tests that choice too).
+    The pairs are frequent content words of the corpus (:func:`candidate_pairs`: each seen at least
+    ``min_count`` times, none of ``exclude``, the target words; or ``pairs``); each word contributes
+    its first ``per_word`` occurrences (at most as many as the rarer word of its pair has), so a
+    pair is balanced. ``settings`` are the induction's (its own number of senses: the check tests
+    that choice too). The report says how many pairs were asked for and why fewer were tested.
     """
     if not _is_paths(corpus) and not isinstance(corpus, (list, tuple)):
         raise ValueError("the pseudoword check reads the corpus again: pass a path or a list")
     settings = settings or InductionSettings()
+    report = CheckReport(asked=n_pairs if pairs is None else len(pairs))
     if pairs is None:
-        frequent = list(frequent_words(corpus, 4 * n_pairs, min_count=min_count))
-        pairs = choose_pairs(frequent, n_pairs, settings.seed)
+        pairs, report.notes = candidate_pairs(corpus, n_pairs, min_count, settings.seed, exclude)
     pairs = [(a.lower(), b.lower()) for a, b in pairs]
     kept = word_occurrences(corpus, [w for pair in pairs for w in pair], per_word)
-    report = CheckReport()
     inducer = Inducer(bilm, head, settings)
     truth: Dict[str, List[int]] = {}
+    needed = max(settings.min_occurrences, 5)
     for pair in pairs:
         n = min(*(len(kept[w]) for w in pair), settings.max_occurrences // 2)
-        if n < max(settings.min_occurrences, 5):
+        if n < needed:
+            report.notes.append(f"{'+'.join(pair)} left out ({n} occurrences of the rarer word, fewer than {needed})")
             continue
         merged = "+".join(pair)
         truth[merged] = add_pseudoword(inducer, merged, [kept[w][:n] for w in pair])

@@ -19,6 +19,7 @@ import torch
 
 from .induce import Inducer, InductionSettings, build_inventory, load_head, sense_label
 from .induced import Occurrence, WordSenses
+from .naming import plural
 from .wsi_data import read_semeval2010
 from .wsi_score import Key, WsiScore, read_key, score, write_key
 
@@ -123,7 +124,7 @@ def evaluate(
         if path.is_file():
             report["baselines"][name] = score(read_key(path), gold, chosen).as_dict()
     if log:
-        log(f"induced {sum(len(r.senses) for r in results)} senses for {len(results)} words in {seconds:.0f} s")
+        log(f"induced {plural(sum(len(r.senses) for r in results), 'sense')} for {plural(len(results), 'word')} in {seconds:.0f} s")
     return report
 
 
