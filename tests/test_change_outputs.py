@@ -140,6 +140,8 @@ def test_the_report_shows_the_counts_the_binary_call_compared():
 
 def test_recorded_counts_are_shown_as_recorded():
     change = word_change("bank")
+    assert binary_counts(change) == (change.binary_counts_a, change.binary_counts_b)  # the binary call's own, when it ran
+    change.binary_counts_a, change.binary_counts_b = [], []  # as for a word read back from saved senses
     change.word_senses.extra["change"] = {"binary_counts_a": [1, 2, 3], "binary_counts_b": [3, 2, 1]}
     assert binary_counts(change) == ([1, 2, 3], [3, 2, 1])
 

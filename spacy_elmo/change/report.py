@@ -34,11 +34,10 @@ def binary_counts(change: WordChange) -> Optional[Tuple[List[int], List[int]]]:
     if not change.measured or not change.senses:
         return None
     recorded = (change.word_senses.extra.get("change") if change.word_senses is not None else None) or {}
-    a = getattr(change, "binary_counts_a", None)
-    b = getattr(change, "binary_counts_b", None)
-    if a is None or b is None:
+    a, b = change.binary_counts_a, change.binary_counts_b  # empty until the binary call has run
+    if not a or not b:
         a, b = recorded.get("binary_counts_a"), recorded.get("binary_counts_b")
-    if a is None or b is None:
+    if not a or not b:
         k = max(s.id for s in change.senses) + 1
         counts = np.zeros((2, k), dtype=np.int64)
         for s in change.senses:
