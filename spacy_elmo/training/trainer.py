@@ -553,7 +553,9 @@ def _log_record(run: _Run, window: _Window, lr: float, grad_norm: float, model: 
         "epoch": run.position.epoch,
         "elapsed_s": time.time() - run.start_time + 60 * run.minutes_before,
         "tokens_per_cpu_s": window.tokens / max(time.process_time() - window.cpu_start, 1e-9),
-        "precision": {torch.bfloat16: "bfloat16", torch.float32: "float32-fused"}.get(model.train_dtype, "float32") if model.train_dtype else "float32",
+        "precision": {torch.bfloat16: "bfloat16", torch.float32: "float32-fused"}.get(model.train_dtype, "float32")
+        if model.train_dtype
+        else "float32",
     }
 
 
