@@ -3,7 +3,9 @@ the loader in native.py): a private folder checked on its descriptor, only the l
 package built (SHA-256 checked on the bytes that are then loaded), a rebuild when it does not
 load, one build for concurrent threads and processes, flags for the target and the CPU. Every
 test builds into its own temporary cache with its own loader (never the user's cache); the
-two-user tests run an attacker as a second, real user (they need root to create it)."""
+two-user tests run an attacker as a second, real user (they need root to create it); the noexec
+tests mount a small noexec tmpfs (root, and a system that lets it mount; skipped otherwise), and
+their monkeypatched twins run everywhere."""
 
 import contextlib
 import fcntl
@@ -403,6 +405,177 @@ def test_a_path_others_could_change_is_not_trusted(tmp_path, monkeypatch, owner,
             folder.check_trusted_path(shared / "inside")
     else:
         folder.check_trusted_path(shared / "inside")
+
+
+@pytest.mark.parametrize("route", ["build", "load from a copy"])
+def test_a_temporary_folder_reached_through_a_link_others_can_swap_is_used_by_its_resolved_path(tmp_path, monkeypatch, route):
+    # before: the path was checked resolved, then used as given: a TMPDIR that is a link in a folder
+    # others can write (0777, no sticky bit) passed the check, and a swap of the link after it moved
+    # the compiler's output, or the copy that dlopen reads, into the other user's folder
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    mine.mkdir(mode=0o700)
+    theirs.mkdir()
+    os.chmod(theirs, 0o777)
+    link = shared / "tmp"
+    link.symlink_to(mine)
+    assert folder.check_trusted_path(link) == Path(os.path.realpath(mine))  # the path to use from then on
+    planted, marker = _plant(tmp_path)
+
+    def swap(scratch_name, library_name=None):
+        """The other user's move, once the checks are done: their folder of the same name, then the link."""
+        (theirs / scratch_name).mkdir(exist_ok=True)
+        os.chmod(theirs / scratch_name, 0o777)
+        if library_name is not None:
+            shutil.copy(planted, theirs / scratch_name / library_name)
+        swapped = shared / "swapped"
+        swapped.symlink_to(theirs)
+        os.replace(swapped, link)
+
+    root = tmp_path / "cache"
+    if route == "build":
+        real_run, landed = build.subprocess.run, []
+
+        def run_after_swap(command, *args, **kwargs):
+            if "-o" not in command:
+                return real_run(command, *args, **kwargs)
+            output = Path(command[command.index("-o") + 1])
+            if "-c" in command:  # the compile step: swap now, once the checks are done
+                swap(output.parent.name)
+            done = real_run(command, *args, **kwargs)
+            landed.append((theirs / output.parent.name / output.name).exists())  # where they could replace it
+            return done
+
+        monkeypatch.setattr(build.subprocess, "run", run_after_swap)
+    else:
+        _build_without_loading(root)
+        monkeypatch.setattr(folder, "descriptor_path", lambda fd: None)
+        real_cdll = folder.ctypes.CDLL
+
+        def cdll_after_swap(name, *args, **kwargs):
+            if "spacy-elmo-load-" in str(name):
+                swap(Path(name).parent.name, Path(name).name)
+            return real_cdll(name, *args, **kwargs)
+
+        monkeypatch.setattr(folder.ctypes, "CDLL", cdll_after_swap)
+    monkeypatch.setattr(folder.tempfile, "tempdir", str(link))
+    with warnings_as_errors():
+        assert native.KernelLoader(root).get() is not None
+    assert os.readlink(link) == str(theirs)  # the swap did happen
+    if route == "build":
+        assert landed == [False, False]  # neither the object nor the library was written in their folder
+    assert not marker.exists()  # their library never ran
+    assert not [p for p in theirs.rglob("*") if p.is_file() and p.name.endswith((".o", ".so")) and p.read_bytes() != planted.read_bytes()]
+
+
+def _counting_builds(monkeypatch):
+    builds, real_compile = [], build.compile_library
+
+    def counting(*args):
+        builds.append(args[-1])
+        return real_compile(*args)
+
+    monkeypatch.setattr(build, "compile_library", counting)
+    return builds
+
+
+def _loads_nowhere_here(tmp_path, monkeypatch, root):
+    """Two processes (loaders) in turn: each gives one warning naming the place and the eager code;
+    the library and its record stay, nothing is rebuilt."""
+    key, path = _built(root)
+    builds = _counting_builds(monkeypatch)
+    for _ in range(2):
+        loader = native.KernelLoader(root)
+        with pytest.warns(UserWarning, match=r"cannot be loaded here: .*refuses code .*set TMPDIR") as caught:
+            assert loader.get() is None
+        assert len(caught) == 1
+        with warnings_as_errors():
+            assert loader.get() is None  # decided for this process
+    assert builds == []
+    assert path.is_file() and (root / build.FOLDER / build.record_name(key)).is_file()
+    assert not list((root / build.FOLDER).glob("*.rejected"))
+
+
+def test_a_library_that_cannot_be_loaded_where_it_would_be_is_kept_not_rebuilt(tmp_path, monkeypatch):
+    # before: with no /proc and a noexec temporary folder, dlopen failed for where the copy was, and
+    # the good library and its record were set aside and rebuilt, in every process
+    root = tmp_path / "cache"
+    _build_without_loading(root)
+    noexec = tmp_path / "noexec-tmp"
+    noexec.mkdir(mode=0o700)
+    monkeypatch.setattr(folder, "descriptor_path", lambda fd: None)  # no /proc/self/fd, no /dev/fd
+    monkeypatch.setattr(folder.tempfile, "tempdir", str(noexec))
+    real_cdll = folder.ctypes.CDLL
+
+    def cdll(name, *args, **kwargs):  # dlopen as on a noexec file system
+        if str(name).startswith(os.path.realpath(noexec)):
+            raise OSError(f"{name}: failed to map segment from shared object")
+        return real_cdll(name, *args, **kwargs)
+
+    monkeypatch.setattr(folder.ctypes, "CDLL", cdll)
+    monkeypatch.setattr(folder, "maps_executable", lambda fd: False, raising=False)  # what the probe finds there
+    _loads_nowhere_here(tmp_path, monkeypatch, root)
+
+
+def test_without_a_descriptor_path_a_library_that_does_not_load_is_still_set_aside(tmp_path, monkeypatch):
+    # the probe tells the two apart: where the copy's folder allows code, a dlopen failure is the library's
+    root = tmp_path / "cache"
+    _, key = build.current_build(build.compiler())
+    bad = b"\x7fELF not really"
+    digest = hashlib.sha256(bad).hexdigest()
+    with folder.PrivateFolder(root, build.FOLDER) as kernels:
+        kernels.publish(build.library_name(key, digest), bad)
+        kernels.publish(build.record_name(key), digest.encode())
+    monkeypatch.setattr(folder, "descriptor_path", lambda fd: None)
+    with warnings_as_errors():
+        assert native.KernelLoader(root).get() is not None  # set aside, rebuilt, loaded from a copy
+    assert (root / build.FOLDER / (build.library_name(key, digest) + ".rejected")).read_bytes() == bad
+
+
+@pytest.fixture()
+def noexec_folder(tmp_path):
+    """A folder on a file system mounted ``noexec`` (tmpfs), or skip: mounting needs root (and the
+    right to mount, which a container may not give)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None or shutil.which("umount") is None:
+        pytest.skip("needs root and mount to make a noexec file system")
+    target = tmp_path / "noexec"
+    target.mkdir(mode=0o700)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,mode=700,size=64m", "tmpfs", str(target)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a noexec tmpfs here: {done.stderr.strip()}")
+    try:
+        yield target
+    finally:
+        if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def test_the_probe_tells_a_noexec_file_system(noexec_folder, tmp_path):
+    for where, expected in ((noexec_folder, False), (tmp_path, True)):
+        (where / "some.so").write_bytes(b"\x7fELF" + b"\0" * 8192)
+        fd = os.open(where / "some.so", os.O_RDONLY)
+        try:
+            assert folder.maps_executable(fd) is expected, where
+        finally:
+            os.close(fd)
+
+
+def test_a_cache_folder_on_a_noexec_file_system_loads_from_a_copy(noexec_folder):
+    # before: dlopen through /proc/self/fd failed there, the library was set aside, rebuilt, failed again
+    root = noexec_folder / "cache"
+    with warnings_as_errors():
+        assert native.KernelLoader(root).get() is not None
+    assert not list((root / build.FOLDER).glob("*.rejected"))
+
+
+def test_no_descriptor_path_and_a_noexec_temporary_folder_keep_the_library(noexec_folder, tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    _build_without_loading(root)
+    monkeypatch.setattr(folder, "descriptor_path", lambda fd: None)
+    monkeypatch.setattr(folder.tempfile, "tempdir", str(noexec_folder))
+    _loads_nowhere_here(tmp_path, monkeypatch, root)
 
 
 # ----------------------------------------------------------------------------- two real users

@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Opt
 from ..bilm.errors import WeightsError
 from ..bilm.layout import check_hdf5, read_options
 from ..bilm.model import BiLMConfig, OptionsError
+from ..cache import make_private_folders
 from ..files import fsync_dir, write_json
 from .published import MIRROR_ENV, PUBLISHED, PublishedModel, model_dir, parameter_count, published_base, published_model
 from .transfer import Fetched, Unreachable, discard, fetch, part_path, sidecar_path
@@ -197,10 +198,10 @@ def fetch_files(
     model = published_model(name)
     folder = model_dir(name)
     pins = _pins(model, files, sha256)
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    make_private_folders(folder.parent)  # the cache folder: 0700 whatever the umask (the kernels refuse a wider one)
     with FileLock(str(folder.parent / f".{name}.lock")):
         created = not folder.is_dir()  # made here, under the lock: removed again if a failure leaves it empty
-        folder.mkdir(exist_ok=True)
+        make_private_folders(folder)
         try:
             return _fetch_files_locked(model, folder, files, check, force, progress, pins, command or f"download {name}")
         except BaseException:

@@ -18,10 +18,13 @@ on the way to the cache:
   runs. A file without a record, or whose content does not match it, is never loaded (it is
   renamed aside, ``.rejected``, and rebuilt);
 * the compiler runs in a fresh private folder of the system's temporary folder whose path only
-  this user or root can change, and the library's bytes are published into ``native/`` through
-  its descriptor;
+  this user or root can change (resolved before it is checked, and only the resolved path used
+  after: a link on the way cannot be swapped mid-build), and the library's bytes are published
+  into ``native/`` through its descriptor;
 * a library that fails to load (``dlopen`` or a missing symbol) is renamed aside and rebuilt
-  once; a second failure raises (the caller runs the eager code);
+  once; a second failure raises (the caller runs the eager code). A ``dlopen`` that fails for
+  where the file lies (a ``noexec`` file system, where a copy in the temporary folder is tried
+  too) is :class:`.folder.UnloadableHere`: the library and its record stay, for no rebuild;
 * build and publication run under a file lock in ``native/`` (several processes, e.g. DDP ranks,
   build once);
 * ``-march=native`` only where :func:`.cpu.identity` names the CPU, and the key holds that identity:
@@ -36,14 +39,13 @@ import os
 import platform
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple, TypeVar
 
 from . import cpu
-from .folder import PrivateFolder, UnsafeFolder, check_trusted_path, load_library, read_all
+from .folder import PrivateFolder, UnloadableHere, UnsafeFolder, load_library, private_scratch, read_all
 
-__all__ = ["UnsafeFolder", "compiler", "current_build", "load"]
+__all__ = ["UnloadableHere", "UnsafeFolder", "compiler", "current_build", "load"]
 
 SOURCE = Path(__file__).with_name("csrc") / "train_kernels.c"
 STEM = "train_kernels"
@@ -159,12 +161,12 @@ def open_verified(folder: PrivateFolder, key: str, digest: str) -> Optional[int]
 
 def compile_library(cc: str, flags: Tuple[str, ...], folder: PrivateFolder, key: str) -> str:
     """Compile :data:`SOURCE` in a fresh private folder of the system's temporary folder (a path
-    that only this user or root can change, :func:`.folder.check_trusted_path`), then publish
+    that only this user or root can change, resolved and checked before it is used:
+    :func:`.folder.private_scratch`), then publish
     the library under its content-addressed name and its SHA-256 record in ``folder``, each by
     an atomic rename. Returns the SHA-256, taken from the bytes the compiler wrote."""
-    with tempfile.TemporaryDirectory(prefix="spacy-elmo-build-") as scratch:
-        check_trusted_path(Path(scratch))
-        obj, lib = Path(scratch) / f"{STEM}.o", Path(scratch) / f"{STEM}.so"
+    with private_scratch("spacy-elmo-build-") as scratch:  # the resolved path, used for everything after its check
+        obj, lib = scratch / f"{STEM}.o", scratch / f"{STEM}.so"
         for step in ([cc, *flags, "-c", "-o", str(obj), str(SOURCE)], [cc, *LINK_FLAGS, "-o", str(lib), str(obj), "-lm"]):
             done = subprocess.run(step, capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
@@ -201,7 +203,7 @@ def load(root: Path, wrap: Callable[[ctypes.CDLL], T]) -> T:
                     name = library_name(key, str(digest))
                     try:
                         return wrap(load_library(fd, name))
-                    except UnsafeFolder:  # nowhere safe to load it from: not the library's fault
+                    except (UnsafeFolder, UnloadableHere):  # nowhere safe, or able, to load it from: not the library's fault
                         raise
                     except Exception as err:  # dlopen (OSError), a missing symbol (AttributeError), ...
                         folder.set_aside(name)

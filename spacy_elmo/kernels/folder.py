@@ -14,7 +14,11 @@ checked is what is used afterwards:
   user that group and others cannot write), so the bytes read from it are the bytes that stay;
 * :func:`load_library` loads the library through its descriptor (``/proc/self/fd/N``), the one
   whose bytes were hashed; where a system has no such path, from a private copy in a fresh folder
-  whose path only this user or root can change (:func:`check_trusted_path`).
+  whose path only this user or root can change (:func:`private_scratch`: the temporary folder is
+  resolved, checked with :func:`check_trusted_path`, and only the resolved path is used after);
+* a ``dlopen`` that fails because of where the file lies (a ``noexec`` file system, told by
+  :func:`maps_executable`) is not blamed on the library: the copy is tried, and where that fails
+  for its place too, :class:`UnloadableHere` keeps the library for a process that can load it.
 
 POSIX only (descriptors relative to a folder, ``O_NOFOLLOW``, owners and modes).
 """
@@ -33,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Iterator, List, Optional
 
+from ..cache import make_private_folders
+
 _DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 #: O_NONBLOCK: a FIFO in a file's place must not hang the open (it is then refused as not a regular file)
 _FILE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -44,6 +50,11 @@ _HELD: List[int] = []
 
 class UnsafeFolder(RuntimeError):
     """The kernels' folder could be written by someone else: nothing in it is loaded."""
+
+
+class UnloadableHere(RuntimeError):
+    """The library cannot be loaded where it would be loaded from (a ``noexec`` file system), which
+    is no fault of the library's: it is kept, not set aside and rebuilt."""
 
 
 def supported() -> bool:
@@ -66,10 +77,13 @@ def check_private(st: os.stat_result, what: str, kind: str = "folder") -> None:
         )
 
 
-def check_trusted_path(path: Path) -> None:
-    """Raise :class:`UnsafeFolder` unless no one but this user and root can change what ``path``
-    names: each folder from ``/`` down belongs to one of them, and one that group or others can
-    write has the sticky bit (as ``/tmp``: others cannot rename what is not theirs in it)."""
+def check_trusted_path(path: Path) -> Path:
+    """The resolved ``path`` (no symbolic link in it), once checked that no one but this user and
+    root can change what it names: each folder from ``/`` down belongs to one of them, and one that
+    group or others can write has the sticky bit (as ``/tmp``: others cannot rename what is not
+    theirs in it); else :class:`UnsafeFolder`. Use the path returned, never ``path`` again: a link
+    on the way (a ``TMPDIR`` that is a link in a folder others can write) could be swapped after
+    the check, and the resolved path has none."""
     real = Path(os.path.realpath(path))
     for part in [*reversed(real.parents), real]:
         st = os.lstat(part)
@@ -79,6 +93,20 @@ def check_trusted_path(path: Path) -> None:
             raise UnsafeFolder(f"{part} belongs to another user (uid {st.st_uid}), who could swap {real} (set TMPDIR to a folder of yours)")
         if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
             raise UnsafeFolder(f"{part} is writable by group or others without the sticky bit: others could swap {real}")
+    return real
+
+
+@contextlib.contextmanager
+def private_scratch(prefix: str) -> Iterator[Path]:
+    """A fresh folder (0700, removed afterwards) in the system's temporary folder, named by its
+    resolved path: the temporary folder is resolved and checked (:func:`check_trusted_path`)
+    before the scratch folder is made in it, and everything after goes through the path yielded."""
+    base = check_trusted_path(Path(tempfile.gettempdir()))
+    scratch = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    try:
+        yield check_trusted_path(scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _open_folder(name: str, what: str, dir_fd: Optional[int] = None) -> int:
@@ -100,7 +128,7 @@ class PrivateFolder:
         if not supported():
             raise UnsafeFolder("the compiled kernels load only on POSIX systems (through file descriptors)")
         self.path = Path(root) / name
-        _make_missing(Path(root))
+        make_private_folders(Path(root))  # 0700 whatever the umask; checked below, on descriptors
         root_fd = _open_folder(str(root), str(root))
         try:
             check_private(os.fstat(root_fd), str(root))
@@ -191,20 +219,6 @@ class PrivateFolder:
             os.close(fd)  # closing releases the lock
 
 
-def _make_missing(root: Path) -> None:
-    """Create ``root`` and the folders missing above it with mode 0700 (checked afterwards, on descriptors)."""
-    missing = []
-    for part in [root, *root.parents]:
-        if os.path.lexists(part):
-            break
-        missing.append(part)
-    for part in reversed(missing):
-        try:
-            os.mkdir(part, 0o700)
-        except FileExistsError:
-            pass
-
-
 def read_all(fd: int) -> bytes:
     """Every byte of the file open as ``fd``, from its start."""
     with open(fd, "rb", closefd=False) as fh:
@@ -227,27 +241,76 @@ def descriptor_path(fd: int) -> Optional[str]:
     return None
 
 
+def maps_executable(fd: int) -> bool:
+    """Whether the file open as ``fd`` can be mapped as code where it lies: ``False`` when its file
+    system refuses (``noexec``), so that ``dlopen`` fails for where the file is, not for what it is;
+    ``True`` where that cannot be told (an empty file, a system without ``mmap``)."""
+    import mmap
+
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return True
+        mapped = mmap.mmap(fd, min(size, mmap.PAGESIZE), flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC)
+    except OSError as err:
+        return err.errno not in (errno.EPERM, errno.EACCES)
+    except (AttributeError, ValueError):  # pragma: no cover - no PROT_EXEC / MAP_PRIVATE here
+        return True
+    mapped.close()
+    return True
+
+
 def load_library(fd: int, name: str) -> ctypes.CDLL:
     """``dlopen`` the library open as ``fd``, whatever its path names now, and take ``fd`` over:
     through :func:`descriptor_path` (once loaded, ``fd`` stays open for the process's lifetime,
     so that its number never names another file to ``dlopen``), else from a copy of its bytes,
-    ``name``, in a fresh private folder of a trusted path (:func:`check_trusted_path`)."""
+    ``name``, in a fresh private folder of a trusted path (:func:`private_scratch`).
+
+    A failure where the file lies refuses code (:func:`maps_executable`: the cache folder on a
+    ``noexec`` file system) moves on to the copy; where the copy's folder refuses it too, it is
+    :class:`UnloadableHere` (the library is not at fault: keep it). Any other failure is the
+    library's (``OSError``)."""
     path = descriptor_path(fd)
     if path is not None:
         try:
             library = ctypes.CDLL(path)
+        except OSError:
+            if maps_executable(fd):
+                os.close(fd)
+                raise
+            here = "the cache folder's file system refuses code (mounted noexec), and {}"
         except BaseException:
             os.close(fd)
             raise
-        _HELD.append(fd)
-        return library
-    scratch = Path(tempfile.mkdtemp(prefix="spacy-elmo-load-"))
+        else:
+            _HELD.append(fd)
+            return library
+    else:
+        here = "this system has no /proc/self/fd or /dev/fd to load it through its descriptor, and {}"
     try:
-        check_trusted_path(scratch)
+        return _load_copy(fd, name, here)
+    finally:
+        os.close(fd)
+
+
+def _load_copy(fd: int, name: str, here: str) -> ctypes.CDLL:
+    """``dlopen`` a copy of the bytes open as ``fd`` in a fresh private folder; ``here``: why not
+    through the descriptor, for the message when the copy's folder refuses code too."""
+    with private_scratch("spacy-elmo-load-") as scratch:
         copy = scratch / name
         with open(os.open(copy, _NEW, 0o600), "wb") as out:
             out.write(read_all(fd))
-        return ctypes.CDLL(str(copy))
-    finally:
-        os.close(fd)
-        shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            return ctypes.CDLL(str(copy))
+        except OSError as err:
+            copy_fd = os.open(copy, _FILE)
+            try:
+                location = not maps_executable(copy_fd)
+            finally:
+                os.close(copy_fd)
+            if not location:
+                raise
+            where = here.format(f"the temporary folder {scratch.parent} refuses code too (mounted noexec)")
+            raise UnloadableHere(
+                f"the compiled kernels cannot be loaded here: {where}; set TMPDIR to a folder of yours that allows it"
+            ) from err

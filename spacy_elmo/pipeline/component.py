@@ -62,9 +62,10 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     # training
     "frozen": True,
     "grad_factor": 1.0,
-    # set to true by the component itself once it holds a biLM, so a pipeline saved from it says
-    # that it carries the biLM: `weights` then records where it came from and is not checked when
-    # the pipeline is built to be restored (from_disk / from_bytes / spacy.load)
+    # set to true by the component itself once it holds a biLM: `weights` then records where it
+    # came from and is not checked when the pipeline is built from this config (for from_bytes).
+    # spacy.load does not need it: a component restored from a saved folder defers the check, and
+    # from_disk decides from the folder's own files (see Elmo.from_disk)
     "bilm_carried": False,
 }
 
@@ -112,7 +113,20 @@ def make_elmo(
         frozen=frozen,
         grad_factor=grad_factor,
         bilm_carried=bilm_carried,
+        restoring=_built_to_restore(nlp, name),
     )
+
+
+def _built_to_restore(nlp: Language, name: str) -> bool:
+    """Whether ``nlp`` is being built to be restored from a saved pipeline that holds the component
+    ``name``: ``spacy.load`` hands the saved ``meta.json`` to the new ``Language`` before it creates
+    the components (``from_disk`` follows), and its ``components`` list names every component saved.
+    Read from the meta as given: the ``meta`` property would rewrite that list from the components
+    built so far. A blank pipeline's meta has no such list until something reads ``nlp.meta``, and
+    a pipeline already restored has its ``path`` (a component added to it is checked as usual)."""
+    given = getattr(nlp, "_meta", None)
+    saved = given.get("components") if isinstance(given, dict) else None
+    return isinstance(saved, list) and name in saved and nlp.path is None
 
 
 class Elmo(ListenerRegistry, TrainablePipe):
@@ -149,6 +163,7 @@ class Elmo(ListenerRegistry, TrainablePipe):
         frozen: bool = True,
         grad_factor: float = 1.0,
         bilm_carried: bool = False,
+        restoring: bool = False,
     ) -> None:
         install_extensions()
         silence_worker_hook_warning()
@@ -182,8 +197,18 @@ class Elmo(ListenerRegistry, TrainablePipe):
         self._unused_warned = False
         self._last_update: Optional[Tuple[List[Doc], List[Floats3d]]] = None
         self.mixer: Optional[ScalarMix] = None
+        # a `weights` that names no biLM: kept, not raised, while a restore is to come (`restoring`:
+        # built by spacy.load from a saved pipeline), since the saved folder may carry the biLM;
+        # from_disk raises it when the folder does not, and a use before any restore loads from
+        # `weights` and fails with the same message
+        self._weights_error: Optional[WeightsError] = None
         if not bilm_carried:
-            self._check_weights()
+            try:
+                self._check_weights()
+            except WeightsError as error:
+                if not restoring:
+                    raise
+                self._weights_error = error
 
     def _check_weights(self) -> None:
         """``weights`` must name a biLM that exists (a folder with the right files, a published name,
@@ -287,6 +312,7 @@ class Elmo(ListenerRegistry, TrainablePipe):
         get_shim(self.model).set_bilm(bilm)
         self.mixer = None
         self._last_update = None
+        self._weights_error = None
         self._mark_carried()
 
     def initialize(self, get_examples: Optional[Callable[[], Iterable[Any]]] = None, *, nlp: Optional[Language] = None) -> None:
@@ -465,7 +491,22 @@ class Elmo(ListenerRegistry, TrainablePipe):
         save_native(self.bilm, path / "model")
 
     def from_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> "Elmo":
-        self._set_bilm(load_native(Path(path) / "model"))
+        """Restore the biLM that :meth:`to_disk` saved in ``path/model``. Whether the saved folder
+        carries it is decided here, from its files: ``config.json`` (written last) and
+        ``weights.pt`` there, of the size that ``config.json`` records. ``weights`` is then not
+        needed, whatever the saved config says (``bilm_carried`` false, or absent in a pipeline
+        saved by an earlier release). A folder that does not carry it is one error that names the
+        folder, and ``weights`` too where that names no biLM either."""
+        folder = Path(path) / "model"
+        try:
+            bilm = load_native(folder)
+        except WeightsError as error:
+            if self._weights_error is None:
+                raise
+            raise WeightsError(
+                f"elmo: the saved pipeline does not carry its biLM ({error}), and config weights: {self._weights_error}"
+            ) from None
+        self._set_bilm(bilm)
         return self
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
