@@ -123,5 +123,25 @@ def test_narrow_float32_products_go_to_mkl_on_intel_and_wide_ones_to_onednn(monk
             assert torch.allclose(kernels.linear(x, wide), x @ wide, atol=1e-5)
             assert calls == expected
             calls.clear()
-            kernels.linear(x.bfloat16(), narrow.bfloat16())  # bfloat16 stays with oneDNN everywhere
-            assert calls == [(32, 64)]
+            kernels.linear(x.bfloat16(), narrow.bfloat16())  # bfloat16 stays with oneDNN wherever it takes bfloat16
+            assert calls == ([(32, 64)] if kernels._ONEDNN_BF16 else [])
+
+
+def test_bfloat16_products_leave_onednn_where_it_has_no_bfloat16(monkeypatch):
+    # before: an AVX2-only CPU routed bfloat16 products to oneDNN, which has no bf16 inner product
+    # there ("could not create a primitive descriptor"), and the component's bfloat16 path failed
+    if not kernels.onednn_available():
+        pytest.skip("this torch build has no oneDNN linear")
+
+    def no_bfloat16(a, *rest):
+        if a.dtype == torch.bfloat16:
+            raise RuntimeError("could not create a primitive descriptor for the inner product forward propagation primitive")
+        return real(a, *rest)
+
+    real = kernels._ONEDNN
+    monkeypatch.setattr(kernels, "_ONEDNN", no_bfloat16)
+    assert not kernels._onednn_takes_bfloat16()
+    monkeypatch.setattr(kernels, "_ONEDNN_BF16", False)
+    x, w = torch.randn(8, 64).bfloat16(), torch.randn(64, 2048).bfloat16()
+    with torch.inference_mode():
+        assert torch.allclose(kernels.linear(x, w).float(), x.float() @ w.float(), atol=0.5, rtol=2e-2)

@@ -54,6 +54,24 @@ def _onednn_linear():
 
 
 _ONEDNN = _onednn_linear()
+
+
+def _onednn_takes_bfloat16() -> bool:
+    """Whether oneDNN's product accepts bfloat16 here: without AVX512 (an AVX2-only CPU) it has no
+    bf16 inner product and raises "could not create a primitive descriptor"; bfloat16 products then
+    go to torch's own (emulated) kernels."""
+    if _ONEDNN is None:
+        return False
+    a = torch.arange(12, dtype=torch.float32).view(3, 4).sin().to(torch.bfloat16)
+    w = torch.arange(20, dtype=torch.float32).view(4, 5).cos().to(torch.bfloat16)
+    try:
+        with torch.inference_mode():
+            return bool(torch.allclose(_ONEDNN(a, w.t(), None, "none", [], "").float(), (a.float() @ w.float()), atol=5e-2))
+    except RuntimeError:
+        return False
+
+
+_ONEDNN_BF16 = _onednn_takes_bfloat16()
 MKL_NARROW_OUT = 1024
 
 
@@ -76,7 +94,7 @@ def _use_onednn(x: torch.Tensor, weight: torch.Tensor, min_rows: int = 2) -> boo
         _ONEDNN is not None
         and x.dim() == 2
         and x.shape[0] >= min_rows
-        and x.dtype in (torch.float32, torch.bfloat16)
+        and (x.dtype == torch.float32 or (x.dtype == torch.bfloat16 and _ONEDNN_BF16))
         and not (_INTEL and x.dtype == torch.float32 and weight.shape[-1] <= MKL_NARROW_OUT)
         and _no_grad_cpu(x, weight)
     )
