@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """AllenNLP's own ELMo as the reference for bench/compare_allennlp.py (numerical parity) and
 bench/bench.py (speed). It runs in a virtualenv of its own with AllenNLP 2.10.1, never in
-spacy-elmo's, and imports nothing from spacy-elmo.
+spacy-elmo's, and imports nothing from spacy-elmo (only the bench harness, bench/bench_common.py, for its clock).
 
 The reference environment (about 2 minutes from the package registry; one virtualenv, kept
 outside the clone, here ``~/allennlp-ref``). AllenNLP 2.10.1 pins an old torch, so it is installed
@@ -36,12 +36,12 @@ import argparse
 import importlib.machinery
 import importlib.util
 import json
-import resource
 import sys
-import time
 import types
 import warnings
 from typing import Optional
+
+from bench_common import peak_rss_mb, timed
 
 
 def allennlp_elmo() -> types.SimpleNamespace:
@@ -127,11 +127,9 @@ def main(argv=None) -> None:
             bilm._elmo_lstm.reset_states()
             run(batches[:1])
             bilm._elmo_lstm.reset_states()
-            start = time.perf_counter()
-            run(batches)
-            seconds = time.perf_counter() - start
+            _, seconds = timed(run, batches)
             tokens = sum(len(lines[i]) for i in rows)
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+            peak = peak_rss_mb()
             print(
                 f"ref tokens_per_s={tokens / seconds:.1f} sentences={len(rows)} tokens={tokens} seconds={seconds:.3f} "
                 f"batch_size={args.batch_size} threads={torch.get_num_threads()} peak_rss_mb={peak:.0f}"

@@ -28,48 +28,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import bench  # noqa: E402  (bench/bench.py: inputs, workers, the AllenNLP runner)
+import bench  # bench/bench.py: inputs, workers, the AllenNLP runner
+from bench_common import RESULTS, WORK, gemm_gflops, machine, use_threads, write_results
 
 CONFIGS = ("allennlp", "allennlp_b256", "float32", "bfloat16", "component_bfloat16", "component_bfloat16_defaults")
 
 
 def gemm_rates(threads: int) -> Dict[str, float]:
     """GFLOP/s of float32 at 2048^3 and of the recurrent product ``[64, 512] x [512, 16384]`` in
-    float32 and bfloat16 (best of 5), in this process."""
-    import torch
-
-    from spacy_elmo.kernels import matmul
-
-    torch.set_num_threads(threads)
-    rates = {}
-    for name, (m, k, n, dtype) in {
-        "fp32_2048": (2048, 2048, 2048, torch.float32),
-        "fp32_step": (64, 512, 16384, torch.float32),
-        "bf16_step": (64, 512, 16384, torch.bfloat16),
-    }.items():
-        a, b = torch.randn(m, k).to(dtype), (torch.randn(k, n) * 0.01).to(dtype)
-        with torch.inference_mode():
-            for _ in range(3):
-                matmul.linear(a, b)
-            best, reps = 0.0, max(3, int(4e9 / (2 * m * k * n)))
-            for _ in range(5):
-                start = time.perf_counter()
-                for _ in range(reps):
-                    matmul.linear(a, b)
-                best = max(best, reps * 2 * m * k * n / (time.perf_counter() - start))
-        rates[name] = best / 1e9
-    return rates
+    float32 and bfloat16 (the package's routed products), in this process."""
+    use_threads(threads)
+    return {"fp32_2048": gemm_gflops(2048, 2048, 2048, routed=True), "fp32_step": gemm_gflops(64, 512, 16384, routed=True),
+            "bf16_step": gemm_gflops(64, 512, 16384, "bfloat16", routed=True)}
 
 
 def run(config: str, model: Path, sentences: Path, threads: int, ref_python: str) -> Dict[str, Any]:
@@ -89,10 +64,9 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=1000)
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spacy-elmo-bench")
-    ap.add_argument("--out", type=Path, default=bench.RESULTS / "allennlp-speed.json")
+    ap.add_argument("--work-dir", type=Path, default=WORK)
+    ap.add_argument("--out", type=Path, default=RESULTS / "allennlp-speed.json")
     args = ap.parse_args()
-    import torch
 
     args.work_dir.mkdir(parents=True, exist_ok=True)
     paths = bench.make_inputs(args.work_dir, ["original"], args.sentences, args.text)
@@ -100,7 +74,7 @@ def main() -> None:
     lines = [line.split() for line in sentences.read_text(encoding="utf-8").splitlines()]
     macs = bench.macs_per_token(json.loads((model / "options.json").read_text()))
     results: Dict[str, Any] = {
-        "machine": {"cpu": bench._cpu_name(), "cores": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version()},
+        "machine": machine(),  # the thread counts: under "threads"
         "text": {"source": args.text, "sentences": len(lines), "tokens": sum(map(len, lines))},
         "command": "python bench/allennlp_speed.py " + " ".join(sys.argv[1:]).replace(args.ref_python, "REF_VENV/bin/python"),
         "macs_per_token": macs,
@@ -125,7 +99,7 @@ def main() -> None:
             "speedup": {config: medians[config] / medians["allennlp"] for config in CONFIGS if config != "allennlp"},
             "fraction_of_roof": {config: medians[config] / roof for config in CONFIGS},
         }
-    bench.write_results(args.out, results, markdown(results))
+    write_results(args.out, results, markdown(results))
 
 
 def markdown(results: Dict[str, Any]) -> str:

@@ -33,17 +33,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
-from bench_common import DATA, REPO, RESULTS, book_sentences, write_results
+from bench_common import REPO, RESULTS, WORK, Clock, book_sentences, gemm_gflops, machine, median_run, peak_rss_mb, rss_mb, timed, ud_path, ud_sentences, write_results
 from bench_common import run_worker as run_script_worker
+
 BENCH = REPO / "bench"
 # --shapes names -> what `random-weights` takes
 SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-original"}
@@ -52,8 +50,8 @@ SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-orig
 # ------------------------------------------------------------------------------------------ setup
 
 
-def make_inputs(work: Path, shapes: List[str], n_sentences: int, text: str = "books") -> Dict[str, Path]:
-    """Random weights per shape (``random-weights``, seed 1) and the benchmark sentences."""
+def make_inputs(work: Path, shapes: List[str], n_sentences: int, text: Optional[str] = "books") -> Dict[str, Path]:
+    """Random weights per shape (``random-weights``, seed 1) and, unless ``text`` is None, the benchmark sentences."""
     paths: Dict[str, Path] = {}
     for shape in shapes:
         target = work / f"elmo-{shape}"
@@ -62,7 +60,7 @@ def make_inputs(work: Path, shapes: List[str], n_sentences: int, text: str = "bo
                             "--seed", "1"], check=True, stdout=subprocess.DEVNULL)
         paths[shape] = target
     sentences = work / f"sentences-{text}-{n_sentences}.txt"
-    if not sentences.is_file():
+    if text is not None and not sentences.is_file():
         if text == "synthetic":
             subprocess.run([sys.executable, str(BENCH / "sentences.py"), "--sentences", str(n_sentences),
                             "--out", str(sentences)], check=True, stdout=subprocess.DEVNULL)
@@ -75,22 +73,8 @@ def make_inputs(work: Path, shapes: List[str], n_sentences: int, text: str = "bo
 
 def real_sentences(text: str, n: int, max_tokens: int = 100) -> List[List[str]]:
     """The first ``n`` sentences (1 to ``max_tokens`` tokens) of the Gutenberg test books or of UD EWT test."""
-    from spacy_elmo.assets import open_text
-
-    out: List[List[str]] = []
-    if text == "ud":
-        with open_text(DATA / "ud_english_ewt" / "en_ewt-ud-test.conllu") as fh:
-            words: List[str] = []
-            for line in fh:
-                if not line.strip():
-                    if 0 < len(words) <= max_tokens:
-                        out.append(words)
-                    words = []
-                elif not line.startswith("#"):
-                    cols = line.split("\t")
-                    if cols[0].isdigit():
-                        words.append(cols[1].replace(" ", "_"))
-        return out[:n]
+    if text == "ud":  # gold tokens, a space inside one written as "_" (the sentences are written space-separated)
+        return [[w.replace(" ", "_") for w in words] for words in ud_sentences(ud_path("test"), n, max_tokens=max_tokens)]
     if text != "books":
         raise ValueError(f"--text {text!r}: use books, ud or synthetic")
     return book_sentences(n, max_tokens, sample=False)
@@ -128,15 +112,6 @@ def executed_macs(sentences: List[List[str]], batch: int, max_tokens: Any, macs:
 # ----------------------------------------------------------------------------------------- worker
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def current_rss_mb() -> float:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 def cache_counts(bilm: Any) -> Any:
     cache = getattr(bilm, "token_cache", None)
     return None if cache is None else (cache.hits, cache.misses)
@@ -157,15 +132,7 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
     torch.set_num_threads(task["threads"])
     kind = task["kind"]
     if kind == "matmul":
-        a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-        torch.mm(a, b)
-        best = 0.0
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(3):
-                torch.mm(a, b)
-            best = max(best, 3 * 2 * 2048**3 / (time.perf_counter() - start))
-        return {"gflops": best / 1e9}
+        return {"gflops": gemm_gflops(2048, 2048, 2048)}
     sentences = [line.split() for line in Path(task["sentences"]).read_text().splitlines() if line.strip()]
     sentences = sentences[: task.get("limit") or None]
     n_tokens = sum(map(len, sentences))
@@ -199,9 +166,7 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
 
         run(sentences if task.get("warm") else sentences[:batch])
         before = cache_counts(bilm)
-        start = time.perf_counter()
-        run(sentences)
-        seconds = time.perf_counter() - start
+        _, seconds = timed(run, sentences)
         return {"tokens": n_tokens, "seconds": seconds, "tokens_per_s": n_tokens / seconds, "peak_rss_mb": peak_rss_mb(), "rss_before_mb": rss_before,
                 "cache_hit_rate": hit_rate(before, cache_counts(bilm)),
                 "executed_macs": executed_macs(sentences, batch, task.get("max_batch_tokens"), task["macs"], bool(task.get("warm")), bool(task.get("input_order")))}
@@ -209,11 +174,7 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
         sentence = [w for s in sentences for w in s][:10]
         for _ in range(3):
             bilm.embed_sentences([sentence])
-        times = []
-        for _ in range(task.get("repeats", 30)):
-            start = time.perf_counter()
-            bilm.embed_sentences([sentence])
-            times.append(time.perf_counter() - start)
+        times = [timed(bilm.embed_sentences, [sentence])[1] for _ in range(task.get("repeats", 30))]
         return {"p50_ms": 1000 * statistics.median(times), "p90_ms": 1000 * sorted(times)[int(0.9 * len(times))]}
     import spacy
     from spacy.tokens import Doc
@@ -234,15 +195,12 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
         made = list(docs(sentences))
         component_bilm = nlp.get_pipe("elmo").bilm
         before = cache_counts(component_bilm)
-        start = time.perf_counter()
-        for _ in nlp.pipe(made, batch_size=batch):
-            pass
-        seconds = time.perf_counter() - start
+        _, seconds = timed(lambda: sum(1 for _ in nlp.pipe(made, batch_size=batch)))
         return {"tokens": n_tokens, "seconds": seconds, "tokens_per_s": n_tokens / seconds, "peak_rss_mb": peak_rss_mb(),
                 "cache_hit_rate": hit_rate(before, cache_counts(component_bilm))}
     if kind == "stream":  # RSS over a long stream of docs
         target, seen, samples = task["stream_tokens"], 0, []
-        start = time.perf_counter()
+        clock = Clock().start()
 
         def endless():
             nonlocal seen
@@ -255,10 +213,9 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
 
         for i, _ in enumerate(nlp.pipe(endless(), batch_size=batch)):
             if i % 2000 == 0:
-                samples.append((seen, current_rss_mb()))
-        seconds = time.perf_counter() - start
+                samples.append((seen, rss_mb()))
         warm = [rss for tokens, rss in samples if tokens >= 0.1 * target]
-        return {"tokens": seen, "tokens_per_s": seen / seconds, "rss_samples": samples,
+        return {"tokens": seen, "tokens_per_s": seen / clock.elapsed, "rss_samples": samples,
                 "rss_growth_after_warmup_mb": (max(warm) - warm[0]) if warm else 0.0, "peak_rss_mb": peak_rss_mb()}
     raise ValueError(kind)
 
@@ -282,10 +239,10 @@ def train_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     batches = bucket_batches([len(s) for s in sentences], task["max_tokens"], random.Random(0))
     batches = (batches * (1 + (task["steps"] + 2) // len(batches)))[: task["steps"] + 2]  # cycle if few sentences
-    steps, n, start = 0, 0, None
+    steps, n, clock = 0, 0, Clock()
     for index in batches[: task["steps"] + 2]:
         if steps == 2:
-            start, n = time.perf_counter(), 0
+            clock, n = Clock().start(), 0
         batch = LMBatch.from_sentences([sentences[i] for i in index], vocab)
         loss, _ = model(batch)
         optimizer.zero_grad()
@@ -293,7 +250,7 @@ def train_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, 
         optimizer.step()
         n += sum(len(sentences[i]) for i in index)
         steps += 1
-    seconds = time.perf_counter() - start
+    seconds = clock.elapsed
     # the multiply-adds actually executed (the char CNN runs once per distinct word of a batch,
     # so the nominal per-token count overstates it), counted on the same timed batches
     from torch.utils.flop_counter import FlopCounterMode
@@ -309,13 +266,6 @@ def train_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, 
 
 def run_worker(task: Dict[str, Any]) -> Dict[str, Any]:
     return run_script_worker(__file__, task, dict(os.environ, OMP_NUM_THREADS=str(task["threads"])))
-
-
-def median_run(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """The run with the median speed (tokens/s, or latency), with every run's figure attached."""
-    key = "p50_ms" if "p50_ms" in runs[0] else "tokens_per_s"
-    ranked = sorted(runs, key=lambda run: run[key])
-    return {**ranked[(len(ranked) - 1) // 2], "runs": [round(run[key], 1) for run in runs]}
 
 
 def run_reference(ref_python: str, model: Path, sentences: Path, batch: int, threads: int) -> Dict[str, Any]:
@@ -344,16 +294,12 @@ def main() -> None:
     ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each headline figure (the median is reported)")
     ap.add_argument("--ref-python", help="python of a venv with allennlp==2.10.1 (recipe: bench/allennlp_ref.py)")
-    ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spacy-elmo-bench")
+    ap.add_argument("--work-dir", type=Path, default=WORK)
     ap.add_argument("--out", type=Path, default=RESULTS / "bench.json")
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return
-    import platform
-
-    import torch
-
     shapes = args.shapes.split(",")
     args.work_dir.mkdir(parents=True, exist_ok=True)
     paths = make_inputs(args.work_dir, shapes, args.sentences, args.text)
@@ -367,7 +313,7 @@ def main() -> None:
     ref_sorted.write_text("\n".join(sorted(ref_lines, key=lambda line: len(line.split()))) + "\n", encoding="utf-8")
     t = args.threads
     results: Dict[str, Any] = {
-        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": t, "torch": torch.__version__, "python": platform.python_version()},
+        "machine": machine(t),
         "text": {"source": args.text, "sentences": len(sentences.read_text(encoding="utf-8").splitlines()),
                  "tokens": len(sentences.read_text(encoding="utf-8").split()),
                  "types": len(set(sentences.read_text(encoding="utf-8").split())), "ref_sentences": len(ref_lines)},
@@ -457,12 +403,6 @@ def main() -> None:
                 results["train_small"][key] *= gflops / end["gflops"]
         results["matmul"] = end
     write_results(args.out, results, markdown(results))
-
-
-def _cpu_name() -> str:
-    from spacy_elmo.kernels import cpu  # the package's one reader of /proc/cpuinfo
-
-    return cpu.cpuinfo().get("model name", "unknown")
 
 
 def markdown(results: Dict[str, Any]) -> str:

@@ -1,9 +1,23 @@
-"""What the bench scripts share, in one place: the folders, the ``--threads`` option, writing a
-results file (JSON, with its markdown table beside it), running a measurement in a fresh worker
-process, and the sentences of the Gutenberg test books.
+"""The bench harness: what every script in bench/ uses to time its work, describe the machine,
+measure memory and write its results, and the texts the scripts read.
 
-A script imports it as ``from bench_common import ...`` (``python bench/NAME.py`` puts ``bench/`` first
-on ``sys.path``; a script imported from elsewhere puts it there itself).
+* folders: ``REPO``, ``RESULTS`` (bench/results), ``DATA`` (the spaCy project's assets),
+  ``SAMPLE_BOOKS`` (the in-repo sample), ``WORK`` (scratch space outside the clone);
+* options: :func:`add_threads` / :func:`use_threads` (torch's intra-op threads);
+* timing: :class:`Clock` (wall and CPU seconds of a block), :func:`timed`, :func:`per_call_us`,
+  :func:`median_run`;
+* the machine: :func:`machine` (CPU model, the instruction-set flags the kernels and torch's
+  routes depend on, cores, threads, GPU, versions, load average);
+* memory: :func:`peak_rss_mb`, :func:`rss_mb` (one process), :class:`ProcessMemory` (a process
+  and its children, sampled while they run);
+* results: :func:`write_results` (JSON, and its markdown table beside it), :func:`run_worker`
+  (``script --worker TASK`` in a fresh process), :func:`run_child` (``python -c CODE``);
+* texts: :func:`book_sentences`, :func:`book_paragraphs`, :func:`ud_path`, :func:`ud_sentences`.
+
+A script imports it as ``from bench_common import ...`` (``python bench/NAME.py`` puts ``bench/``
+first on ``sys.path``; a module loaded from elsewhere puts it there itself), before the package:
+importing it puts this checkout first on ``sys.path``, so that the scripts measure the package
+beside them. Nothing here imports torch or spaCy at import time.
 """
 from __future__ import annotations
 
@@ -11,15 +25,28 @@ import argparse
 import csv
 import json
 import os
+import platform
+import resource
+import statistics
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # the package of this checkout (and tests/, project/ as namespaces)
 RESULTS = REPO / "bench" / "results"
 DATA = REPO / "project" / "assets" / "data"  # `spacy project assets project/` + `spacy project run data project/`
 SAMPLE_BOOKS = REPO / "project" / "assets" / "general_sample"
+WORK = Path(tempfile.gettempdir()) / "spacy-elmo-bench"  # random weights and inputs, made once
+# the CPU flags a figure depends on: the compiled kernels' paths and torch's bfloat16 routes
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "asimd", "sve", "bf16")
+
+# ----------------------------------------------------------------------------------------- options
 
 
 def add_threads(parser: argparse.ArgumentParser, default: Optional[int] = 1) -> None:
@@ -35,15 +62,219 @@ def use_threads(threads: Optional[int]) -> None:
         torch.set_num_threads(threads)
 
 
-def write_results(path: Path, results: Mapping[str, Any], table: Optional[str] = None) -> None:
-    """Write ``results`` as JSON to ``path`` (its folder made), and ``table`` (markdown) to the
-    ``.md`` beside it, which is also printed."""
+# ------------------------------------------------------------------------------------------ timing
+
+
+def cpu_seconds(children: bool = False) -> float:
+    """User + system seconds of this process (and, with ``children``, of its finished children)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) if children else (resource.RUSAGE_SELF,):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
+class Clock:
+    """Wall (``seconds``) and CPU (``cpu_seconds``) time of a ``with`` block, or from :meth:`start`
+    to :meth:`stop`; ``elapsed``: wall seconds so far. ``children``: count the CPU time of the
+    children that finished meanwhile too."""
+
+    def __init__(self, children: bool = False) -> None:
+        self.children, self.seconds, self.cpu_seconds = children, 0.0, 0.0
+
+    def start(self) -> "Clock":
+        self._wall, self._cpu = time.perf_counter(), cpu_seconds(self.children)
+        return self
+
+    def stop(self) -> "Clock":
+        self.seconds, self.cpu_seconds = self.elapsed, cpu_seconds(self.children) - self._cpu
+        return self
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._wall
+
+    def __enter__(self) -> "Clock":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Tuple[Any, float]:
+    """``fn(*args, **kwargs)`` and its wall seconds."""
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def per_call_us(fn: Callable[[], Any], values: int) -> float:
+    """Microseconds per call of ``fn`` after 3 warm-up calls, over about 4e7 / ``values`` calls (at least 10)."""
+    for _ in range(3):
+        fn()
+    reps = max(10, int(4e7 / values))
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - start) / reps * 1e6
+
+
+def gemm_gflops(m: int, k: int, n: int, dtype: str = "float32", routed: bool = False) -> float:
+    """GFLOP/s of ``[m, k] x [k, n]`` products on torch's threads: the best of 5 timings of about
+    4e9 FLOPs' worth (at least 3 products) after 3 warm-up ones; ``routed``: through the package's
+    routed products (``kernels.matmul.linear``), else ``torch.mm``."""
+    import torch
+
+    from spacy_elmo.kernels import matmul
+
+    a, b = torch.randn(m, k).to(getattr(torch, dtype)), (torch.randn(k, n) * 0.01).to(getattr(torch, dtype))
+    product = matmul.linear if routed else torch.mm
+    reps, best = max(3, int(4e9 / (2 * m * k * n))), 0.0
+    with torch.inference_mode():
+        for _ in range(3):
+            product(a, b)
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(reps):
+                product(a, b)
+            best = max(best, reps * 2 * m * k * n / (time.perf_counter() - start))
+    return best / 1e9
+
+
+def median_run(runs: List[Dict[str, Any]], key: str = "tokens_per_s") -> Dict[str, Any]:
+    """The run with the median ``key`` (tokens/s, or ``p50_ms`` when the runs have it), with every run's figure attached."""
+    key = "p50_ms" if "p50_ms" in runs[0] else key
+    ranked = sorted(runs, key=lambda run: run[key])
+    return {**ranked[(len(ranked) - 1) // 2], "runs": [round(run[key], 1) for run in runs]}
+
+
+# ----------------------------------------------------------------------------------------- machine
+
+
+def cpu_name() -> str:
+    """The CPU's model name (the package's one reader of /proc/cpuinfo), else what platform knows."""
+    from spacy_elmo.kernels import cpu
+
+    return cpu.cpuinfo().get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+
+
+def machine(threads: Optional[int] = None, **extra: Any) -> Dict[str, Any]:
+    """The machine a figure is measured on: CPU model and the flags of :data:`ISA_FLAGS` it has,
+    cores visible, torch threads (``threads``, else torch's setting), GPU (or None), versions and
+    the load average (1, 5, 15 minutes) now; ``extra`` is added as it is."""
+    import torch
+
+    from spacy_elmo.kernels import cpu
+
+    return {
+        "cpu": cpu_name(),
+        "flags": sorted(set(cpu.features() or ()) & set(ISA_FLAGS)),
+        "cores": os.cpu_count(),
+        "threads": threads if threads is not None else torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        **extra,
+    }
+
+
+# ------------------------------------------------------------------------------------------ memory
+
+
+def peak_rss_mb(children: bool = False) -> float:
+    """Peak resident memory of this process (or of its largest finished child), MB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mb(pid: Optional[int] = None, private: bool = False) -> float:
+    """Resident memory of a process in MB, from /proc/PID/statm (0 once it has gone); ``private``:
+    less its shared and file-backed pages (page cache the kernel can drop, such as a memory map)."""
+    try:
+        with open(f"/proc/{pid or os.getpid()}/statm") as fh:
+            fields = [int(x) for x in fh.read().split()]
+    except OSError:
+        return 0.0
+    return (fields[1] - (fields[2] if private else 0)) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def proc_kb(pid: int, field: str, name: str = "status") -> Optional[int]:
+    """A ``kB`` field of /proc/PID/status (or another file such as ``smaps_rollup``); None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/{name}") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def children(pid: int) -> List[int]:
+    """The process ids of ``pid``'s children (every thread's)."""
+    out: List[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+class ProcessMemory:
+    """Samples this process and its descendants every ``interval`` seconds while a ``with`` block
+    runs: the last ``VmHWM`` (peak RSS, which the kernel keeps) of each (``peaks_kb``) and the
+    largest PSS total seen at one time (``max_pss_kb``; reading PSS walks a process's page tables:
+    sampled sparingly, beside the timed work)."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval, self.peaks_kb, self.max_pss_kb = interval, {}, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        pids, stack = [], [os.getpid()]
+        while stack:
+            pids.append(stack.pop())
+            stack.extend(children(pids[-1]))
+        total = 0
+        for pid in pids:
+            hwm = proc_kb(pid, "VmHWM")
+            if hwm is not None:
+                self.peaks_kb[pid] = max(hwm, self.peaks_kb.get(pid, 0))
+            total += proc_kb(pid, "Pss", "smaps_rollup") or 0
+        self.max_pss_kb = max(self.max_pss_kb, total)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "ProcessMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+# ----------------------------------------------------------------------------------------- results
+
+
+def write_results(path: Path, results: Mapping[str, Any], table: Optional[str] = None, **dump: Any) -> None:
+    """Write ``results`` as JSON to ``path`` (its folder made; ``dump``: json.dumps options, ``indent=1``
+    unless given), and ``table`` (markdown) to the ``.md`` beside it, which is also printed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(results, **{"indent": 1, **dump}) + "\n", encoding="utf-8")
     if table is not None:
         path.with_suffix(".md").write_text(table, encoding="utf-8")
         print(table)
+
+
+def _last_json(stdout: str) -> Dict[str, Any]:
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 def run_worker(script: str, task: Mapping[str, Any], env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
@@ -54,30 +285,85 @@ def run_worker(script: str, task: Mapping[str, Any], env: Optional[Mapping[str, 
     )
     if out.returncode != 0:
         raise RuntimeError(f"benchmark worker failed for {dict(task)}:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _last_json(out.stdout)
 
 
-def book_sentences(n: int, max_tokens: int = 100, sample: bool = True) -> List[List[str]]:
-    """The first ``n`` sentences (1 to ``max_tokens`` tokens) of the Gutenberg books' test split:
-    the project's assets or, with ``sample`` and without them, the in-repo sample (said on stderr)."""
-    from spacy_elmo.training.corpus import SplitStats, read_units, sentences_of
+def run_child(code: str, *args: Any, env: Optional[Mapping[str, str]] = None, **kwargs: Any) -> Dict[str, Any]:
+    """Run ``python -c CODE ARGS`` (this checkout's package, one thread unless ``env`` says otherwise;
+    ``kwargs`` go to subprocess.run, e.g. ``cwd``) and return the JSON object its last line of output holds."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, **(env or {})}
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, **kwargs)
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark child failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return _last_json(out.stdout)
 
+
+# ------------------------------------------------------------------------------------------- texts
+
+
+def books_folder(sample: bool = True) -> Path:
+    """The Gutenberg books of the project's assets or, with ``sample`` and without them, the in-repo sample (said on stderr)."""
     folder = DATA / "gutenberg_en_books"
     if sample and not (folder / "manifest.tsv").is_file():
         folder = SAMPLE_BOOKS
         print(f"(Gutenberg books not found: using the in-repo sample {folder.relative_to(REPO)})", file=sys.stderr)
-    with (folder / "manifest.tsv").open(encoding="utf-8") as fh:
-        books = [folder / row["file"] for row in csv.DictReader(fh, delimiter="\t") if row["split"] == "test"]
+    return folder
 
-    def units():
-        for book in books:
-            for unit in read_units(book, "paragraph", SplitStats()):
-                yield unit, "test"
+
+def book_files(folder: Path, split: Optional[str] = None) -> List[Path]:
+    """The books of a folder's manifest (in its order), those of ``split`` only when given."""
+    with (folder / "manifest.tsv").open(encoding="utf-8") as fh:
+        return [folder / row["file"] for row in csv.DictReader(fh, delimiter="\t") if split is None or row["split"] == split]
+
+
+def book_paragraphs(folder: Path, split: Optional[str] = None, max_chars: Optional[int] = None) -> Iterator[str]:
+    """Paragraphs (blank-line separated, lines joined) of the books of ``folder`` (see :func:`book_files`)."""
+    from spacy_elmo.training.corpus import SplitStats, read_units
+
+    for book in book_files(folder, split):
+        yield from read_units(book, "paragraph", SplitStats(), **({"max_chars": max_chars} if max_chars else {}))
+
+
+def book_sentences(n: int, max_tokens: int = 100, sample: bool = True) -> List[List[str]]:
+    """The first ``n`` sentences (1 to ``max_tokens`` tokens) of the Gutenberg books' test split
+    (:func:`books_folder`: the in-repo sample with ``sample`` when the assets are absent)."""
+    from spacy_elmo.training.corpus import sentences_of
 
     out: List[List[str]] = []
-    for tokens, _ in sentences_of(units(), "en"):
+    for tokens, _ in sentences_of(((unit, "test") for unit in book_paragraphs(books_folder(sample), "test")), "en"):
         if 0 < len(tokens) <= max_tokens:
             out.append(tokens)
         if len(out) >= n:
             break
     return out
+
+
+def ud_path(split: str) -> Path:
+    """UD English EWT's ``split`` (train, dev, test) in the project's assets, ``.conllu`` or ``.conllu.gz``."""
+    path = DATA / "ud_english_ewt" / f"en_ewt-ud-{split}.conllu"
+    path = path if path.is_file() else path.with_name(path.name + ".gz")
+    if not path.is_file():
+        raise SystemExit(f"UD English EWT not found at {path}: run `spacy project assets project/` and `spacy project run data project/`")
+    return path
+
+
+def ud_sentences(path: Path, n: Optional[int] = None, with_tags: bool = False, max_tokens: Optional[int] = None) -> List[Any]:
+    """The gold-tokenised sentences of a .conllu file (the project's reader), ``(words, tags)`` with
+    ``with_tags``; the first ``n`` of those with at most ``max_tokens`` tokens."""
+    sys.path.insert(0, str(REPO / "project" / "scripts"))
+    from downstream_data import read_conllu
+
+    out: List[Any] = []
+    for sentence in read_conllu(path):
+        words = [w[0] for w in sentence]
+        if max_tokens is None or 0 < len(words) <= max_tokens:
+            out.append((words, [w[2] for w in sentence]) if with_tags else words)
+        if n is not None and len(out) >= n:
+            break
+    return out
+
+
+def median(values: Sequence[float]) -> float:
+    """The median (0 for none)."""
+    return statistics.median(values) if values else 0.0

@@ -22,38 +22,14 @@ from __future__ import annotations
 
 import argparse
 import copy
-import platform
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, also when imported from elsewhere
-from bench_common import DATA, REPO, add_threads, book_sentences, use_threads, write_results  # noqa: E402
-
-
-def conllu_sentences(path: Path, n: Optional[int] = None, with_tags: bool = False) -> List[Any]:
-    sys.path.insert(0, str(REPO / "project" / "scripts"))
-    from downstream_data import read_conllu
-
-    out: List[Any] = []
-    for sentence in read_conllu(path):
-        words = [w[0] for w in sentence]
-        out.append((words, [w[2] for w in sentence]) if with_tags else words)
-        if n is not None and len(out) >= n:
-            break
-    return out
-
-
-def ud_path(split: str) -> Path:
-    path = DATA / "ud_english_ewt" / f"en_ewt-ud-{split}.conllu"
-    path = path if path.is_file() else path.with_name(path.name + ".gz")
-    if not path.is_file():
-        raise SystemExit(f"UD English EWT not found at {path}: pass --text PATH (or leave out --downstream)")
-    return path
+from bench_common import DATA, add_threads, book_sentences, machine, timed, ud_path, use_threads, write_results
+from bench_common import ud_sentences as conllu_sentences
 
 
 def load_sentences(text: str, n: int) -> List[List[str]]:
@@ -70,12 +46,10 @@ def load_sentences(text: str, n: int) -> List[List[str]]:
     return [words for words in lines if words][:n]
 
 
-def timed(bilm, sentences: Sequence[Sequence[str]], precision: str, batch: int) -> Dict[str, Any]:
+def run_precision(bilm, sentences: Sequence[Sequence[str]], precision: str, batch: int) -> Dict[str, Any]:
     bilm.set_inference_precision(precision)
     bilm.embed_sentences(sentences[:batch], batch_size=batch)  # warm-up (and the one weight conversion)
-    start = time.perf_counter()
-    out = bilm.embed_sentences(sentences, batch_size=batch)
-    seconds = time.perf_counter() - start
+    out, seconds = timed(bilm.embed_sentences, sentences, batch_size=batch)
     return {"seconds": seconds, "tokens_per_s": sum(map(len, sentences)) / seconds, "outputs": out}
 
 
@@ -155,7 +129,6 @@ def tagger_accuracy(bilm, train_sentences: int, test_sentences: int) -> Dict[str
 
 
 def sense_probe(weights: Optional[str], precision: str) -> float:
-    sys.path.insert(0, str(REPO / "bench"))
     import spacy
     from senses import evaluate, overall_accuracy  # bench/senses.py
 
@@ -168,8 +141,7 @@ def sense_probe(weights: Optional[str], precision: str) -> float:
 
 
 def add_model_options(ap: argparse.ArgumentParser, sentences: int) -> None:
-    """The options this script and bench/bf16_ablation.py share: the model, the text, the batch,
-    the threads and the JSON report (see :func:`load_model_and_sentences`)."""
+    """The model, the text, the batch, the threads and the JSON report (see :func:`load_model_and_sentences`)."""
     ap.add_argument("--weights", help="model directory (default: the embedded default model)")
     ap.add_argument("--text", default="books", help="books, ud or a file (see bench/bf16.py)")
     ap.add_argument("--sentences", type=int, default=sentences)
@@ -204,14 +176,13 @@ def main() -> None:
         "tokens": sum(map(len, sentences)),
         "batch": args.batch,
         "threads": args.threads,
-        "torch": torch.__version__,
-        "machine": platform.processor() or platform.machine(),
+        "machine": machine(args.threads),
         "runs": {"float32": [], "bfloat16": []},
     }
     outputs: Dict[str, List[np.ndarray]] = {}
     for _ in range(args.repeats):
         for precision in ("float32", "bfloat16"):
-            run = timed(bilm, sentences, precision, args.batch)
+            run = run_precision(bilm, sentences, precision, args.batch)
             outputs[precision] = run.pop("outputs")
             report["runs"][precision].append(run)
             print(f"{precision}: {run['tokens_per_s']:.0f} tokens/s", file=sys.stderr)

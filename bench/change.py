@@ -21,13 +21,11 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
-import platform
-import resource
 import tempfile
-import time
 from pathlib import Path
 from typing import Iterator, List
+
+from bench_common import Clock, machine, peak_rss_mb, write_results
 
 
 def first_words(paths: List[Path], budget: int) -> Iterator[str]:
@@ -65,10 +63,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    import torch
-
     from spacy_elmo.change.detect import ChangeSettings, candidate_words, detect_change
-    from spacy_elmo.kernels import cpu
     from spacy_elmo.threads import set_threads
 
     set_threads(args.threads)
@@ -78,40 +73,32 @@ def main() -> None:
         words_a = write_corpus(books, args.words_per_corpus, a)
         words_b = write_corpus(list(args.modern), args.words_per_corpus, b)
         settings = ChangeSettings(max_occurrences=args.max_occurrences)
-        chosen = time.perf_counter()
-        targets = candidate_words(a, b, args.n_words, settings.min_occurrences)
-        choosing = time.perf_counter() - chosen
-        started, cpu_started = time.perf_counter(), time.process_time()
-        report = detect_change(a, b, targets, names=("books", "modern"), settings=settings, progress=False)
-        seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        with Clock() as choosing:
+            targets = candidate_words(a, b, args.n_words, settings.min_occurrences)
+        with Clock() as clock:
+            report = detect_change(a, b, targets, names=("books", "modern"), settings=settings, progress=False)
     measured = [w for w in report.words if w.measured]
     result = {
         "what": "spacy elmo change's work (detect_change) on two corpora, targets given: load, stream both, sample, biLM + LM head, senses, measures, bootstrap",
         "model": "en_default (embedded)",
         "settings": {"vectors": settings.vectors, "measure": settings.measure, "representation": settings.induction.representation},
-        "machine": f"{cpu.cpuinfo().get('model name', platform.processor() or 'unknown CPU')}, {os.cpu_count()} cores visible, no GPU",
-        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
+        "machine": machine(),  # its load average: at the end
         "words": {"a": words_a, "b": words_b},
         "target_words": len(targets),
         "max_occurrences": args.max_occurrences,
         "occurrences_read": sum(w.n_a + w.n_b for w in report.words),
         "words_measured": len(measured),
-        "seconds": round(seconds, 1),
-        "cpu_seconds": round(cpu_seconds, 1),
+        "seconds": round(clock.seconds, 1),
+        "cpu_seconds": round(clock.cpu_seconds, 1),
         "target_seconds": 300,
-        "choosing_targets_seconds": round(choosing, 1),
-        "peak_rss_mb": round(peak, 1),
+        "choosing_targets_seconds": round(choosing.seconds, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "top_10": [[w.word, round(w.measures[report.measure], 4)] for w in measured[:10]],
         "command": "python bench/change.py --books BOOKS --modern MODERN/wikipedia.train.txt.gz --threads 1 --json bench/results/change-speed.json",
     }
     print(json.dumps(result, indent=1))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+        write_results(args.json, result)
 
 
 if __name__ == "__main__":

@@ -36,22 +36,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+from bench_common import REPO, RESULTS, machine, timed, use_threads, write_results
+from sentences import EDGE_CASES, synthetic  # bench/sentences.py
 
-REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
-DEFAULT_JSON = REPO / "bench" / "results" / "compare_allennlp.json"
-sys.path.insert(0, str(BENCH))
-from sentences import EDGE_CASES, synthetic  # noqa: E402  (bench/sentences.py)
+DEFAULT_JSON = RESULTS / "compare_allennlp.json"
 
 
 def _options(layers: int, cell: int, proj: int, filters: List[List[int]], highway: int, char_dim: int,
@@ -123,9 +120,7 @@ def run_ref(ref_python: str, weights_dir: Path, text: Path, out: Path, n_lines: 
             "--threads", str(threads), "--batch-size", str(batch_size)]
     if double:
         args.append("--double")
-    start = time.perf_counter()
-    run_tool(ref_python, [str(BENCH / "allennlp_ref.py"), *args])
-    seconds = time.perf_counter() - start
+    _, seconds = timed(run_tool, ref_python, [str(BENCH / "allennlp_ref.py"), *args])
     with np.load(out) as npz:
         keys = set(npz.files)
         expected = {str(i) for i in range(n_lines)}
@@ -138,16 +133,13 @@ def run_ref(ref_python: str, weights_dir: Path, text: Path, out: Path, n_lines: 
 def run_ours(weights_dir: Path, sentences: List[List[str]], double: bool, threads: int,
              batch_size: int) -> Outputs:
     """spacy_elmo's biLM in this process (float64 via model.double(); output cast to float32)."""
-    import torch
     from spacy_elmo import load_bilm
 
-    torch.set_num_threads(threads)
+    use_threads(threads)
     model = load_bilm(weights_dir)
     if double:
         model.double()
-    start = time.perf_counter()
-    arrays = model.embed_sentences(sentences, batch_size=batch_size)
-    seconds = time.perf_counter() - start
+    arrays, seconds = timed(model.embed_sentences, sentences, batch_size=batch_size)
     return Outputs("ours64" if double else "ours32", arrays, seconds)
 
 
@@ -375,11 +367,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(table)
     print()
     print("\n".join(summary_lines(results, a.tol)))
-    a.json.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"sentences": a.sentences, "seed": a.seed, "threads": a.threads,
-            "batch_size": a.batch_size, "python": platform.python_version(),
-            "torch": __import__("torch").__version__}
-    a.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    meta = {"sentences": a.sentences, "seed": a.seed, "batch_size": a.batch_size, "machine": machine(a.threads)}
+    write_results(a.json, {"meta": meta, "results": results}, indent=2)
     print(f"\nwrote {a.json}", file=sys.stderr)
     bad = any(r.get("shape_problems") or r.get("mismatch_lines") for r in results)
     return 1 if bad else 0

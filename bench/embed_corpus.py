@@ -21,18 +21,13 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-BOOKS = REPO / "project" / "assets" / "data" / "gutenberg_en_books"  # the project's assets
+from bench_common import DATA, REPO, machine, median, run_child, timed, write_results
 
-from bench_common import write_results
+BOOKS = DATA / "gutenberg_en_books"  # the project's assets
 
 CHILD = r"""
 import json, sys, time
@@ -101,7 +96,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="embed-corpus-bench-"))
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", SPACY_ELMO_PROGRESS_EVERY="100000")
+    env = {"MKL_NUM_THREADS": "1", "SPACY_ELMO_PROGRESS_EVERY": "100000"}
     try:
         source = work / "corpus.txt"
         corpus = make_input(source, args.tokens)
@@ -110,11 +105,7 @@ def main() -> None:
         for round_ in range(args.repeats):
             for mode in args.modes.split(","):
                 load = os.getloadavg()[0]
-                proc = subprocess.run([sys.executable, "-c", CHILD, str(source), str(work / "out"), str(args.chunk_lines), mode],
-                                      env=env, capture_output=True, text=True, cwd=REPO)
-                if proc.returncode != 0:
-                    raise SystemExit(f"{mode} failed: {proc.stderr.strip()[-2000:]}")
-                run = json.loads(proc.stdout.strip().splitlines()[-1])
+                run = run_child(CHILD, source, work / "out", args.chunk_lines, mode, env=env, cwd=REPO)
                 run.update(round=round_, load_average_before=round(load, 2))
                 runs.append(run)
                 print({k: (round(v, 1) if isinstance(v, float) else v) for k, v in run.items() if k != "chunk_seconds"}, flush=True)
@@ -122,23 +113,19 @@ def main() -> None:
         from spacy_elmo.embedding import hdf5, shards
 
         manifest = shards.read_manifest(work / "out")
-        start = time.perf_counter()
-        hdf5.assemble([work / "out" / e["file"] for e in manifest["shards"]], work / "out.hdf5")
-        assemble_s = time.perf_counter() - start
+        _, assemble_s = timed(hdf5.assemble, [work / "out" / e["file"] for e in manifest["shards"]], work / "out.hdf5")
         shard_bytes = sum((work / "out" / e["file"]).stat().st_size for e in manifest["shards"])
-        median = {}
+        medians = {}
         for mode in args.modes.split(","):
             mine = [r for r in runs if r["mode"] == mode]
-            pick = lambda key: sorted(r[key] for r in mine if r[key] is not None)[len(mine) // 2] if mine else None  # noqa: E731
-            median[mode] = {key: round(pick(key), 1) for key in ("wall_s", "embed_tok_s", "wall_tok_s", "steady_tok_s_per_worker")
-                            if pick(key) is not None}
+            medians[mode] = {key: round(median([r[key] for r in mine if r[key] is not None]), 1)
+                             for key in ("wall_s", "embed_tok_s", "wall_tok_s", "steady_tok_s_per_worker") if any(r[key] is not None for r in mine)}
         report = {
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores", "python": platform.python_version(),
-            "conditions": args.conditions, "threads_per_worker": 1,
+            "machine": machine(1), "conditions": args.conditions, "threads_per_worker": 1,
             "input": corpus, "chunk_lines": args.chunk_lines, "format": "shards", "layers": "all",
             "shard_bytes": shard_bytes, "shard_bytes_per_token": round(shard_bytes / manifest["tokens"], 1),
             "hdf5_assemble_s": round(assemble_s, 2), "hdf5_assemble_tok_s": round(manifest["tokens"] / assemble_s),
-            "hdf5_bytes": (work / "out.hdf5").stat().st_size, "median": median, "runs": runs,
+            "hdf5_bytes": (work / "out.hdf5").stat().st_size, "median": medians, "runs": runs,
         }
         print(json.dumps({k: report[k] for k in ("median", "hdf5_assemble_s", "shard_bytes_per_token")}, indent=1))
         if args.out:

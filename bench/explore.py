@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import platform
 import re
 import shutil
 import statistics
@@ -35,13 +34,10 @@ from pathlib import Path
 from typing import Iterator, List, Sequence, Tuple
 
 import numpy as np
+from bench_common import REPO, RESULTS, machine, timed, write_results
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from spacy_elmo.senses.explore import WEBGL_FROM, write_explore_page  # noqa: E402
-from spacy_elmo.senses.induced import Occurrence, Sense, WordSenses, save_word_senses  # noqa: E402
-from bench_common import write_results  # noqa: E402
+from spacy_elmo.senses.explore import WEBGL_FROM, write_explore_page
+from spacy_elmo.senses.induced import Occurrence, Sense, WordSenses, save_word_senses
 
 
 def paragraphs(files: Sequence[Path]) -> Iterator[Tuple[str, str]]:
@@ -242,18 +238,12 @@ def command_line() -> str:
     return " ".join(out)
 
 
-def machine() -> str:
-    return f"{platform.processor() or platform.machine()}, {__import__('os').cpu_count()} cores visible"
-
-
 def cmd_size(args) -> None:
     pairs = sentences_with(args.text, args.word, args.n)
     ws = synthetic_senses(pairs, args.word, args.n, args.dim, args.senses)
     out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="explore-bench-"))
     out = out_dir / f"explore-{args.n}.html"
-    start = time.perf_counter()
-    write_explore_page(ws, out, neighbours=args.neighbours)
-    write_s = time.perf_counter() - start
+    _, write_s = timed(write_explore_page, ws, out, neighbours=args.neighbours)
     driver = chromium()
     try:
         loads = [load(driver, out) for _ in range(args.loads)]
@@ -276,11 +266,10 @@ def cmd_size(args) -> None:
         "median_ready_ms": round(statistics.median(run["ready_ms"] for run in loads), 1),
         "fastest_ready_ms": round(min(run["ready_ms"] for run in loads), 1),
         "trace_type": "scattergl" if args.n >= WEBGL_FROM else "scatter",
-        "load_average_1min": round(__import__("os").getloadavg()[0], 1),
         "median_load_event_ms": round(statistics.median(run["load_ms"] for run in loads), 1),
         "console_errors": len(errors),
         "browser": driver.capabilities.get("browserVersion"),
-        "machine": machine(),
+        "machine": machine(1),
     }
     print(json.dumps(report, indent=1))
     if args.json:
@@ -336,7 +325,7 @@ def main() -> None:
     size.add_argument("--neighbours", type=int, default=10)
     size.add_argument("--loads", type=int, default=7)
     size.add_argument("--out-dir", type=Path, default=None, help="where the page goes (default: a temporary folder)")
-    size.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "explore-size.json")
+    size.add_argument("--json", type=Path, default=RESULTS / "explore-size.json")
     shot = sub.add_parser("screenshot", help="the page on real data, and a screenshot of it")
     shot.add_argument("--text", type=Path, nargs="+", required=True)
     shot.add_argument("--word", default="bank")

@@ -24,16 +24,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO / "project" / "assets" / "data"  # `spacy project assets project/` + `spacy project run data project/`
+from bench_common import DATA, REPO, SAMPLE_BOOKS, Clock, machine, timed, ud_sentences, write_results
+
 TAGGER_CONFIG = REPO / "project" / "configs" / "downstream" / "tagger-elmo.cfg"
 TINY_RECIPE = REPO / "project" / "configs" / "tiny.json"
-SAMPLE_BOOKS = REPO / "project" / "assets" / "general_sample"
 TOY = [
     ("The cat sat on the mat .", ["DET", "NOUN", "VERB", "ADP", "DET", "NOUN", "PUNCT"]),
     ("A dog ran home .", ["DET", "NOUN", "VERB", "NOUN", "PUNCT"]),
@@ -87,14 +85,7 @@ def training_data(work: Path, dry_run: bool) -> None:
     ud = DATA / "ud_english_ewt" / "en_ewt-ud-train.conllu"
     ud = ud if ud.is_file() else ud.with_name(ud.name + ".gz")
     if ud.is_file() and not dry_run:
-        sys.path.insert(0, str(REPO / "project" / "scripts"))
-        from downstream_data import read_conllu
-
-        pairs = []
-        for sentence in read_conllu(ud):
-            pairs.append(([w[0] for w in sentence], [w[2] for w in sentence]))
-            if len(pairs) >= 1200:
-                break
+        pairs = ud_sentences(ud, 1200, with_tags=True)
     else:
         pairs = [(text.split(), tags) for text, tags in TOY] * 25
     docs = [Doc(nlp.vocab, words=w, tags=t, sent_starts=[True] + [False] * (len(w) - 1)) for w, t in pairs]
@@ -107,12 +98,10 @@ def spacy_train(frozen: bool, gpu_id: int, work: Path, dry_run: bool) -> Dict[st
         training_data(work, dry_run)
     out = work / ("tagger-frozen" if frozen else "tagger-finetuned")
     steps = 10 if dry_run else 50
-    start = time.time()
-    run([sys.executable, "-m", "spacy", "train", TAGGER_CONFIG, "--output", out, "--gpu-id", gpu_id,
-         "--paths.train", work / "train.spacy", "--paths.dev", work / "dev.spacy",
-         "--training.max_steps", steps, "--training.eval_frequency", steps,
-         "--components.elmo.frozen", str(frozen).lower(), "--components.elmo.model.precision", "float32"])
-    seconds = time.time() - start
+    _, seconds = timed(run, [sys.executable, "-m", "spacy", "train", TAGGER_CONFIG, "--output", out, "--gpu-id", gpu_id,
+                             "--paths.train", work / "train.spacy", "--paths.dev", work / "dev.spacy",
+                             "--training.max_steps", steps, "--training.eval_frequency", steps,
+                             "--components.elmo.frozen", str(frozen).lower(), "--components.elmo.model.precision", "float32"])
     code = (
         "import json, sys, spacy\n"
         f"gpu = {gpu_id}\n"
@@ -141,9 +130,7 @@ def pretrain(processes: int, work: Path, dry_run: bool) -> Dict[str, Any]:
         command = [sys.executable, *command]
     else:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", processes, *command]
-    start = time.time()
-    run(command, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    seconds = time.time() - start
+    _, seconds = timed(run, command, env={**os.environ, "OMP_NUM_THREADS": "1"})
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     last = metrics[-1] if metrics else {}
     # tokens/s over the whole command, start-up and the final evaluation included
@@ -180,19 +167,19 @@ def main() -> None:
         if unknown:
             raise SystemExit(f"--steps: unknown step(s) {', '.join(unknown)}; choose from {', '.join(steps)}")
         steps = {name: steps[name] for name in wanted}
-    report: Dict[str, Any] = {"device": device, "dry_run": args.dry_run, "torch": torch.__version__}
+    report: Dict[str, Any] = {"device": device, "dry_run": args.dry_run, "machine": machine()}
     failed = False
     for name, step in steps.items():
-        start = time.time()
-        try:
-            report[name] = {"ok": True, **step()}
-        except Exception as error:  # noqa: BLE001 - report every step, fail at the end
-            failed = True
-            report[name] = {"ok": False, "error": f"{type(error).__name__}: {error}"[-3000:], "trace": traceback.format_exc()[-2000:]}
-        print(f"{name}: {'ok' if report[name]['ok'] else 'FAILED'} ({time.time() - start:.0f} s) "
+        with Clock() as clock:
+            try:
+                report[name] = {"ok": True, **step()}
+            except Exception as error:  # noqa: BLE001 - report every step, fail at the end
+                failed = True
+                report[name] = {"ok": False, "error": f"{type(error).__name__}: {error}"[-3000:], "trace": traceback.format_exc()[-2000:]}
+        print(f"{name}: {'ok' if report[name]['ok'] else 'FAILED'} ({clock.seconds:.0f} s) "
               + json.dumps({k: v for k, v in report[name].items() if k not in ('ok', 'trace')})[:400], flush=True)
     path = args.json or work / "gpu_check.json"
-    path.write_text(json.dumps(report, indent=1))
+    write_results(path, report)
     print(f"report: {path}")
     sys.exit(1 if failed else 0)
 

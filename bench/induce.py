@@ -16,16 +16,9 @@ bench/results/induce.json and bench/results/induce.md.
 from __future__ import annotations
 
 import argparse
-import platform
-import sys
-import time
 from pathlib import Path
 
-import torch
-from bench_common import add_threads, use_threads, write_results  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from bench_common import RESULTS, Clock, add_threads, machine, use_threads, write_results
 
 
 def probe(representation: str, temperature: float, prior_weight: float, pattern: str | None, weights: str | None = None) -> dict:
@@ -41,14 +34,14 @@ def probe(representation: str, temperature: float, prior_weight: float, pattern:
             for text in texts:
                 gold.setdefault(word, {})[f"text {len(sentences)}"] = sense
                 sentences.append(text)
-    started = time.perf_counter()
     settings = InductionSettings(
         representation=representation, min_occurrences=4, temperature=temperature, prior_weight=prior_weight, pattern=pattern
     )
-    results = induce(sentences, list(SENSES), weights=weights, settings=settings, progress=False)
-    system = {r.word: {o.source: str(c) for o, c in zip(r.occurrences, r.labels)} for r in results}
-    result = score(system, gold)
-    return {**result.as_dict(), "seconds": round(time.perf_counter() - started, 1)}
+    with Clock() as clock:
+        results = induce(sentences, list(SENSES), weights=weights, settings=settings, progress=False)
+        system = {r.word: {o.source: str(c) for o, c in zip(r.occurrences, r.labels)} for r in results}
+        result = score(system, gold)
+    return {**result.as_dict(), "seconds": round(clock.seconds, 1)}
 
 
 def main() -> None:
@@ -61,7 +54,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.5, help="temperature of the substitute distributions")
     parser.add_argument("--prior-weight", type=float, default=0.75, help="alpha of the prior correction of the substitutes (0 = off)")
     parser.add_argument("--pattern", default="and", help="a word for the symmetric pattern reading; none = off")
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "induce.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "induce.json")
     args = parser.parse_args()
     use_threads(args.threads)
     pattern = None if args.pattern.lower() in ("", "none") else args.pattern
@@ -71,12 +64,12 @@ def main() -> None:
 
     runs = []
     for representation in args.representation.split(","):
-        started = time.perf_counter()
         settings = InductionSettings(
             representation=representation, temperature=args.temperature, prior_weight=args.prior_weight, pattern=pattern
         )
-        report = wsi_eval.evaluate(args.data, args.weights, settings, context=args.context, progress=False)
-        wall = time.perf_counter() - started
+        with Clock() as clock:
+            report = wsi_eval.evaluate(args.data, args.weights, settings, context=args.context, progress=False)
+        wall = clock.seconds
         runs.append(
             {
                 "representation": representation,
@@ -91,17 +84,15 @@ def main() -> None:
             f"k/w {ours['clusters_per_word']:.1f}; {wall:.0f} s on {args.threads} thread(s); probe AVG {runs[-1]['probe']['AVG']:.1f}",
             flush=True,
         )
-    machine = {"cpu": platform.processor() or platform.machine(), "threads": args.threads, "torch": torch.__version__}
     out = {
         "model": args.weights or "en_default",
-        "machine": machine,
+        "machine": machine(args.threads),
         "context_tokens": args.context,
         "temperature": args.temperature,
         "prior_weight": args.prior_weight,
         "pattern": pattern,
         "runs": runs,
     }
-    write_results(args.out, out)
     lines = [
         "| representation | F-S | V-M | AVG | clusters/word | by centroid AVG | probe F-S / V-M / AVG | seconds (1 thread) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -112,8 +103,7 @@ def main() -> None:
             f"| {run['representation']} | {o['F-S']:.1f} | {o['V-M']:.1f} | {o['AVG']:.1f} | {o['clusters_per_word']:.1f} | {c['AVG']:.1f} | "
             f"{p['F-S']:.1f} / {p['V-M']:.1f} / {p['AVG']:.1f} | {run['wall_seconds']:.0f} |"
         )
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

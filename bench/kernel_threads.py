@@ -15,30 +15,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-import time
 from pathlib import Path
 from typing import Callable, Dict, List
 
 import torch
+from bench_common import machine, per_call_us, write_results
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from spacy_elmo.kernels import native  # noqa: E402
-from bench_common import write_results  # noqa: E402
+from spacy_elmo.kernels import native
 
 BF16, F32 = torch.bfloat16, torch.float32
 SHAPES = [(64, 4096), (16, 4096), (4, 4096), (64, 512), (16, 512)]  # (rows, cell): original and default model
-
-
-def per_call_us(fn: Callable[[], None], values: int) -> float:
-    for _ in range(3):
-        fn()
-    reps = max(10, int(4e7 / values))
-    start = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - start) / reps * 1e6
 
 
 def calls(lib: native.NativeKernels, n: int, hid: int) -> Dict[str, Callable[[int], None]]:
@@ -80,7 +66,7 @@ def main() -> None:
             rows.append({"kernel": name, "rows": n, "cell": hid, "us_1_thread": one, "us_2_threads": two, "picked": picked})
             print(f"| {name} | {n} x {hid} | {one:.0f} | {two:.0f} | {picked} |", flush=True)
     if args.json:
-        write_results(args.json, {"torch": torch.__version__, "rows": rows})
+        write_results(args.json, {"machine": machine(2), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -16,29 +16,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import spacy
+import torch
+from bench_common import REPO, RESULTS, Clock, add_threads, machine, timed, ud_path, use_threads, write_results
+from spacy.tokens import Doc
+from spacy.training import Example
+from spacy.training.batchers import minibatch_by_words
+
 sys.path.insert(0, str(REPO / "project" / "scripts"))  # downstream_data: the project's data preparation
-
-import spacy  # noqa: E402
-import torch  # noqa: E402
-from spacy.tokens import Doc  # noqa: E402
-from spacy.training import Example  # noqa: E402
 from downstream_data import conllu_doc, read_conllu  # noqa: E402
-from spacy.training.batchers import minibatch_by_words  # noqa: E402
 
-from spacy_elmo.assets import data_file  # noqa: E402
-from bench_common import add_threads, use_threads, write_results  # noqa: E402
-
-UD = REPO / "project" / "assets" / "data" / "ud_english_ewt"  # the project's assets (or .gz copies)
 CONFIGS = REPO / "project" / "configs" / "downstream"
 MIX_ONLY = {"@architectures": "spacy-elmo.ElmoListener.v1", "width": 96, "mix": {"@architectures": "spacy-elmo.ScalarMix.v1"}}
 
@@ -46,7 +39,7 @@ MIX_ONLY = {"@architectures": "spacy-elmo.ElmoListener.v1", "width": 96, "mix": 
 def load_docs(split: str, limit: int) -> List[Doc]:
     vocab = spacy.blank("en").vocab
     docs = []
-    for sentence in read_conllu(data_file(UD / f"en_ewt-ud-{split}.conllu")):
+    for sentence in read_conllu(ud_path(split)):
         docs.append(conllu_doc(vocab, sentence))
         if len(docs) == limit:
             break
@@ -96,9 +89,8 @@ def time_components(nlp: spacy.Language, docs: List[Doc], batch_size: int = 1000
     for start in range(0, len(batch_docs), batch_size):
         batch = batch_docs[start : start + batch_size]
         for name, proc in nlp.pipeline:
-            begin = time.perf_counter()
-            batch = list(proc.pipe(batch, batch_size=batch_size))
-            seconds[name] += time.perf_counter() - begin
+            batch, spent = timed(lambda proc=proc, batch=batch: list(proc.pipe(batch, batch_size=batch_size)))
+            seconds[name] += spent
     return seconds
 
 
@@ -118,11 +110,11 @@ def training_rate(config_file: Path, train_docs: List[Doc], steps: int, weights:
     words = 0
     for batch in batches[:3]:  # warm-up
         nlp.update(batch, sgd=optimizer, drop=0.1)
-    start = time.perf_counter()
-    for batch in batches[3 : 3 + steps]:
-        nlp.update(batch, sgd=optimizer, drop=0.1)
-        words += sum(len(e.reference) for e in batch)
-    return words / (time.perf_counter() - start)
+    with Clock() as clock:
+        for batch in batches[3 : 3 + steps]:
+            nlp.update(batch, sgd=optimizer, drop=0.1)
+            words += sum(len(e.reference) for e in batch)
+    return words / clock.seconds
 
 
 def main() -> None:
@@ -135,7 +127,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", default=["prediction", "training"], choices=["prediction", "training"],
                         help="what to measure; the other part of an existing --output file is kept")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "spacy-elmo-bench"), help="folder for the random original-shape weights")
-    parser.add_argument("--output", default=str(REPO / "bench" / "results" / "listener.json"))
+    parser.add_argument("--output", default=str(RESULTS / "listener.json"))
     args = parser.parse_args()
     use_threads(args.threads)
     work = Path(args.work)
@@ -150,7 +142,7 @@ def main() -> None:
     previous = json.loads(output.read_text()) if output.exists() else {}
     results: Dict[str, Any] = {
         **previous,
-        "machine": f"{platform.processor() or platform.machine()}, {args.threads} thread(s), torch {torch.__version__}",
+        "machine": machine(args.threads),
         "text": f"UD EWT test, {len(test_docs)} sentences, {n_tokens} tokens",
     }
     if "prediction" in args.parts:

@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from bench_common import write_results
+from bench_common import machine, run_child, write_results
 
 ROWS, DIM = 793_471, 512
 SETTINGS = {
@@ -36,7 +33,7 @@ from spacy_elmo.hub.lm_head import read_hdf5_head
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 folder = Path(sys.argv[1])
 start = time.perf_counter()
-head = read_hdf5_head(folder / "softmax.hdf5", folder / "vocab.txt", dim=512, **{kwargs})
+head = read_hdf5_head(folder / "softmax.hdf5", folder / "vocab.txt", dim=512, **{value})
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"words": len(head.vocab), "dtype": str(head.weight.dtype), "seconds": round(seconds, 2), "grew_mb": round((peak - base) / 1024), "peak_mb": round(peak / 1024)}))
@@ -47,8 +44,8 @@ SUBSTITUTES_CHILD = """
 import json, time, torch
 from spacy_elmo.senses.substitutes import LMHead, score_rows
 torch.manual_seed(0)
-rows, dim = {rows}, {dim}
-head = LMHead([f"w{{i}}" for i in range(rows)], torch.randn(rows, dim) / dim**0.5, torch.randn(rows))
+rows, dim = ROWS_DIM
+head = LMHead([f"w{i}" for i in range(rows)], torch.randn(rows, dim) / dim**0.5, torch.randn(rows))
 states, prior = torch.randn(1024, dim), torch.log_softmax(torch.randn(rows), -1)
 exclude = torch.zeros(rows, dtype=torch.bool)
 exclude[:3] = True
@@ -60,22 +57,20 @@ with open("/proc/self/clear_refs", "w") as handle:  # reset the peak (VmHWM) to 
     handle.write("5")
 base = status("VmRSS")
 start = time.perf_counter()
-ids, _ = head.top_substitutes(states, 10, exclude, prior, 0.75, chunk={chunk})
+ids, _ = head.top_substitutes(states, 10, exclude, prior, 0.75, chunk={value})
 seconds = time.perf_counter() - start
 peak = status("VmHWM")
-chunk = {chunk} or score_rows(rows)
-print(json.dumps({{"chunk_rows": chunk, "states": 1024, "seconds": round(seconds, 2), "grew_mb": round((peak - base) / 1024), "peak_mb": round(peak / 1024)}}))
-"""
+chunk = {value} or score_rows(rows)
+print(json.dumps({"chunk_rows": chunk, "states": 1024, "seconds": round(seconds, 2), "grew_mb": round((peak - base) / 1024), "peak_mb": round(peak / 1024)}))
+""".replace("ROWS_DIM", f"{ROWS}, {DIM}")
 
 
-def measure_substitutes() -> list:
+def measure(settings: dict, code: str, *args: object) -> list:
+    """Each setting in a fresh process of one thread: its row."""
     rows = []
-    for name, chunk in SUBSTITUTES.items():
-        code = SUBSTITUTES_CHILD.format(rows=ROWS, dim=DIM, chunk=chunk)
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        row = {"setting": name, **json.loads(out.stdout.strip().splitlines()[-1])}
-        rows.append(row)
-        print(json.dumps(row))
+    for name, value in settings.items():
+        rows.append({"setting": name, **run_child(code.replace("{value}", value), *args)})
+        print(json.dumps(rows[-1]))
     return rows
 
 
@@ -102,23 +97,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--substitutes", action="store_true", help="measure top_substitutes instead of loading")
     args = parser.parse_args()
-    if args.substitutes:
-        rows = measure_substitutes()
-        if args.out:
-            write_results(args.out, {"shape": [ROWS, DIM], "threads": 1, "rows": rows})
-        return
-    if args.folder is None:
+    if args.folder is None and not args.substitutes:
         parser.error("FOLDER is needed (where the random head is written), unless --substitutes")
-    write_head(args.folder)
-    rows = []
-    for name, kwargs in SETTINGS.items():
-        command = [sys.executable, "-c", CHILD.replace("{kwargs}", kwargs), str(args.folder)]
-        out = subprocess.run(command, capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        row = {"setting": name, **json.loads(out.stdout.strip().splitlines()[-1])}
-        rows.append(row)
-        print(json.dumps(row))
+    if args.substitutes:
+        rows = measure(SUBSTITUTES, SUBSTITUTES_CHILD)
+    else:
+        write_head(args.folder)
+        rows = measure(SETTINGS, CHILD, args.folder)
     if args.out:
-        write_results(args.out, {"shape": [ROWS, DIM], "threads": 1, "rows": rows})
+        write_results(args.out, {"shape": [ROWS, DIM], "machine": machine(1), "rows": rows})
 
 
 if __name__ == "__main__":

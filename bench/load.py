@@ -15,12 +15,9 @@ logs latency (of the book paragraphs; hostile docs include a 40,000-token one) a
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import os
 import random
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -28,30 +25,23 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import numpy as np
+from bench_common import DATA, RESULTS, book_paragraphs, children, machine, rss_mb, write_results
 
-REPO = Path(__file__).resolve().parent.parent
-BOOKS = REPO / "project" / "assets" / "data" / "gutenberg_en_books"  # the project's assets
-RESULTS = REPO / "bench" / "results"
-sys.path.insert(0, str(REPO))
+from tests.test_hostile import TEXTS as HOSTILE  # the hostile-text corpus of the tests
 
-from tests.test_hostile import TEXTS as HOSTILE  # noqa: E402  (the hostile-text corpus of the tests)
+BOOKS = DATA / "gutenberg_en_books"  # the project's assets
 
 PROBE = "The old sailor kept the letter in his coat, and the king never read it."
 
 
 def paragraphs(max_tokens: int) -> Iterator[str]:
     """Paragraphs of every Gutenberg book (manifest order), until about ``max_tokens`` whitespace tokens."""
-    from spacy_elmo.training.corpus import SplitStats, read_units
-
     seen = 0
-    with (BOOKS / "manifest.tsv").open(encoding="utf-8") as fh:
-        books = [BOOKS / row["file"] for row in csv.DictReader(fh, delimiter="\t")]
-    for book in books:
-        for unit in read_units(book, "paragraph", SplitStats(), max_chars=20_000):
-            yield unit
-            seen += len(unit.split())
-            if seen >= max_tokens:
-                return
+    for unit in book_paragraphs(BOOKS, max_chars=20_000):
+        yield unit
+        seen += len(unit.split())
+        if seen >= max_tokens:
+            return
 
 
 def make_nlp(threads: int = 1) -> Any:
@@ -63,30 +53,13 @@ def make_nlp(threads: int = 1) -> Any:
     return nlp
 
 
-def rss_mb(pid: int) -> float:
-    """Private resident memory (resident minus file-backed and shared pages) of a process, in MB.
+def tree_rss_mb() -> Dict[str, float]:
+    """Private resident MB of this process and of its child processes (the nlp.pipe workers).
 
     File-backed pages are left out: reading the memory-mapped reference vectors back maps them
     into the resident set, which is page cache the kernel can drop, not memory the process holds.
     """
-    try:
-        with open(f"/proc/{pid}/statm") as fh:
-            fields = fh.read().split()
-        return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return 0.0
-
-
-def tree_rss_mb() -> Dict[str, float]:
-    """Resident MB of this process and of its child processes (the nlp.pipe workers)."""
-    pid = os.getpid()
-    children: List[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    return {"main": rss_mb(pid), "workers": sum(rss_mb(c) for c in children)}
+    return {"main": rss_mb(private=True), "workers": sum(rss_mb(c, private=True) for c in children(os.getpid()))}
 
 
 def char_cache_entries() -> int:
@@ -196,7 +169,7 @@ def soak(args: argparse.Namespace) -> Dict[str, Any]:
         with lock:
             recent = [c["ms"] for c in calls if c["t"] > time.time() - args.sample_every and c["kind"] == "book"]
         cache = nlp.get_pipe("elmo").bilm.token_cache
-        samples.append({"s": time.time() - start, "progress": (time.time() - start) / (60 * args.minutes), "main": rss_mb(os.getpid()),
+        samples.append({"s": time.time() - start, "progress": (time.time() - start) / (60 * args.minutes), "main": rss_mb(private=True),
                         "char_cache_entries": char_cache_entries(), "token_cache_entries": len(cache) if cache is not None else 0,
                         "calls": len(calls), "p50_ms": statistics.median(recent) if recent else None,
                         "p99_ms": float(np.quantile(recent, 0.99)) if recent else None, "errors": len(errors)})
@@ -251,8 +224,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     result = pipe(args) if args.kind == "pipe" else soak(args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"load-{args.kind}.json").write_text(json.dumps(result, indent=1))
+    write_results(args.out / f"load-{args.kind}.json", {**result, "machine": machine()})
     plot(result, args.out / f"load-{args.kind}.png")
     print(f"wrote {args.out / f'load-{args.kind}.json'} and .png")
 

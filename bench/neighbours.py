@@ -20,30 +20,19 @@ Every command writes its numbers to bench/results/neighbours*.json (``--json`` t
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
+from bench_common import DATA, RESULTS, book_paragraphs, machine, timed, use_threads, write_results
 
-from spacy_elmo.training.corpus import SplitStats, read_units
-
-BOOKS = Path(__file__).resolve().parent.parent / "project" / "assets" / "data" / "gutenberg_en_books"
+BOOKS = DATA / "gutenberg_en_books"
 CACHE = Path(tempfile.gettempdir()) / "spacy_elmo_cache" / "neighbours"
-RESULTS = Path(__file__).resolve().parent / "results"
 N_QUERIES = 1000
-
-
-def paragraphs(folder: Path = BOOKS) -> Iterator[str]:
-    """Paragraphs (blank-line separated, lines joined) of the training books, in manifest order."""
-    with (folder / "manifest.tsv").open(encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["split"] == "train"]
-    for row in rows:
-        yield from read_units(folder / row["file"], "paragraph", SplitStats())
 
 
 def pipeline(layer=None):
@@ -69,7 +58,7 @@ def embed(n_tokens: int, cache: Path, books: Path = BOOKS, layer=None) -> None:
     index = TokenIndex(layer=layer)
     queries: List[Tuple[np.ndarray, str, str]] = []
     start = last = time.time()
-    texts = paragraphs(books)
+    texts = book_paragraphs(books, "train")
     for doc in nlp.pipe(texts, batch_size=64):
         if len(index) < n_tokens:
             index.add_docs([doc])
@@ -93,12 +82,6 @@ def embed(n_tokens: int, cache: Path, books: Path = BOOKS, layer=None) -> None:
     (cache / "queries.json").write_text(json.dumps([[q[1], q[2]] for q in queries]))
     (cache / "embed.json").write_text(json.dumps({"occurrences": len(index), "seconds": seconds, "docs": index._next_doc}))
     print(f"embedded {len(index):,} occurrences in {seconds:.0f} s ({len(index) / seconds:.0f} tokens/s)")
-
-
-def _timed(fn, *args, **kwargs):
-    start = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - start
 
 
 def _latency(search_one, queries: np.ndarray, n: int = 200) -> float:
@@ -128,7 +111,7 @@ def ann_libraries(matrix: np.ndarray, queries: np.ndarray, k: int, M: int, ef_co
             index.set_ef(ef)
             return index
 
-        index, seconds = _timed(build_hnswlib)
+        index, seconds = timed(build_hnswlib)
         search = lambda q: index.knn_query(q, k=k, num_threads=1)[0]  # noqa: E731
         out["hnswlib"] = {"build_s": seconds, "ids": search(queries), "latency_s": _latency(search, queries)}
     except ImportError:
@@ -145,7 +128,7 @@ def ann_libraries(matrix: np.ndarray, queries: np.ndarray, k: int, M: int, ef_co
             index.hnsw.efSearch = ef
             return index
 
-        index_f, seconds = _timed(build_faiss)
+        index_f, seconds = timed(build_faiss)
         search_f = lambda q: index_f.search(np.ascontiguousarray(q), k)[1]  # noqa: E731
         out["faiss-cpu"] = {"build_s": seconds, "ids": search_f(queries), "latency_s": _latency(search_f, queries)}
     except ImportError:
@@ -158,7 +141,7 @@ def ann_libraries(matrix: np.ndarray, queries: np.ndarray, k: int, M: int, ef_co
             index.add(np.arange(len(matrix)), np.ascontiguousarray(matrix), threads=1)
             return index
 
-        index_u, seconds = _timed(build_usearch)
+        index_u, seconds = timed(build_usearch)
         search_u = lambda q: index_u.search(np.ascontiguousarray(q), k, threads=1).keys  # noqa: E731
         out["usearch"] = {"build_s": seconds, "ids": np.asarray(search_u(queries)).reshape(len(queries), k), "latency_s": _latency(search_u, queries)}
     except ImportError:
@@ -174,7 +157,7 @@ def compare(n: int, cache: Path, k: int, M: int, ef_construction: int, ef: int) 
     queries = np.load(cache / "queries.npy")
     from spacy_elmo.senses.vectors import normalise
 
-    (scores, exact_ids), exact_s = _timed(exact_search, matrix, normalise(queries), k)
+    (scores, exact_ids), exact_s = timed(exact_search, matrix, normalise(queries), k)
     rows: Dict[str, Dict[str, float]] = {
         "exact (numpy, blocks of 65,536)": {
             "build_s": 0.0,
@@ -199,14 +182,14 @@ def measure(n: int, cache: Path, k: int, M: int, ef_construction: int, ef_values
     if len(source) < n:
         raise SystemExit(f"the cached index has {len(source):,} occurrences, fewer than --n {n:,}: embed with --tokens {n}")
     exact_scores, exact_ids = source.search(queries, k)
-    exact_batch = _timed(source.search, queries, k)[1]
+    exact_batch = timed(source.search, queries, k)[1]
     exact_latency = _latency(lambda q: source.search(q, k), queries, 50)
     source.backend = "hnswlib"
     source.ann_params.update(M=M, ef_construction=ef_construction, ef=ef_values[0], threads=1)
-    _, build_s = _timed(source.build)
+    _, build_s = timed(source.build)
     folder = cache / "hnsw"
-    _, save_s = _timed(source.save, folder)
-    loaded, load_s = _timed(TokenIndex.load, folder)
+    _, save_s = timed(source.save, folder)
+    loaded, load_s = timed(TokenIndex.load, folder)
     rows = {}
     for ef in ef_values:
         loaded._ann.ef = ef
@@ -259,9 +242,7 @@ def main() -> None:
     ap.add_argument("--layer", help="embed/play: index this layer choice (layer:N, top, average) instead of the doc.tensor mix")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
+    use_threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.step == "embed":
@@ -277,9 +258,9 @@ def main() -> None:
         report = play(args.cache, args.k, args.layer)
         default = RESULTS / ("neighbours-play.json" if args.layer is None else f"neighbours-play-{args.layer.replace(':', '')}.json")
     report["embedding"] = json.loads((args.cache / "embed.json").read_text())
-    out = args.json or default
-    out.write_text(json.dumps(report, indent=1))
-    print(f"-> {out}")
+    report["machine"] = machine(1)
+    write_results(args.json or default, report)
+    print(f"-> {args.json or default}")
 
 
 if __name__ == "__main__":

@@ -2,14 +2,14 @@
 """Max abs differences against the authors' fixture (tests/data/elmo-fixture), as in the
 parity table in docs/evaluations.md:  python bench/parity.py"""
 import json
-from pathlib import Path
 
 import h5py
 import numpy as np
+from bench_common import REPO
 
 from spacy_elmo import load_bilm
 
-FIX = Path(__file__).resolve().parent.parent / "tests" / "data" / "elmo-fixture"
+FIX = REPO / "tests" / "data" / "elmo-fixture"
 
 
 def top_layer_diffs(name: str, sentence_file: str) -> tuple:

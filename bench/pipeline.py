@@ -41,91 +41,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import resource
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List
 
-from bench_common import REPO, RESULTS, write_results
+from bench_common import RESULTS, WORK, Clock, ProcessMemory, machine, median_run, peak_rss_mb, write_results
 from bench_common import run_worker as run_script_worker
+
 MODELS = {"en_default": "the embedded default model", "original": "random weights of the original shapes (seed 1)"}
 MAX_BATCH_TOKENS = 4096  # the component's default budget, given to the raw biLM too
 
 
 # ------------------------------------------------------------------------------------------ worker
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
-    usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _proc_kb(pid: int, field: str, name: str = "status") -> Optional[int]:
-    """A ``kB`` field of /proc/PID/status (or smaps_rollup); None once the process is gone."""
-    try:
-        with open(f"/proc/{pid}/{name}") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def _children(pid: int) -> List[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            return [int(p) for p in fh.read().split()]
-    except OSError:
-        return []
-
-
-class ProcessMemory:
-    """Samples this process and its descendants every ``interval`` seconds: the last ``VmHWM``
-    (peak RSS, which the kernel keeps) seen of each, and the largest PSS total seen at one time
-    (reading PSS walks a process's page tables: sampled sparingly, beside the timed work)."""
-
-    def __init__(self, interval: float = 0.5) -> None:
-        self.interval, self.peaks_kb, self.max_pss_kb = interval, {}, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _sample(self) -> None:
-        pids, stack = [], [os.getpid()]
-        while stack:
-            pid = stack.pop()
-            pids.append(pid)
-            stack.extend(_children(pid))
-        total = 0
-        for pid in pids:
-            hwm = _proc_kb(pid, "VmHWM")
-            if hwm is not None:
-                self.peaks_kb[pid] = max(hwm, self.peaks_kb.get(pid, 0))
-            total += _proc_kb(pid, "Pss", "smaps_rollup") or 0
-        self.max_pss_kb = max(self.max_pss_kb, total)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sample()
-
-    def __enter__(self) -> "ProcessMemory":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
 
 
 def _read_sentences(path: str, limit: int) -> List[List[str]]:
@@ -154,9 +83,9 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
             return sum(map(len, items))
 
         run(warm)
-        start, cpu = time.perf_counter(), _cpu_seconds()
-        tokens = run(sentences)
-        return _result(tokens, time.perf_counter() - start, _cpu_seconds() - cpu)
+        with Clock() as clock:
+            tokens = run(sentences)
+        return _result(tokens, clock)
 
     if kind == "split":
         return split_worker(task, sentences)
@@ -182,20 +111,18 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
     if kind == "docs":
         count(nlp.pipe(docs(warm), batch_size=batch))
         made = list(docs(sentences))  # made before the clock starts: this times the pipeline, not Doc()
-        start, cpu = time.perf_counter(), _cpu_seconds()
-        tokens = count(nlp.pipe(made, batch_size=batch))
-        return _result(tokens, time.perf_counter() - start, _cpu_seconds() - cpu)
+        with Clock() as clock:
+            tokens = count(nlp.pipe(made, batch_size=batch))
+        return _result(tokens, clock)
     texts = [" ".join(words) for words in sentences]
     count(nlp.pipe(texts[: len(warm)], batch_size=batch))
     if n_process == 0:  # the text path timed alone (no sampling thread beside it)
-        start, cpu = time.perf_counter(), _cpu_seconds()
-        tokens = count(nlp.pipe(texts, batch_size=batch))
-        return _result(tokens, time.perf_counter() - start, _cpu_seconds() - cpu)
-    with ProcessMemory() as memory:  # CPU seconds: this process and its finished workers
-        start, cpu = time.perf_counter(), _cpu_seconds() + _cpu_seconds(resource.RUSAGE_CHILDREN)
+        with Clock() as clock:
+            tokens = count(nlp.pipe(texts, batch_size=batch))
+        return _result(tokens, clock)
+    with ProcessMemory() as memory, Clock(children=True) as clock:  # CPU seconds: this process and its finished workers
         tokens = count(nlp.pipe(texts, batch_size=batch, n_process=n_process))
-        seconds, cpu = time.perf_counter() - start, _cpu_seconds() + _cpu_seconds(resource.RUSAGE_CHILDREN) - cpu
-    result = _result(tokens, seconds, cpu)
+    result = _result(tokens, clock)
     result.update(processes=len(memory.peaks_kb), peak_rss_sum_mb=sum(memory.peaks_kb.values()) / 1024,
                   max_pss_total_mb=memory.max_pss_kb / 1024)
     return result
@@ -258,9 +185,10 @@ def split_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, 
     return {**middle, "rounds": rounds, "docs": len(sentences), "tokens": sum(map(len, sentences))}
 
 
-def _result(tokens: int, seconds: float, cpu: float) -> Dict[str, Any]:
+def _result(tokens: int, clock: Clock) -> Dict[str, Any]:
+    seconds, cpu = clock.seconds, clock.cpu_seconds
     return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "cpu_seconds": cpu,
-            "tokens_per_cpu_s": tokens / cpu if cpu else None, "peak_rss_mb": _peak_rss_mb()}
+            "tokens_per_cpu_s": tokens / cpu if cpu else None, "peak_rss_mb": peak_rss_mb()}
 
 
 # ------------------------------------------------------------------------------------------ driver
@@ -275,12 +203,6 @@ def run_worker(task: Dict[str, Any]) -> Dict[str, Any]:
     return run_script_worker(__file__, task, env)
 
 
-def median_run(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """The run with the median tokens/s, with every run's tokens/s attached."""
-    ranked = sorted(runs, key=lambda run: run["tokens_per_s"])
-    return {**ranked[(len(ranked) - 1) // 2], "runs": [round(run["tokens_per_s"], 1) for run in runs]}
-
-
 def overheads(raw: List[Dict[str, Any]], pipe: List[Dict[str, Any]]) -> Dict[str, float]:
     """Component vs raw biLM: from the medians, and the median of the pairs (repeat by repeat), wall and CPU."""
 
@@ -292,37 +214,6 @@ def overheads(raw: List[Dict[str, Any]], pipe: List[Dict[str, Any]]) -> Dict[str
         "wall_median_of_pairs": statistics.median(ratio("tokens_per_s", a, b) for a, b in zip(raw, pipe)),
         "cpu_median_of_pairs": statistics.median(ratio("tokens_per_cpu_s", a, b) for a, b in zip(raw, pipe)),
     }
-
-
-def make_weights(work: Path) -> Path:
-    target = work / "elmo-original"
-    if not (target / "weights.hdf5").is_file():
-        subprocess.run([sys.executable, "-m", "spacy_elmo", "random-weights", "elmo-original", str(target), "--seed", "1"],
-                       check=True, stdout=subprocess.DEVNULL)
-    return target
-
-
-def make_sentences(args: argparse.Namespace) -> Path:
-    if args.sentences_file:
-        return args.sentences_file
-    path = args.work_dir / f"sentences-{args.text}-{args.sentences}.txt"
-    if not path.is_file():
-        sys.path.insert(0, str(REPO / "bench"))
-        from bench import real_sentences  # the sentences (and their limit of 100 tokens) of bench/bench.py
-
-        path.write_text("".join(" ".join(words) + "\n" for words in real_sentences(args.text, args.sentences)), encoding="utf-8")
-    return path
-
-
-def machine(threads: int) -> Dict[str, Any]:
-    import spacy
-    import torch
-
-    sys.path.insert(0, str(REPO / "bench"))
-    from bench import _cpu_name
-
-    return {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": threads, "torch": torch.__version__,
-            "spacy": spacy.__version__, "python": platform.python_version(), "load_average_start": os.getloadavg()}
 
 
 def main() -> None:
@@ -339,7 +230,7 @@ def main() -> None:
                     help="only the work around the biLM: raw biLM and nlp.pipe over Docs in one process, BiLM.forward's CPU time counted apart (per Doc)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spacy-elmo-bench")
+    ap.add_argument("--work-dir", type=Path, default=WORK)
     ap.add_argument("--out", type=Path, help="JSON path (default bench/results/pipeline-TEXT.json); the table goes beside it as .md")
     args = ap.parse_args()
     if args.worker:
@@ -350,13 +241,16 @@ def main() -> None:
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         ap.error(f"--models: unknown {unknown}; use {', '.join(MODELS)}")
-    sentences = make_sentences(args)
-    weights = {"en_default": "en_default", **({"original": str(make_weights(args.work_dir))} if "original" in models else {})}
+    from bench import make_inputs  # random weights of the original shapes, and bench/bench.py's sentences (at most 100 tokens)
+
+    paths = make_inputs(args.work_dir, [m for m in models if m != "en_default"], args.sentences, None if args.sentences_file else args.text)
+    sentences = args.sentences_file or paths["sentences"]
+    weights = {"en_default": "en_default", **({"original": str(paths["original"])} if "original" in models else {})}
     lines = _read_sentences(str(sentences), args.sentences)
     source = str(args.sentences_file) if args.sentences_file else args.text
     results: Dict[str, Any] = {
         "command": "python bench/pipeline.py " + " ".join(sys.argv[1:]),
-        "machine": machine(args.threads),
+        "machine": machine(args.threads, spacy=__import__("spacy").__version__),
         "text": {"source": source, "sentences": len(lines), "tokens": sum(map(len, lines)), "types": len({w for s in lines for w in s})},
         "repeats": args.repeats, "max_batch_tokens": MAX_BATCH_TOKENS, "configs": {},
     }
@@ -386,7 +280,7 @@ def main() -> None:
                 for kind in ("docs", "text"):
                     r[f"overhead_{kind}_b{b}"] = overheads(runs[f"raw_b{b}"], runs[f"{kind}_b{b}"])
             results["configs"][f"{model}/{precision}"] = r
-    results["machine"]["load_average_end"] = os.getloadavg()
+    results["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     out = args.out or RESULTS / f"pipeline-{Path(source).stem if args.sentences_file else args.text}.json"
     write_results(out, results, markdown(results, batch_sizes, args.mp_batch_size))
 
@@ -402,7 +296,7 @@ def markdown(results: Dict[str, Any], batch_sizes: List[int], mp_batch: int) -> 
         return markdown_around(results, batch_sizes)
     lines = [
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} thread(s), torch {m['torch']}, spaCy {m['spacy']}; "
-        f"load average {m['load_average_start'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the end.",
+        f"load average {m['load_average'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the end.",
         f"Text: {t['source']}, {t['sentences']:,} sentences, {t['tokens']:,} tokens, {t['types']:,} word types. "
         f"Token cache off; max_batch_tokens {results['max_batch_tokens']}; median of {results['repeats']} interleaved runs, each in a fresh process.",
         f"Command: `{results['command']}`",

@@ -23,16 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
+import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Dict, List
-from bench_common import write_results  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-RESULTS = REPO / "bench" / "results"
+from bench_common import REPO, RESULTS, Clock, machine, timed, use_threads, write_results
+
 SHAPES = {"elmo-small": "small", "elmo-medium": "medium", "elmo-original": "original"}
 
 
@@ -53,6 +50,13 @@ def sentences(repeat: int) -> List[List[str]]:
     return [line.split() for group in groups for line in group] * repeat
 
 
+def embed_seconds(bilm: Any, texts: List[List[str]]) -> float:
+    """Seconds of ``embed_sentences`` over ``texts`` (batch 32, token cache off) after a warm-up batch of 8."""
+    bilm.set_token_cache(0)
+    bilm.embed_sentences(texts[:8], batch_size=8)
+    return timed(bilm.embed_sentences, texts, batch_size=32)[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spacy-elmo-published")
@@ -61,9 +65,7 @@ def main() -> None:
     parser.add_argument("--note", default="", help="a line on the machine's state, stored with the results")
     args = parser.parse_args()
 
-    import torch
-
-    torch.set_num_threads(1)
+    use_threads(1)
     from spacy_elmo import load_bilm
     from spacy_elmo.hub import download, published
     from spacy_elmo.bilm.layout import check_hdf5
@@ -76,7 +78,7 @@ def main() -> None:
     server = LoopbackServer(served)
     os.environ[published.MIRROR_ENV] = server.url + "allennlp/"
     os.environ[published.CACHE_ENV] = str(cache)
-    results: Dict[str, Any] = {"threads": 1, "note": args.note, "shapes": {}}
+    results: Dict[str, Any] = {"machine": machine(1), "note": args.note, "shapes": {}}
     texts = sentences(args.repeat)
     n_tokens = sum(len(s) for s in texts)
     try:
@@ -87,51 +89,31 @@ def main() -> None:
                                    "weights_bytes": weights.stat().st_size}
             if name == "elmo-original":  # the full download path at the largest size
                 cached = published.model_dir(name)
-                if cached.exists():
-                    import shutil
-
-                    shutil.rmtree(cached)
+                shutil.rmtree(cached, ignore_errors=True)
                 server.cut[f"allennlp/{model.folder}{model.weights_name}"] = row["weights_bytes"] // 2
-                start = time.perf_counter()
-                try:
-                    download.download(name, progress=False)
-                except download.WeightsError as err:
-                    row["cut_message"] = str(err)
-                row["download_cut_s"] = time.perf_counter() - start
-                start = time.perf_counter()
-                download.download(name, progress=False)
-                row["download_resume_s"] = time.perf_counter() - start  # second half + checks + SHA-256
+                with Clock() as cut:
+                    try:
+                        download.download(name, progress=False)
+                    except download.WeightsError as err:
+                        row["cut_message"] = str(err)
+                row["download_cut_s"] = cut.seconds
+                _, row["download_resume_s"] = timed(download.download, name, progress=False)  # second half + checks + SHA-256
                 row["requests"] = [list(entry) for entry in server.gets(model.weights_name)]
                 config = download.check_files(cached / model.options_name, cached / model.weights_name)
-                start = time.perf_counter()
-                check_hdf5(cached / model.weights_name, config)
-                row["verify_hdf5_s"] = time.perf_counter() - start
-                start = time.perf_counter()
-                download._sha256(cached / model.weights_name)
-                row["sha256_s"] = time.perf_counter() - start
-                start = time.perf_counter()
-                assert download.is_cached(name)
-                row["cached_check_s"] = time.perf_counter() - start
+                _, row["verify_hdf5_s"] = timed(check_hdf5, cached / model.weights_name, config)
+                _, row["sha256_s"] = timed(download._sha256, cached / model.weights_name)
+                cached_now, row["cached_check_s"] = timed(download.is_cached, name)
+                assert cached_now
             else:
                 download.download(name, progress=False)
-            start = time.perf_counter()
-            bilm = load_bilm(name)
-            row["load_s"] = time.perf_counter() - start
-            bilm.set_token_cache(0)
-            bilm.embed_sentences(texts[:8], batch_size=8)  # warm-up
-            start = time.perf_counter()
-            bilm.embed_sentences(texts, batch_size=32)
-            seconds = time.perf_counter() - start
+            bilm, row["load_s"] = timed(load_bilm, name)
+            seconds = embed_seconds(bilm, texts)
             row.update(tokens=n_tokens, embed_s=seconds, tokens_per_s=n_tokens / seconds)
             results["shapes"][name] = row
             print(f"{name}: {row['tokens_per_s']:.0f} tokens/s, load {row['load_s']:.1f} s", flush=True)
             del bilm
         bilm = load_bilm("en_default")  # the embedded default, for comparison
-        bilm.set_token_cache(0)
-        bilm.embed_sentences(texts[:8], batch_size=8)
-        start = time.perf_counter()
-        bilm.embed_sentences(texts, batch_size=32)
-        seconds = time.perf_counter() - start
+        seconds = embed_seconds(bilm, texts)
         results["shapes"]["en_default"] = {"parameters": sum(p.numel() for p in bilm.parameters()), "tokens": n_tokens,
                                            "embed_s": seconds, "tokens_per_s": n_tokens / seconds}
         print(f"en_default: {n_tokens / seconds:.0f} tokens/s", flush=True)

@@ -23,20 +23,17 @@ hand-written sentences per sense):
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import numpy as np
 import torch
+from bench_common import REPO, Clock, machine, use_threads, write_results
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.cluster.vq import kmeans2
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "project" / "scripts"))
+sys.path.insert(0, str(REPO / "project" / "scripts"))
 
 from labelled_senses import load_labelled, score_word, summary  # noqa: E402
 
@@ -138,17 +135,17 @@ def main() -> None:
     parser.add_argument("--representation", default=None, help="induce with this representation (default: induce's own)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    use_threads(1)
     from spacy_elmo.hub.load import load_bilm
     from spacy_elmo.senses.induce import InductionSettings, induce, load_head
 
     items = load_labelled(words=args.words)
     bilm = load_bilm(args.weights)
-    started = time.perf_counter()
+    clock = Clock().start()
     fixed = fixed_k(items, bilm)
     result: Dict[str, object] = {
         "model": args.weights or "en_default (embedded)",
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip() + ", 1 thread",
+        "machine": machine(1),
         "command": "OMP_NUM_THREADS=1 python bench/sense_set.py"
         + (f" --weights {args.weights}" if args.weights else "")
         + (f" --representation {args.representation}" if args.representation else ""),
@@ -184,10 +181,9 @@ def main() -> None:
             f"induce (own number of senses): mean ARI {ind['mean_ari']:.3f}, {ind['senses_per_word']:.2f} senses per word, "
             f"named share {ind['named_share']:.2f} of {ind['large_senses']} large senses"
         )
-    result["seconds"] = round(time.perf_counter() - started, 1)
+    result["seconds"] = round(clock.elapsed, 1)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+        write_results(args.json, result, default=str)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ Real text: the sentences of the UD English EWT test set (``project/assets/data/u
 configuration runs in a fresh process (so each sets its own torch thread count before anything
 runs), after a warm-up; configurations are interleaved over ``--repeats`` rounds because the
 speed of a shared machine drifts, and each run records the 1-minute load average before it starts.
-Prints a markdown table (median tokens/s per configuration, and the ratio to one thread in one
-process) and writes every run to ``bench/results/threads.json``.
+Writes every run to ``bench/results/threads.json`` (``threads-raw.json`` with ``--raw``) and the
+markdown table (median tokens/s per configuration, and the ratio to one thread in one process)
+beside it.
 
     python bench/threads.py                 # about 5 minutes on 2 cores
     python bench/threads.py --sentences 400 --repeats 1   # a quick look
@@ -21,24 +22,16 @@ import signal
 import statistics
 import subprocess
 import sys
-import time
-from pathlib import Path
 from typing import Dict, List
 
-REPO = Path(__file__).resolve().parent.parent
-EWT = REPO / "project" / "assets" / "data" / "ud_english_ewt" / "en_ewt-ud-test.conllu"  # or .gz
-RESULTS = REPO / "bench" / "results"
+from bench_common import RESULTS, Clock, machine, ud_path, write_results
 
 
 def ewt_texts(limit: int) -> List[str]:
-    sys.path.insert(0, str(REPO))
     from spacy_elmo.assets import open_text
 
-    texts = []
-    with open_text(EWT) as fh:
-        for line in fh:
-            if line.startswith("# text = "):
-                texts.append(line[len("# text = "):].strip())
+    with open_text(ud_path("test")) as fh:
+        texts = [line[len("# text = ") :].strip() for line in fh if line.startswith("# text = ")]
     return texts[:limit] if limit else texts
 
 
@@ -66,13 +59,10 @@ def worker(args: argparse.Namespace) -> None:
     nlp.add_pipe("elmo")
     for _ in nlp.pipe(texts[:50]):  # warm-up: loads the model, fills nothing that matters
         pass
-    start = time.perf_counter()
-    tokens = 0
-    for doc in nlp.pipe(texts, n_process=args.n_process, batch_size=args.batch_size):
-        tokens += len(doc)
-    seconds = time.perf_counter() - start
+    with Clock() as clock:
+        tokens = sum(len(doc) for doc in nlp.pipe(texts, n_process=args.n_process, batch_size=args.batch_size))
     print(json.dumps({"threads": args.threads, "n_process": args.n_process, "tokens": tokens,
-                      "sentences": len(texts), "seconds": seconds, "tokens_per_s": tokens / seconds}))
+                      "sentences": len(texts), "seconds": clock.seconds, "tokens_per_s": tokens / clock.seconds}))
 
 
 def main() -> None:
@@ -113,26 +103,21 @@ def main() -> None:
             run.update(round=round_, load_before=load)
             runs.append(run)
             print(json.dumps(run), file=sys.stderr, flush=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    machine = {"cores": len(os.sched_getaffinity(0)), "python": sys.version.split()[0]}
-    import torch
-
-    machine["torch"] = torch.__version__
-    (RESULTS / ("threads-raw.json" if args.raw else "threads.json")).write_text(json.dumps({"machine": machine, "args": vars(args), "runs": runs}, indent=1) + "\n")
+    info = machine(None, cores_usable=len(os.sched_getaffinity(0)))
     base = statistics.median(r["tokens_per_s"] for r in runs if (r["threads"], r["n_process"]) == configs[0]) or 1.0
-    print(f"{machine['cores']} cores, torch {machine['torch']}, {runs[0].get('sentences', args.sentences)} EWT test sentences, "
-          f"median of {args.repeats} runs; load average before the runs {min(r['load_before'] for r in runs):.1f}-"
-          f"{max(r['load_before'] for r in runs):.1f}\n")
-    print("| threads x processes | nlp.pipe tokens/s (median) | all runs | vs 1 x 1 |")
-    print("| --- | ---: | --- | ---: |")
+    lines = [f"{info['cpu']}, {info['cores_usable']} cores, torch {info['torch']}, {runs[0].get('sentences', args.sentences)} EWT test sentences, "
+             f"median of {args.repeats} runs; load average before the runs {min(r['load_before'] for r in runs):.1f}-"
+             f"{max(r['load_before'] for r in runs):.1f}", "",
+             "| threads x processes | nlp.pipe tokens/s (median) | all runs | vs 1 x 1 |", "| --- | ---: | --- | ---: |"]
     for threads, n_process in configs:
         mine = [r for r in runs if (r["threads"], r["n_process"]) == (threads, n_process)]
         if any("timed_out" in r for r in mine):
-            print(f"| {threads} x {n_process} | - | no result within {args.timeout:.0f} s in {sum('timed_out' in r for r in mine)} of {len(mine)} runs (hung) | - |")
+            lines.append(f"| {threads} x {n_process} | - | no result within {args.timeout:.0f} s in {sum('timed_out' in r for r in mine)} of {len(mine)} runs (hung) | - |")
             continue
         speeds = [r["tokens_per_s"] for r in mine]
         median = statistics.median(speeds)
-        print(f"| {threads} x {n_process} | {median:.0f} | {' / '.join(f'{s:.0f}' for s in speeds)} | {median / base:.2f}x |")
+        lines.append(f"| {threads} x {n_process} | {median:.0f} | {' / '.join(f'{s:.0f}' for s in speeds)} | {median / base:.2f}x |")
+    write_results(RESULTS / ("threads-raw.json" if args.raw else "threads.json"), {"machine": info, "args": vars(args), "runs": runs}, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

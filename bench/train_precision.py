@@ -34,11 +34,14 @@ import argparse
 import contextlib
 import json
 import statistics
-import time
+import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Set, Tuple
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, also when this file is loaded from elsewhere (the tests)
+from bench_common import Clock, machine, peak_rss_mb, use_threads, write_results  # noqa: E402
 
 
 def _setup(args: argparse.Namespace) -> Tuple[List[Any], Dict[str, Any], Dict[str, torch.optim.Optimizer]]:
@@ -47,7 +50,7 @@ def _setup(args: argparse.Namespace) -> Tuple[List[Any], Dict[str, Any], Dict[st
     from spacy_elmo.training.data import Position, training_batches
     from spacy_elmo.training.trainer import TrainConfig, build_model, training_vocab
 
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     args.malloc_tuned = False
     if args.malloc_tuning == "on":  # as train() does, before the first step
         from spacy_elmo.training.allocator import tune_allocator
@@ -84,14 +87,14 @@ def speed(args: argparse.Namespace) -> Dict[str, Any]:
         for name in ("fp32", "bf16") if index % 2 == 0 else ("bf16", "fp32"):
             model, optimizer = models[name], optimizers[name]
             torch.manual_seed(args.seed + index)  # the same dropout masks and softmax samples for both
-            wall, cpu = time.perf_counter(), time.process_time()
-            loss, _ = model(batch)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if index == 0:
-                first[name] = (float(loss.detach()), {k: p.grad.detach().clone() for k, p in model.named_parameters()})
-            optimizer.step()
-            rows[name].append({"cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall, "tokens": batch.n_targets})
+            with Clock() as clock:
+                loss, _ = model(batch)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if index == 0:
+                    first[name] = (float(loss.detach()), {k: p.grad.detach().clone() for k, p in model.named_parameters()})
+                optimizer.step()
+            rows[name].append({"cpu_s": clock.cpu_seconds, "wall_s": clock.seconds, "tokens": batch.n_targets})
     grads = {}
     for key, ref in first["fp32"][1].items():
         got = first["bf16"][1][key]
@@ -106,9 +109,9 @@ def speed(args: argparse.Namespace) -> Dict[str, Any]:
     return {
         "what": "alternating fp32 / bf16 training steps in one process, same batches, same initial weights",
         "config": _config(args),
-        "torch": torch.__version__,
+        "machine": machine(args.threads),
         "summary": summary,
-        "max_rss_mb": _max_rss_mb(),
+        "max_rss_mb": peak_rss_mb(),
         "speedup_cpu": summary["bf16"]["tokens_per_cpu_s"] / summary["fp32"]["tokens_per_cpu_s"],
         "speedup_wall": summary["bf16"]["tokens_per_wall_s"] / summary["fp32"]["tokens_per_wall_s"],
         "first_step": {
@@ -226,8 +229,7 @@ def profile(args: argparse.Namespace) -> Dict[str, Any]:
             model, optimizer = models[name], optimizers[name]
             torch.manual_seed(args.seed + index)
             recorder = torch_profile(activities=[ProfilerActivity.CPU]) if index > 0 else contextlib.nullcontext()
-            cpu = time.process_time()
-            with recorder as prof:
+            with Clock() as clock, recorder as prof:
                 with record_function("bench::step"):
                     loss, _ = model(batch)
                     with record_function("bench::bookkeeping"):  # not counted in the step
@@ -238,7 +240,7 @@ def profile(args: argparse.Namespace) -> Dict[str, Any]:
                         loss.backward()
                     with record_function("bench::optimizer"):
                         optimizer.step()
-            cpu = time.process_time() - cpu
+            cpu = clock.cpu_seconds
             if index == 0:
                 continue
             events = prof.profiler.function_events
@@ -273,9 +275,9 @@ def profile(args: argparse.Namespace) -> Dict[str, Any]:
         "what": "per-step time split of alternating fp32 / bf16 training steps (torch.profiler self times: wall ms per step, shares, and the shares of the step's CPU ms)",
         "label": args.label,
         "config": _config(args),
-        "torch": torch.__version__,
+        "machine": machine(args.threads),
         "summary": summary,
-        "max_rss_mb": _max_rss_mb(),
+        "max_rss_mb": peak_rss_mb(),
         "steps": steps,
     }
 
@@ -292,13 +294,6 @@ def split_markdown(results: List[Dict[str, Any]]) -> str:
             cells = [f"{100 * row['share'][c]:.0f}% ({row['cpu_ms'][c]:.0f})" for c in CATEGORIES]
             lines.append(f"| {result['label']} | {name} | {row['step_cpu_ms']:.0f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def _max_rss_mb() -> float:
-    """The process's peak resident memory so far (Linux reports KiB)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _records(run: Path) -> List[Dict[str, Any]]:
@@ -384,10 +379,8 @@ def main() -> None:
             table = "\n".join(table.splitlines()[2:]) + "\n"
         with args.markdown.open("a", encoding="utf-8") as handle:
             handle.write(table)
-    text = json.dumps(result, indent=1)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+        write_results(args.json, result)
     summary = {k: v for k, v in result.items() if k not in ("steps",)}
     if args.command == "profile":
         print(split_markdown([result]))

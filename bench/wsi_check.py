@@ -13,13 +13,10 @@ books (sorted by name), ``--biomed`` every article.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import torch
+from bench_common import Clock, machine, use_threads, write_results
 
 
 def run(files: List[Path], weights: Optional[str], n_pairs: int, per_word: int, representation: str = "substitutes") -> Dict[str, object]:
@@ -33,9 +30,9 @@ def run(files: List[Path], weights: Optional[str], n_pairs: int, per_word: int, 
         ("own_k", InductionSettings(representation=representation)),
         ("k2", InductionSettings(representation=representation, n_senses=2)),
     ):
-        started = time.perf_counter()
-        report = pseudoword_check(files, bilm, head, settings, n_pairs=n_pairs, per_word=per_word)
-        out[name] = {**report.as_dict(), "seconds": round(time.perf_counter() - started, 1)}
+        with Clock() as clock:
+            report = pseudoword_check(files, bilm, head, settings, n_pairs=n_pairs, per_word=per_word)
+        out[name] = {**report.as_dict(), "seconds": round(clock.seconds, 1)}
         print(f"  {name}: {report.line()}")
     return out
 
@@ -51,10 +48,10 @@ def main() -> None:
     parser.add_argument("--representation", default="substitutes", help="induce's representation (e.g. substitutes+context)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    use_threads(1)
     result: Dict[str, object] = {
         "model": args.weights or "en_default (embedded)",
-        "machine": f"{platform.machine()}, 1 thread",
+        "machine": machine(1),
         "command": "OMP_NUM_THREADS=1 python bench/wsi_check.py --books BOOKS --biomed ARTICLES"
         + (f" --weights {args.weights}" if args.weights else "")
         + (f" --representation {args.representation}" if args.representation != "substitutes" else ""),
@@ -67,7 +64,7 @@ def main() -> None:
         print(f"{name}: {len(files)} files")
         result[name] = run(files, args.weights, args.pairs, args.per_word, args.representation)
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        write_results(args.json, result)
 
 
 if __name__ == "__main__":

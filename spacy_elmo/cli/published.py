@@ -35,9 +35,9 @@ def download_cli(
     unknown = sorted(set(pins) - set(model.files) - set(model.head_files if lm_head else ()))
     if unknown:
         raise UserError(f"--sha256 names {', '.join(unknown)}, not a file of {name}{' (with --lm-head)' if lm_head else ''}.")
-    folder = download(name, force=force, sha256={k: v for k, v in pins.items() if k in model.files})
+    folder = download(model, force=force, sha256={k: v for k, v in pins.items() if k in model.files})
     if lm_head:
-        download_lm_head(name, force=force, sha256={k: v for k, v in pins.items() if k in model.head_files})
+        download_lm_head(model, force=force, sha256={k: v for k, v in pins.items() if k in model.head_files})
     what = " and its LM head" if lm_head else ""
     msg.good(f"{name}{what} ready in {folder}: use weights={name!r} (or the folder) to load it")
 

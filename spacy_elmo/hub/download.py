@@ -9,6 +9,9 @@ SHA-256, size, mtime, URL and the server's ETag / Last-Modified at the first dow
 compare size and mtime, hash again only when those changed, and refuse a file whose content
 changed (one-line error; ``download --force`` fetches it again). One download per model at a time
 (a lock file), so concurrent processes are safe.
+
+The entry points (:func:`download`, :func:`is_cached`, :func:`describe`) take a name or a record
+and look the name up once; every other function takes the :class:`PublishedModel` record.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ..bilm.layout import check_hdf5, read_options
 from ..bilm.model import BiLMConfig, OptionsError
 from ..cache import make_private_folders
 from ..files import fsync_dir, write_json
-from .published import MIRROR_ENV, PUBLISHED, PublishedModel, model_dir, parameter_count, published_base, published_model
+from .published import MIRROR_ENV, PUBLISHED, ModelRef, PublishedModel, parameter_count, published_base, published_model
 from .transfer import Fetched, Unreachable, discard, fetch, part_path, sidecar_path
 
 RECORD_NAME = "verified.json"
@@ -82,13 +85,12 @@ def check_files(options: Path, weights: Path) -> BiLMConfig:
     return config
 
 
-def cached_files(name: str, file_names: Sequence[str], check: Callable[[List[Path]], object], command: str = "") -> List[Path]:
+def cached_files(model: PublishedModel, file_names: Sequence[str], check: Callable[[List[Path]], object], command: str = "") -> List[Path]:
     """The cached ``file_names`` of a published model, checked against ``verified.json`` (and the
     registry's pins); files placed by hand (no record yet) pass ``check`` and are hashed once.
     Raises a one-line error when one is absent or changed since it was recorded. ``command``: the
     ``download`` command that fetches them, for messages (default: ``download NAME``)."""
-    model = published_model(name)
-    folder = model_dir(name)
+    name, folder = model.name, model.cache_dir
     paths = [folder / f for f in file_names]
     command = command or f"download {name}"
     if not all(p.is_file() for p in paths):
@@ -114,29 +116,30 @@ def cached_files(name: str, file_names: Sequence[str], check: Callable[[List[Pat
                 f"downloaded again; delete {folder} or run `python -m spacy_elmo {command} --force`"
             )
         changed = True
-    _check_pins(folder, files, _pins(model, file_names, None), name)
+    _check_pins(folder, files, _pins(model, file_names, None), model)
     if changed:
         _write_record(folder, files, record.get("source", "placed by hand"))
     return paths
 
 
-def cached_location(name: str) -> Location:
+def cached_location(model: PublishedModel) -> Location:
     """The cached files of a published model (see :func:`cached_files`)."""
-    options, weights = cached_files(name, published_model(name).files, lambda paths: check_files(paths[0], paths[1]))
+    options, weights = cached_files(model, model.files, lambda paths: check_files(paths[0], paths[1]))
     return Location(False, options.parent, options, weights)
 
 
-def is_cached(name: str, file_names: Optional[Sequence[str]] = None) -> bool:
+def is_cached(model: ModelRef, file_names: Optional[Sequence[str]] = None) -> bool:
     """The model's files (or ``file_names``) present with the size and mtime recorded when they
     were checked (no hashing)."""
-    folder = model_dir(name)
-    files = published_model(name).files if file_names is None else file_names
+    model = published_model(model)
+    folder = model.cache_dir
+    files = model.files if file_names is None else file_names
     return _recorded(folder, files, _read_record(folder).get("files", {}))
 
 
-def cached_size(name: str) -> int:
+def cached_size(model: PublishedModel) -> int:
     """Bytes the model's cache folder holds (0 when absent)."""
-    folder = model_dir(name)
+    folder = model.cache_dir
     if not folder.is_dir():
         return 0
     return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
@@ -158,13 +161,13 @@ def _pins(model: PublishedModel, files: Sequence[str], sha256: Optional[Mapping[
     return pins
 
 
-def _check_pins(folder: Path, files: Dict[str, Dict[str, Any]], pins: Mapping[str, str], name: str) -> None:
+def _check_pins(folder: Path, files: Dict[str, Dict[str, Any]], pins: Mapping[str, str], model: PublishedModel) -> None:
     for file_name, digest in pins.items():
         got = files.get(file_name, {}).get("sha256")
         if got is not None and got != digest:
             raise WeightsError(
                 f"{folder / file_name} has SHA-256 {got}, not the pinned {digest}: it is not the file you pinned "
-                f"(check the pin, or run `python -m spacy_elmo download {name} --force` to fetch it again)"
+                f"(check the pin, or run `python -m spacy_elmo download {model.name} --force` to fetch it again)"
             )
 
 
@@ -179,7 +182,7 @@ def remove_created_folder(folder: Path) -> None:
 
 
 def fetch_files(
-    name: str,
+    model: PublishedModel,
     files: Sequence[str],
     check: Callable[[List[Path]], object],
     *,
@@ -188,22 +191,21 @@ def fetch_files(
     sha256: Optional[Mapping[str, str]] = None,
     command: str = "",
 ) -> Path:
-    """Download ``files`` of the published model ``name`` into its cache folder (or check the
+    """Download ``files`` of the published ``model`` into its cache folder (or check the
     cached copies): each is transferred into its ``.part``, then ``check`` runs on all of them
     (in ``files`` order), their SHA-256 is taken and compared with any pin, and only then are they
     renamed into place and recorded. One download per model at a time (a lock file). ``command``:
     the ``download`` command that fetches them, for messages (default: ``download NAME``)."""
     from filelock import FileLock
 
-    model = published_model(name)
-    folder = model_dir(name)
+    folder = model.cache_dir
     pins = _pins(model, files, sha256)
     make_private_folders(folder.parent)  # the cache folder: 0700 whatever the umask (the kernels refuse a wider one)
-    with FileLock(str(folder.parent / f".{name}.lock")):
+    with FileLock(str(folder.parent / f".{model.name}.lock")):
         created = not folder.is_dir()  # made here, under the lock: removed again if a failure leaves it empty
         make_private_folders(folder)
         try:
-            return _fetch_files_locked(model, folder, files, check, force, progress, pins, command or f"download {name}")
+            return _fetch_files_locked(model, folder, files, check, force, progress, pins, command or f"download {model.name}")
         except BaseException:
             for file_name in files:  # a part with no byte, or no sidecar to resume it with, is of no use
                 part = part_path(folder / file_name)
@@ -230,7 +232,7 @@ def _fetch_files_locked(
     record = _read_record(folder)
     recorded: Dict[str, Dict[str, Any]] = record.get("files", {})
     if not force and _recorded(folder, files, recorded):
-        _check_pins(folder, recorded, pins, name)
+        _check_pins(folder, recorded, pins, model)
         return folder
     if force:
         for file_name in files:
@@ -256,7 +258,7 @@ def _fetch_files_locked(
     try:
         check(paths)
         digests = {file_name: _sha256(path) for file_name, path in zip(files, paths)}
-        _check_pins(folder, {k: {"sha256": v} for k, v in digests.items()}, pins, name)
+        _check_pins(folder, {k: {"sha256": v} for k, v in digests.items()}, pins, model)
     except WeightsError as err:
         for file_name, path in zip(files, paths):  # nothing that failed stays in the cache
             path.unlink(missing_ok=True)
@@ -290,38 +292,48 @@ def _recorded(folder: Path, files: Sequence[str], recorded: Dict[str, Any]) -> b
     return True
 
 
-def download(name: str, *, force: bool = False, progress: bool = True, sha256: Optional[Mapping[str, str]] = None) -> Path:
+def download(model: ModelRef, *, force: bool = False, progress: bool = True, sha256: Optional[Mapping[str, str]] = None) -> Path:
     """Download a published model's two files into the cache (or check the cached copy) and return
     its folder. ``sha256``: ``{file name: hex digest}`` that the files must have (pinning)."""
-    model = published_model(name)
-    return fetch_files(name, model.files, lambda paths: check_files(paths[0], paths[1]), force=force, progress=progress, sha256=sha256)
+    model = published_model(model)
+    return fetch_files(model, model.files, lambda paths: check_files(paths[0], paths[1]), force=force, progress=progress, sha256=sha256)
 
 
-def ensure_downloaded(name: str) -> Location:
-    """The cached files of ``name``, downloading them first when absent or incomplete."""
-    if not is_cached(name):
-        model = published_model(name)
-        folder = model_dir(name)
+def ensure_files(
+    model: PublishedModel, files: Sequence[str], check: Callable[[List[Path]], object], *, download: bool = True, command: str = ""
+) -> List[Path]:
+    """The checked ``files`` of ``model`` in the cache (see :func:`cached_files`), fetched first
+    (see :func:`fetch_files`) when ``download`` and they are not all recorded as checked."""
+    folder = model.cache_dir
+    if download and not _recorded(folder, files, _read_record(folder).get("files", {})):
+        folder = fetch_files(model, files, check, command=command)
+        return [folder / f for f in files]
+    return cached_files(model, files, check, command)
+
+
+def ensure_downloaded(model: PublishedModel) -> Location:
+    """The cached files of ``model``, downloading them first when absent or incomplete."""
+    if not is_cached(model):
+        folder = model.cache_dir
         if (folder / model.options_name).is_file() and (folder / model.weights_name).is_file():
-            return cached_location(name)  # placed by hand, or touched: check instead of downloading
-        download(name)
-    return cached_location(name)
+            return cached_location(model)  # placed by hand, or touched: check instead of downloading
+        download(model)
+    return cached_location(model)
 
 
-def describe(names: Optional[Iterable[str]] = None) -> List[Dict[str, Any]]:
+def describe(names: Optional[Iterable[ModelRef]] = None) -> List[Dict[str, Any]]:
     """One row per published model: name, shape, parameters, cache size and state (no network)."""
     rows = []
-    for name in names or PUBLISHED:
-        model = published_model(name)
+    for model in map(published_model, names or PUBLISHED):
         rows.append(
             {
                 "name": model.name,
                 "shape": model.shape,
                 "trained_on": model.about,
                 "reported": model.reported,
-                "cached": is_cached(name),
-                "size_on_disk": cached_size(name),
-                "folder": str(model_dir(name)),
+                "cached": is_cached(model),
+                "size_on_disk": cached_size(model),
+                "folder": str(model.cache_dir),
                 "parameters": parameter_count(model.shape),
             }
         )

@@ -24,9 +24,9 @@ import torch
 
 from ..bilm.errors import WeightsError
 from ..vocabulary import VocabularyError, read_vocabulary
-from .download import cached_files, fetch_files
-from .published import PUBLISHED, published_model, shape_options
-from .resolve import DEFAULT_NAMES, WeightsSpec, default_model_path, is_name, normalise_spec
+from .download import ensure_files, fetch_files
+from .published import PUBLISHED, ModelRef, PublishedModel, published_model
+from .resolve import DEFAULT_NAMES, WeightsSpec, default_model_path, named_model, normalise_spec
 
 NATIVE_SOFTMAX, NATIVE_VOCAB = "softmax.pt", "vocab.txt"
 HDF5_WEIGHT, HDF5_BIAS = "softmax/W", "softmax/b"
@@ -57,16 +57,15 @@ def _h5py() -> Any:
     return h5py
 
 
-def head_dim(name: str) -> int:
+def head_dim(model: ModelRef) -> int:
     """The output dimension (one direction's projection) of a published model's biLM."""
-    return int(shape_options(published_model(name).shape)["lstm"]["projection_dim"])
+    return published_model(model).config.projection_dim
 
 
-def _head_files(name: str) -> Tuple[str, str]:
-    model = published_model(name)
+def _head_files(model: PublishedModel) -> Tuple[str, str]:
     if model.lm_head is None:
         with_head = ", ".join(n for n, m in PUBLISHED.items() if m.lm_head)
-        raise WeightsError(f"{name} has no published LM head (softmax and vocabulary); models with one: {with_head}")
+        raise WeightsError(f"{model.name} has no published LM head (softmax and vocabulary); models with one: {with_head}")
     return model.lm_head
 
 
@@ -108,34 +107,31 @@ def _check_dim(found: int, expected: Optional[int], source: str) -> None:
 
 
 def download_lm_head(
-    name: str, *, force: bool = False, progress: bool = True, sha256: Optional[Mapping[str, str]] = None
+    model: ModelRef, *, force: bool = False, progress: bool = True, sha256: Optional[Mapping[str, str]] = None
 ) -> Tuple[Path, Path]:
     """Download (or check the cached copy of) a published model's LM head into its cache folder,
     like :func:`~spacy_elmo.hub.download.download`; returns (softmax HDF5, vocabulary)."""
-    files = _head_files(name)
-    dim = head_dim(name)
+    model = published_model(model)
+    files = _head_files(model)
+    dim = model.config.projection_dim
     folder = fetch_files(
-        name,
+        model,
         files,
         lambda paths: check_head_files(paths[0], paths[1], dim),
         force=force,
         progress=progress,
         sha256=sha256,
-        command=f"download {name} --lm-head",
+        command=f"download {model.name} --lm-head",
     )
     return folder / files[0], folder / files[1]
 
 
-def cached_lm_head(name: str, *, download: bool = True) -> Tuple[Path, Path]:
+def cached_lm_head(model: PublishedModel, *, download: bool = True) -> Tuple[Path, Path]:
     """The checked files of a published LM head, downloaded first when absent (unless ``download=False``)."""
-    from .download import is_cached
-
-    files = _head_files(name)
-    if download and not is_cached(name, files):
-        return download_lm_head(name)
-    dim = head_dim(name)
-    softmax, vocab = cached_files(
-        name, files, lambda paths: check_head_files(paths[0], paths[1], dim), command=f"download {name} --lm-head"
+    files = _head_files(model)
+    dim = model.config.projection_dim
+    softmax, vocab = ensure_files(
+        model, files, lambda paths: check_head_files(paths[0], paths[1], dim), download=download, command=f"download {model.name} --lm-head"
     )
     return softmax, vocab
 
@@ -228,25 +224,42 @@ def read_native_head(
     return LMHead(words[:n], weight[:n].to(dtype), bias[:n].to(dtype))
 
 
+class HeadLocation(NamedTuple):
+    """Where a head lives: ``kind`` ``"native"`` (``first``: its folder) or ``"hdf5"`` (``first``:
+    the softmax, ``second``: the vocabulary); ``model``: the published model it belongs to, if any."""
+
+    kind: str
+    first: Path
+    second: Optional[Path] = None
+    model: Optional[PublishedModel] = None
+
+
 def lm_head_location(weights: Optional[WeightsSpec] = None, *, download: bool = True) -> Tuple[str, Path, Optional[Path]]:
     """Where the head of the biLM that ``weights`` names lives: ``("native", folder, None)`` or
     ``("hdf5", softmax, vocab)``."""
+    kind, first, second, _model = _locate_head(weights, download)
+    return kind, first, second
+
+
+def _locate_head(weights: Optional[WeightsSpec], download: bool) -> HeadLocation:
+    """:func:`lm_head_location`, with the published model (looked up here, once) when ``weights`` names one."""
     if weights is None or (isinstance(weights, str) and weights in DEFAULT_NAMES and not Path(weights).exists()):
-        return "native", default_model_path(), None
+        return HeadLocation("native", default_model_path())
     value = normalise_spec(weights)
     if isinstance(value, list):
         raise WeightsError(f"weights={value!r}: an LM head is found by a model name or a folder, not by the options and weights files")
-    if is_name(value):
-        softmax, vocab = cached_lm_head(value, download=download)
-        return "hdf5", softmax, vocab
+    model = named_model(value)
+    if model is not None:
+        softmax, vocab = cached_lm_head(model, download=download)
+        return HeadLocation("hdf5", softmax, vocab, model)
     folder = Path(value)
     if (folder / NATIVE_SOFTMAX).is_file():
-        return "native", folder, None
+        return HeadLocation("native", folder)
     if folder.is_dir():
         heads = sorted(p for p in folder.iterdir() if p.is_file() and "softmax" in p.name.lower() and p.suffix.lower() in (".hdf5", ".h5"))
         vocabs = sorted(p for p in folder.iterdir() if p.is_file() and p.name.lower().startswith("vocab") and p.suffix == ".txt")
         if len(heads) == 1 and len(vocabs) == 1:
-            return "hdf5", heads[0], vocabs[0]
+            return HeadLocation("hdf5", heads[0], vocabs[0])
     raise WeightsError(
         f"{value}: no LM head found; a folder needs {NATIVE_SOFTMAX} + {NATIVE_VOCAB} (a model trained by spacy-elmo) or one "
         "*softmax*.hdf5 + one vocab*.txt (the published layout)"
@@ -269,13 +282,17 @@ def load_lm_head(
     the biLM's output dimension (``projection_dim``), else a one-line error."""
     from .load import read_config
 
-    kind, first, second = lm_head_location(weights, download=download)
-    try:
-        dim: Optional[int] = read_config(weights).projection_dim
-    except WeightsError:
-        if kind == "native" or is_name(str(weights)):
-            raise
-        dim = None  # a folder with a head but no biLM: nothing to compare with
+    kind, first, second, model = _locate_head(weights, download)
+    dim: Optional[int]
+    if model is not None:
+        dim = model.config.projection_dim  # known from the record: no second look-up
+    else:
+        try:
+            dim = read_config(weights).projection_dim
+        except WeightsError:
+            if kind == "native":
+                raise
+            dim = None  # a folder with a head but no biLM: nothing to compare with
     if kind == "native":
         return read_native_head(first, dim=dim, top_n=top_n, dtype=dtype, mmap=mmap)
     assert second is not None  # the published layout always has its vocabulary

@@ -16,8 +16,7 @@ from ..bilm.errors import WeightsError
 from ..bilm.layout import read_options
 from ..bilm.model import BiLM, BiLMConfig, OptionsError
 from ..bilm.weights import CONFIG_NAME, PathLike, load_native, load_original
-from .published import PUBLISHED, shape_options
-from .resolve import DEFAULT_NAMES, WeightsSpec, is_name, resolve_weights
+from .resolve import DEFAULT_NAMES, WeightsSpec, named_model, resolve_weights
 from .resolve import find_original_files as _find_original
 
 
@@ -63,9 +62,9 @@ def read_config(weights: Optional[WeightsSpec]) -> BiLMConfig:
     """The architecture of the biLM that ``weights`` names (see :func:`resolve_weights`), read
     from its options without loading any weights, and without downloading a published model
     (its shape is known by name)."""
-    if isinstance(weights, str) and is_name(weights):
-        model = PUBLISHED[weights]
-        return BiLMConfig.from_options(shape_options(model.shape), source=weights)
+    model = named_model(weights)
+    if model is not None:
+        return model.config
     location = resolve_weights(DEFAULT_NAMES[0] if weights is None else weights, download=False)
     if location.native:
         assert location.folder is not None  # a native location always has its folder

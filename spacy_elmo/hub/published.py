@@ -8,6 +8,9 @@ SHA-256 digests and sizes of its files (none are known today: the authors publis
 Downloaded models are kept in ``SPACY_ELMO_CACHE`` (default: the user's cache folder) under their
 names, with the published file names. Downloading and checking: :mod:`.download`; what a
 ``weights`` value names: :mod:`.resolve`.
+
+A name is looked up once, where it enters (:func:`published_model`); everything below takes the
+:class:`PublishedModel` record it gives, never the name again.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from ..bilm.errors import WeightsError
 from ..bilm.layout import hdf5_datasets
@@ -62,6 +65,19 @@ class PublishedModel:
     @property
     def weights_url(self) -> str:
         return self.url(self.weights_name)
+
+    @property
+    def cache_dir(self) -> Path:
+        """The cache folder of this model (it holds the files under their published names)."""
+        return cache_root() / self.name
+
+    @property
+    def config(self) -> BiLMConfig:
+        """The biLM's architecture, known from its shape (nothing is read or downloaded)."""
+        return BiLMConfig.from_options(shape_options(self.shape), source=self.name)
+
+
+ModelRef = Union[str, PublishedModel]  # what an entry point takes: a published model's name, or its record
 
 
 def _allennlp(name: str, shape: str, about: str, reported: str, lm_head: Optional[Tuple[str, str]] = None) -> PublishedModel:
@@ -121,16 +137,18 @@ def published_base() -> str:
     return mirror if mirror.endswith("/") else mirror + "/"
 
 
-def model_dir(name: str) -> Path:
+def model_dir(model: ModelRef) -> Path:
     """Cache folder of a published model (it holds the two files under their published names)."""
-    return cache_root() / published_model(name).name
+    return published_model(model).cache_dir
 
 
-def published_model(name: str) -> PublishedModel:
-    """The registry entry of ``name``, or a one-line error listing the names."""
-    if name not in PUBLISHED:
-        raise WeightsError(f"unknown ELMo model name {name!r}: use one of {', '.join(PUBLISHED)}, en_default, or a folder")
-    return PUBLISHED[name]
+def published_model(model: ModelRef) -> PublishedModel:
+    """The registry entry of a name (a record is returned as it is), or a one-line error listing the names."""
+    if isinstance(model, PublishedModel):
+        return model
+    if model not in PUBLISHED:
+        raise WeightsError(f"unknown ELMo model name {model!r}: use one of {', '.join(PUBLISHED)}, en_default, or a folder")
+    return PUBLISHED[model]
 
 
 # ---------------------------------------------------------------------------------------------

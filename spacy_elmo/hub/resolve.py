@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, List, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
 
 from ..bilm.errors import WeightsError
 from .download import Location, cached_location, ensure_downloaded
-from .published import PUBLISHED
+from .published import PUBLISHED, PublishedModel
 
 DEFAULT_MODEL = "en_default"
 DEFAULT_NAMES = (DEFAULT_MODEL, "default")  # the embedded default English model
@@ -41,6 +41,12 @@ def default_model_path() -> Path:
 def is_name(spec: Any) -> bool:
     """True for a published model's name that is not also an existing path."""
     return isinstance(spec, str) and spec in PUBLISHED and not Path(spec).exists()
+
+
+def named_model(spec: Any) -> Optional[PublishedModel]:
+    """The record of the published model that ``spec`` names (see :func:`is_name`), else None: the
+    one look-up of a name; what follows takes the record."""
+    return PUBLISHED[spec] if is_name(spec) else None
 
 
 def normalise_spec(spec: Any) -> Union[str, List[str]]:
@@ -114,8 +120,9 @@ def resolve_weights(spec: WeightsSpec, *, download: bool = True) -> Location:
         return _pair(value)
     if value in DEFAULT_NAMES and not Path(value).exists():
         return Location(True, default_model_path())
-    if is_name(value):
-        return cached_location(value) if not download else ensure_downloaded(value)
+    model = named_model(value)
+    if model is not None:
+        return cached_location(model) if not download else ensure_downloaded(model)
     path = Path(value)
     if not path.exists():
         raise WeightsError(
