@@ -126,12 +126,16 @@ def load_tensors(path: Path) -> Dict[str, torch.Tensor]:
         raise WeightsError(f"ELMoForManyLangs weights not found: {path}")
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        lines = [line.strip() for line in str(err).splitlines() if "GLOBAL" in line or "Unsupported" in line]
-        why = lines[0] if lines else str(err).splitlines()[0]
-        raise WeightsError(f"{path} holds more than tensors, refused (only tensors are read from model files): {why}") from None
+    except pickle.UnpicklingError as err:  # the restricted unpickler's verdict, a long text: its one telling line
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        objects = [line for line in lines if "GLOBAL" in line]
+        if objects:
+            raise WeightsError(f"{path} holds more than tensors, refused (only tensors are read from model files): {objects[0]}") from None
+        why = next((line for line in lines if "Unsupported" in line), lines[0] if lines else "")
+        raise WeightsError(f"{path} cannot be read as a torch file of tensors (truncated or another format?): {why}") from None
     except Exception as err:  # torch raises several types for a damaged or foreign file
-        raise WeightsError(f"{path} cannot be read as a torch file of tensors (truncated or another format?): {err}") from None
+        why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise WeightsError(f"{path} cannot be read as a torch file of tensors (truncated or another format?): {why}") from None
     if not isinstance(loaded, dict):
         raise WeightsError(f"{path} holds a {type(loaded).__name__}, not a state dict of named tensors: refused")
     for name, value in loaded.items():
