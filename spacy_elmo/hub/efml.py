@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 from ..bilm.efml_folder import RECORD_NAME, check_efml_folder, convert_efml, source_files
+from ..bilm.errors import WeightsError
 from ..bilm.weights import CONFIG_NAME
 from ..cache import cache_root
 from ..files import temporary_name
@@ -52,7 +53,7 @@ def is_current(folder: Path, source: Path) -> bool:
     source = Path(source).resolve()
     try:
         files = source_files(source)
-    except Exception:  # a source that no longer reads: not current (converting says what is wrong)
+    except (WeightsError, OSError):  # a source that no longer reads: not current (converting says what is wrong)
         return False
     if len(files) != len(recorded):
         return False
