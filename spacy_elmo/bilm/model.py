@@ -176,14 +176,7 @@ class BiLM(nn.Module):
     def __init__(self, config: BiLMConfig, stateful: bool = False, token_cache_size: int = 0) -> None:
         super().__init__()
         self.config = config
-        self.token_encoder = CharCnnEncoder(
-            n_characters=config.n_characters,
-            char_dim=config.char_dim,
-            filters=config.filters,
-            n_highway=config.n_highway,
-            output_dim=config.projection_dim,
-            activation=config.activation,
-        )
+        self.token_encoder = self._build_token_encoder(config)
         self.lstm = BiLstmStack(
             input_dim=config.projection_dim,
             cell_dim=config.lstm_dim,
@@ -199,6 +192,25 @@ class BiLM(nn.Module):
         self.set_token_cache(token_cache_size)
         self._bf16: Optional[bf16.Bf16Products] = None
         self.register_load_state_dict_post_hook(_clear_token_cache_after_load)
+
+    def _build_token_encoder(self, config: BiLMConfig) -> CharCnnEncoder:
+        """The context-free token encoder (a subclass may read its own kind of characters)."""
+        return CharCnnEncoder(
+            n_characters=config.n_characters,
+            char_dim=config.char_dim,
+            filters=config.filters,
+            n_highway=config.n_highway,
+            output_dim=config.projection_dim,
+            activation=config.activation,
+        )
+
+    #: whether the token encoder has a bfloat16 path (:func:`bf16.encode_tokens`); else it runs in
+    #: float32 while the LSTM products run in bfloat16
+    bf16_token_encoder = True
+
+    def token_batch(self, sentences: Sequence[Sequence[str]]) -> TokenBatch:
+        """The :class:`TokenBatch` this model reads for ``sentences`` (boundaries added)."""
+        return TokenBatch.from_sentences(sentences)
 
     def set_token_cache(self, size: int) -> None:
         """Cache up to ``size`` context-free token vectors at inference (0 turns the cache off).
@@ -263,7 +275,7 @@ class BiLM(nn.Module):
         char_ids = batch.char_ids.to(device)
         products = self._bf16_products()
         run: Callable[[torch.Tensor], torch.Tensor] = self.token_encoder
-        if products is not None:
+        if products is not None and self.bf16_token_encoder:
             run = partial(bf16.encode_tokens, self.token_encoder, products.encoder.weights(self.token_encoder))
         if self.token_cache is not None and not torch.is_grad_enabled() and len(batch.strings) == len(char_ids):
             vectors = self.token_cache.encode(self.token_encoder, batch.strings, char_ids, run)
@@ -334,7 +346,7 @@ class BiLM(nn.Module):
         """One float32 ``[L+1, n_i, 2P]`` array per sentence (``n_i + 2`` rows with boundaries)."""
         if not sentences:
             return []
-        layers = self.forward(TokenBatch.from_sentences(sentences), boundaries=keep_boundaries).float().cpu().numpy()
+        layers = self.forward(self.token_batch(sentences), boundaries=keep_boundaries).float().cpu().numpy()
         width = 2 if keep_boundaries else 0
         return [np.ascontiguousarray(layers[:, row, : len(sentence) + width]) for row, sentence in enumerate(sentences)]
 

@@ -23,6 +23,7 @@ import srsly
 import torch
 
 from ..files import finish_folder, start_folder, write_atomic, write_json
+from .efml import bilm_class
 from .errors import WeightsError
 from .layout import lstm_prefix as _lstm_prefix
 from .layout import read_options
@@ -235,7 +236,7 @@ def model_from_state(config: BiLMConfig, state: Any, source: Union[str, Path], s
     if not isinstance(state, dict):
         raise WeightsError(f"weights file {source} does not hold a state dict")
     with torch.device("meta"):
-        model = BiLM(config, stateful=stateful)
+        model = bilm_class(config)(config, stateful=stateful)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     if missing:

@@ -34,7 +34,8 @@ def binary_counts(change: WordChange) -> Optional[Tuple[List[int], List[int]]]:
     if not change.measured or not change.senses:
         return None
     recorded = (change.word_senses.extra.get("change") if change.word_senses is not None else None) or {}
-    a, b = change.binary_counts_a, change.binary_counts_b  # empty until the binary call has run
+    a: Any = change.binary_counts_a  # empty until the binary call has run
+    b: Any = change.binary_counts_b
     if not a or not b:
         a, b = recorded.get("binary_counts_a"), recorded.get("binary_counts_b")
     if not a or not b:

@@ -7,11 +7,13 @@ or a path into the files to read.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional, Tuple
 
 import srsly
 
+from ..bilm.efml_folder import efml_config, is_efml_folder
 from ..bilm.errors import WeightsError
 from ..bilm.layout import read_options
 from ..bilm.model import BiLM, BiLMConfig, OptionsError
@@ -42,7 +44,8 @@ def load_bilm(
     (``"elmo-original"``, ...: downloaded once into the cache, see :mod:`.download`), a
     spacy-elmo model directory (``config.json`` + ``weights.pt``), a directory holding an options
     file (``options.json`` or the published ``*_options.json``) and one ``.hdf5`` weights file,
-    or a list of those two files. Or pass ``options_file`` and ``weight_file`` explicitly.
+    an ELMoForManyLangs model folder (converted once into the cache: :mod:`.efml`), or a list of
+    those two files. Or pass ``options_file`` and ``weight_file`` explicitly.
     """
     if path is None and options_file is None and weight_file is None:
         path = DEFAULT_NAMES[0]
@@ -65,6 +68,8 @@ def read_config(weights: Optional[WeightsSpec]) -> BiLMConfig:
     model = named_model(weights)
     if model is not None:
         return model.config
+    if isinstance(weights, (str, os.PathLike)) and is_efml_folder(weights):
+        return efml_config(weights, lexicons=False)  # the architecture, read from the authors' folder
     location = resolve_weights(DEFAULT_NAMES[0] if weights is None else weights, download=False)
     if location.native:
         assert location.folder is not None  # a native location always has its folder

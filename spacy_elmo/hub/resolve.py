@@ -2,8 +2,9 @@
 
 Accepted everywhere weights are given (``load_bilm``, the ``elmo`` component's ``weights``, the
 command line): a published model's name (cached, else downloaded), ``en_default``, a folder (the
-spacy-elmo format, ``options.json`` + one ``.hdf5``, or the published file names), or a list of
-the options and weights files.
+spacy-elmo format, ``options.json`` + one ``.hdf5``, the published file names, or an
+ELMoForManyLangs model folder, converted once: :mod:`.efml`), or a list of the options and weights
+files.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import os
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Union
 
+from ..bilm.efml_folder import is_efml_folder
 from ..bilm.errors import WeightsError
 from .download import Location, cached_location, ensure_downloaded
+from .efml import efml_native_folder
 from .published import PUBLISHED, PublishedModel
 
 DEFAULT_MODEL = "en_default"
@@ -132,6 +135,8 @@ def resolve_weights(spec: WeightsSpec, *, download: bool = True) -> Location:
         )
     if path.is_file():
         raise WeightsError(f"{path} is a file: pass its folder, or the options.json and .hdf5 files as a list")
+    if is_efml_folder(path):  # the authors' folder: its conversion (made on first use unless download=False)
+        return Location(True, efml_native_folder(path, convert=download))
     if (path / NATIVE_CONFIG).is_file() or ((path / NATIVE_WEIGHTS).is_file() and not any(path.glob("*options.json"))):
         return Location(True, path)  # weights.pt alone: an interrupted save, which load_native reports as such
     return find_original_files(path)

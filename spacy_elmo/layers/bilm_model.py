@@ -36,7 +36,6 @@ from thinc.util import to_numpy, torch2xp, xp2torch
 
 from ..bilm import BiLM
 from ..bilm.batching import pack_by_token_budget
-from ..bilm.characters import TokenBatch
 from ..bilm.memory import release_free_memory
 from ..bilm.model import BiLMConfig
 from ..bilm.weights import model_from_state
@@ -323,7 +322,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
     outputs = [np.zeros((n_layers, len(doc), dim), dtype=np.float32) for doc in docs]
     kept: List[Tuple[torch.Tensor, List[Job]]] = []
     for chosen in batches:
-        output = bilm(TokenBatch.from_sentences([strings[i] for i in chosen]), boundaries=False)
+        output = bilm(bilm.token_batch([strings[i] for i in chosen]), boundaries=False)
         _scatter(output.detach().cpu().numpy(), [jobs[i] for i in chosen], outputs)
         kept.append((output, [jobs[i] for i in chosen]))
 
@@ -361,7 +360,7 @@ def _predict(bilm: BiLM, docs: Sequence[Doc], jobs: List[Job], strings: List[Lis
             outputs[d] = np.zeros((n_layers, len(doc), dim), dtype=np.float32)
     with torch.inference_mode():
         for chosen in batches:
-            output = bilm(TokenBatch.from_sentences([strings[i] for i in chosen]), boundaries=False)
+            output = bilm(bilm.token_batch([strings[i] for i in chosen]), boundaries=False)
             values = output.float().cpu().numpy()
             for row, i in enumerate(chosen):
                 d, context = jobs[i]
