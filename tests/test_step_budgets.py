@@ -25,9 +25,6 @@ def test_stage4_schedule_is_the_one_the_shipped_run_followed():
     warm restart at 4,600, 2.0e-4 at the end (docs/model-card.md, "Stage 4")."""
     config = stage4()
     assert config.max_steps == 9000 and config.max_minutes == 0 and config.precision == "bf16"
-    shipped = json.loads((REPO / "spacy_elmo" / "models" / "en_default" / "train_config.json").read_text())
-    same = ("lr", "warmup_steps", "n_samples", "dropout", "max_tokens", "max_length", "grad_clip", "seed", "precision")
-    assert {k: getattr(config, k) for k in same} == {k: shipped[k] for k in same}
     # the lr of the log records (every 20 steps; a record at step N shows step N-1's lr) around each change
     records = {2700: 1.79e-3, 2720: 1.52e-3, 3100: 1.40e-3, 3120: 7.7e-4, 3900: 4.1e-4, 3920: 3.0e-4, 4620: 1.07e-3, 9000: 2.0e-4}
     for record, lr in records.items():
@@ -36,6 +33,19 @@ def test_stage4_schedule_is_the_one_the_shipped_run_followed():
     # the schedule before the first stop is the planned 12,000-step decay
     planned = TrainConfig(**{**json.loads((CONFIGS / "full-continue-bf16.json").read_text())})
     assert all(lr_at(s, config) == lr_at(s, planned) for s in range(0, 2700, 50))
+
+
+def test_the_shipped_default_followed_the_v2_legs_config():
+    """The shipped default (v2, its first leg) ran configs/default-v2-legs.json: the same settings,
+    its first horizon as its last step, ``auto`` resolved to a precision that runs on any CPU."""
+    legs = TrainConfig(**json.loads((CONFIGS / "default-v2-legs.json").read_text()))
+    shipped = json.loads((REPO / "spacy_elmo" / "models" / "en_default" / "train_config.json").read_text())
+    snapshot = json.loads((REPO / "spacy_elmo" / "models" / "en_default" / "snapshot.json").read_text())
+    same = ("lr", "warmup_steps", "n_samples", "dropout", "max_tokens", "max_length", "grad_clip", "seed", "vocab_from", "lr_horizons")
+    assert {k: getattr(legs, k) for k in same} == {k: shipped[k] for k in same}
+    assert legs.precision == "auto" and shipped["precision"] in ("fp32-fused", "bf16")
+    assert snapshot["step"] in [end for _, end in legs.lr_horizons]  # shipped at the end of a leg's decay
+    assert lr_at(snapshot["step"] - 1, legs) == pytest.approx(0.1 * legs.lr, rel=1e-3)
 
 
 def test_every_stage_of_the_full_workflow_has_a_step_budget_and_no_clock_schedule():
