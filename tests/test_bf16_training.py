@@ -170,21 +170,27 @@ def _batch(prepared_dir, n=1):
     return vocab, [next(stream)[1] for _ in range(n)]
 
 
-def test_bf16_step_is_close_to_fp32(prepared):  # noqa: F811
-    vocab, (batch,) = _batch(prepared[0] / "general-prep")
+def _one_step(data, dtypes):
+    """(loss, flat gradient) of one training step on the same batch, weights and dropout draws,
+    for each training dtype in ``dtypes`` (None: autograd's float32 graph)."""
+    vocab, (batch,) = _batch(data)
     torch.manual_seed(0)
     config = BiLMConfig(lstm_dim=32, projection_dim=16, filters=((1, 16), (2, 16), (3, 32)), n_highway=1, char_dim=8)
     lm = BiLMLanguageModel(BiLM(config), len(vocab), dropout=0.1, n_samples=20)
     lm.train()
-    results = {}
-    for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+    results = []
+    for dtype in dtypes:
         lm.set_train_dtype(dtype)
         lm.zero_grad()
         torch.manual_seed(7)
         loss, _ = lm(batch)
         loss.backward()
-        results[name] = float(loss.detach()), torch.cat([p.grad.flatten() for p in lm.parameters()])
-    (loss32, g32), (loss16, g16) = results["fp32"], results["bf16"]
+        results.append((float(loss.detach()), torch.cat([p.grad.flatten() for p in lm.parameters()])))
+    return results
+
+
+def test_bf16_step_is_close_to_fp32(prepared):  # noqa: F811
+    (loss32, g32), (loss16, g16) = _one_step(prepared[0] / "general-prep", (None, torch.bfloat16))
     assert abs(loss16 - loss32) < 0.01 * loss32
     assert torch.nn.functional.cosine_similarity(g32, g16, dim=0) > 0.99
     assert (g16 - g32).norm() < 0.1 * g32.norm()
@@ -291,20 +297,7 @@ def test_input_gates_fold_the_bias_into_the_product():
 
 
 def test_fp32_fused_step_is_the_fp32_step_up_to_rounding(prepared):  # noqa: F811
-    vocab, (batch,) = _batch(prepared[0] / "general-prep")
-    torch.manual_seed(0)
-    config = BiLMConfig(lstm_dim=32, projection_dim=16, filters=((1, 16), (2, 16), (3, 32)), n_highway=1, char_dim=8)
-    lm = BiLMLanguageModel(BiLM(config), len(vocab), dropout=0.1, n_samples=20)
-    lm.train()
-    results = {}
-    for name, dtype in (("fp32", None), ("fp32-fused", torch.float32)):
-        lm.set_train_dtype(dtype)
-        lm.zero_grad()
-        torch.manual_seed(7)
-        loss, _ = lm(batch)
-        loss.backward()
-        results[name] = float(loss.detach()), torch.cat([p.grad.flatten() for p in lm.parameters()])
-    (loss_a, g_a), (loss_b, g_b) = results["fp32"], results["fp32-fused"]
+    (loss_a, g_a), (loss_b, g_b) = _one_step(prepared[0] / "general-prep", (None, torch.float32))
     assert abs(loss_a - loss_b) < 1e-5 * loss_a  # bf16 is only held to 1e-2
     assert (g_a - g_b).norm() < 1e-4 * g_a.norm()
 
