@@ -60,8 +60,8 @@ def test_the_native_head_of_the_default_model():
     assert isinstance(head, LMHead)
     vocab, weight, bias = head
     stored = torch.load(default_model_path() / "softmax.pt", weights_only=True)
-    assert vocab[:3] == ["<S>", "</S>", "<UNK>"] and len(vocab) == 30000
-    assert weight.shape == (30000, 128) and bias.shape == (30000,) and weight.dtype == torch.float32
+    assert vocab[:3] == ["<S>", "</S>", "<UNK>"] and len(vocab) == 50000  # v2: a 50,000-word vocabulary
+    assert weight.shape == (50000, 128) and bias.shape == (50000,) and weight.dtype == torch.float32
     assert torch.equal(weight, stored["weight"].float()) and torch.equal(bias, stored["bias"].float())
     small = load_lm_head("en_default", top_n=100, dtype=torch.bfloat16)
     assert len(small.vocab) == 100 and small.weight.shape == (100, 128) and small.weight.dtype == torch.bfloat16
