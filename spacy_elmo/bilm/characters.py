@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -121,6 +121,24 @@ def batch_to_char_ids(sentences: Sequence[Sequence[str]]) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
+def distinct_tokens(sentences: Sequence[Sequence[str]], bos: str, eos: str) -> Tuple[np.ndarray, np.ndarray, List[str]]:
+    """Each sentence between ``bos`` and ``eos`` as indices into its batch's distinct strings:
+    ``(index [B, T] int64, lengths [B] int64 with the boundaries, strings)``; row 0 of ``strings``
+    is ``""``, the padding row (so that even an empty-string token gets a row of its own), rows 1
+    and 2 are ``bos`` and ``eos``, and a token spelled like a boundary shares its row."""
+    rows: Dict[Optional[str], int] = {None: 0, bos: 1, eos: 2}
+    width = max((len(s) for s in sentences), default=0) + 2
+    index = np.zeros((len(sentences), width), dtype=np.int64)
+    lengths = np.empty(len(sentences), dtype=np.int64)
+    for row, sentence in enumerate(sentences):
+        n = len(sentence)
+        index[row, 0] = 1
+        index[row, 1 : n + 1] = [rows.setdefault(tok, len(rows)) for tok in sentence]
+        index[row, n + 1] = 2
+        lengths[row] = n + 2
+    return index, lengths, [""] + [s for s in rows if s is not None]
+
+
 @dataclass
 class TokenBatch:
     """A batch of contexts as indices into its distinct token strings.
@@ -141,18 +159,7 @@ class TokenBatch:
 
     @classmethod
     def from_sentences(cls, sentences: Sequence[Sequence[str]]) -> "TokenBatch":
-        # Key None is the padding row, so that even an empty-string token gets its own row.
-        vocab: Dict[Optional[str], int] = {None: 0, BOS_TOKEN: 1, EOS_TOKEN: 2}
-        width = max((len(s) for s in sentences), default=0) + 2
-        index = np.zeros((len(sentences), width), dtype=np.int64)
-        lengths = np.empty(len(sentences), dtype=np.int64)
-        for row, sentence in enumerate(sentences):
-            n = len(sentence)
-            index[row, 0] = 1
-            index[row, 1 : n + 1] = [vocab.setdefault(tok, len(vocab)) for tok in sentence]
-            index[row, n + 1] = 2
-            lengths[row] = n + 2
-        strings = [""] + [s for s in vocab if s is not None]
+        index, lengths, strings = distinct_tokens(sentences, BOS_TOKEN, EOS_TOKEN)
         char_ids = np.stack([PADDING_IDS] + [_cached(s) for s in strings[1:]])
         return cls(
             token_index=torch.from_numpy(index),

@@ -33,7 +33,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..kernels import char_trim
-from .characters import BOS_TOKEN, EOS_TOKEN, TokenBatch
+from .characters import BOS_TOKEN, EOS_TOKEN, TokenBatch, distinct_tokens
 from .model import BiLM, BiLMConfig, OptionsError
 from .token_encoder import _ACTIVATIONS, CharCnnEncoder
 
@@ -100,18 +100,8 @@ class EfmlTokenBatch(TokenBatch):
 
     @classmethod
     def from_vocab(cls, sentences: Sequence[Sequence[str]], vocab: EfmlVocab) -> "EfmlTokenBatch":
-        # key None is the padding row; a token spelled <bos> shares the boundary's row, as their reader reads it
-        index_of: Dict[Optional[str], int] = {None: 0, BOS: 1, EOS: 2}
-        width = max((len(s) for s in sentences), default=0) + 2
-        index = np.zeros((len(sentences), width), dtype=np.int64)
-        lengths = np.empty(len(sentences), dtype=np.int64)
-        for row, sentence in enumerate(sentences):
-            n = len(sentence)
-            index[row, 0] = 1
-            index[row, 1 : n + 1] = [index_of.setdefault(token, len(index_of)) for token in sentence]
-            index[row, n + 1] = 2
-            lengths[row] = n + 2
-        strings = [""] + [s for s in index_of if s is not None]
+        # a token spelled <bos> shares the boundary's row, as their reader reads it
+        index, lengths, strings = distinct_tokens(sentences, BOS, EOS)
         ids = np.stack([np.zeros(vocab.width, dtype=np.int64)] + [vocab.ids(s) for s in strings[1:]])
         return cls(torch.from_numpy(index), torch.from_numpy(ids), torch.from_numpy(lengths), strings)
 
