@@ -8,7 +8,9 @@ sense set's context-vector ARI against tokens seen.
 Validation perplexity comes from the run's ``metrics.jsonl`` (the trainer's own evaluations on
 the first validation sentences); the ARI from each snapshot's ``candidate_report.py`` report
 (``sense_set.features``: k-means at the gold number of senses over the context vectors), placed
-at the tokens its ``snapshot`` record names. Reports without that measure are left out.
+at the tokens its ``snapshot`` record names. Reports without that measure are left out; with no
+report and no ``--shipped`` (a run of another language, ``--title`` naming it) the plot is the
+validation perplexity alone.
 """
 
 from __future__ import annotations
@@ -44,17 +46,28 @@ def ari_points(reports: List[Path]) -> List[Tuple[float, float, int]]:
     return sorted(points)
 
 
-def plot(valid: List[Tuple[float, float]], ari: List[Tuple[float, float, int]], out: Path, shipped_ari: Optional[float]) -> Path:
+TITLE = "the default's v2 run: what more tokens buy"
+
+
+def plot(valid: List[Tuple[float, float]], ari: List[Tuple[float, float, int]], out: Path, shipped_ari: Optional[float],
+         title: str = TITLE) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    alone = not ari and shipped_ari is None  # nothing for the ARI panel: the validation perplexity alone
+    if alone:
+        fig, top = plt.subplots(figsize=(7, 3.6))
+        top.set_xlabel("training tokens seen in this run (millions)")
+    else:
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
     top.plot([t / 1e6 for t, _ in valid], [p for _, p in valid], "o-", markersize=3)
     top.set_yscale("log")
     top.set_ylabel("validation perplexity (avg)")
-    top.set_title("the default's v2 run: what more tokens buy")
+    top.set_title(title)
+    if alone:
+        return _save(fig, out)
     bottom.plot([t / 1e6 for t, _, _ in ari], [a for _, a, _ in ari], "s-", color="tab:green", label="v2 snapshots")
     for tokens, value, step in ari:
         bottom.annotate(f"step {step:,}", (tokens / 1e6, value), textcoords="offset points", xytext=(4, -12), fontsize=8)
@@ -64,6 +77,12 @@ def plot(valid: List[Tuple[float, float]], ari: List[Tuple[float, float, int]], 
     bottom.set_ylabel("labelled set ARI, context vectors")
     bottom.set_xlabel("training tokens seen in this run (millions)")
     bottom.legend(loc="lower right")
+    return _save(fig, out)
+
+
+def _save(fig, out: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
@@ -76,6 +95,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("metrics", type=Path, help="the run's metrics.jsonl")
     ap.add_argument("reports", type=Path, nargs="*", help="candidate_report.py outputs of the run's snapshots")
     ap.add_argument("--shipped", type=Path, default=None, help="the previous default's report, drawn as a line")
+    ap.add_argument("--title", default=TITLE, help="the plot's title (default: the English default's v2 run)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     if not args.metrics.is_file():
@@ -84,7 +104,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.shipped is not None:
         feature = json.loads(args.shipped.read_text(encoding="utf-8")).get("sense_set", {}).get("features", {}).get(CONTEXT_FEATURE)
         shipped = None if feature is None else feature["ari_gold"]
-    print(plot(validation_points(args.metrics), ari_points(args.reports), args.out, shipped))
+    print(plot(validation_points(args.metrics), ari_points(args.reports), args.out, shipped, args.title))
     return 0
 
 

@@ -155,3 +155,34 @@ def prepare_wnut(wnut_dir: Path, out_dir: Path) -> Dict[str, Dict[str, int]]:
         tokens = write_docbin(docs, out_dir / f"{split}.spacy")
         stats[split] = {"sentences": len(docs), "tokens": tokens, "entities": sum(len(d.ents) for d in docs)}
     return stats
+
+
+def conllu_sentence_docs(path: Path) -> List[Doc]:
+    """One Doc per sentence of a CoNLL-U file (optionally .gz), through spaCy's own converter
+    (``spacy convert``'s ``conllu``): the syntactic words are the tokens (a contraction such as
+    German "im" = "in" + "dem" gives two), XPOS in ``tag_``, UPOS in ``pos_``, heads and labels."""
+    from spacy.training.converters import conllu_to_docs
+
+    with _open(path) as fh:
+        text = fh.read()
+    if not text.strip():
+        raise ValueError(f"{path}: no sentences (an empty CoNLL-U file)")
+    try:
+        return list(conllu_to_docs(text, n_sents=1, no_print=True))
+    except ValueError as err:  # a line without the ten tab-separated columns
+        raise ValueError(f"{path}: not CoNLL-U ({err})") from None
+
+
+def prepare_conllu_prefixes(train: Path, test: Path, sizes: Sequence[int], out_dir: Path) -> Dict[str, Dict[str, int]]:
+    """``train-{n}.spacy`` for each ``n`` in ``sizes`` (the first ``n`` sentences of ``train``, so the
+    smaller sets are prefixes of the larger) and ``test.spacy`` (every sentence of ``test``)."""
+    docs = conllu_sentence_docs(train)
+    too_many = [n for n in sizes if n > len(docs) or n < 1]
+    if too_many:
+        raise ValueError(f"{train} has {len(docs)} sentences: cannot train on {', '.join(map(str, too_many))} of them")
+    stats: Dict[str, Dict[str, int]] = {}
+    for n in sizes:
+        stats[f"train-{n}"] = {"sentences": n, "tokens": write_docbin(docs[:n], out_dir / f"train-{n}.spacy")}
+    test_docs = conllu_sentence_docs(test)
+    stats["test"] = {"sentences": len(test_docs), "tokens": write_docbin(test_docs, out_dir / "test.spacy")}
+    return stats
