@@ -12,7 +12,7 @@
   tagger trained on float32 features of UD EWT train sentences and scored on UD EWT test with
   float32 and with bfloat16 features; nearest-neighbour recall@10 of bfloat16 token vectors
   against float32 ones (the text's tokens, average of the layers, exact cosine search); WiC test
-  accuracy (``spacy_elmo.senses.wic``) and the sense probe (``bench/senses.py``) per precision.
+  accuracy (``spacy_elmo.evaluation.wic``) and the sense probe (``bench/senses.py``) per precision.
 
 ``--text``: ``books`` (the Gutenberg test books of the project's assets, else the project's in-repo
 general sample), ``ud`` (UD English EWT test), or a path (one whitespace-tokenised sentence per
@@ -208,7 +208,7 @@ def main() -> None:
     if args.downstream:
         report["neighbour_recall_at_10"] = neighbour_recall(outputs["float32"], outputs["bfloat16"])
         report["tagger"] = tagger_accuracy(bilm, args.tagger_train, 1000)
-        from spacy_elmo.senses.wic import DEFAULT_WIC_DIR, evaluate
+        from spacy_elmo.evaluation.wic import DEFAULT_WIC_DIR, evaluate
 
         wic_dir = DATA / "wic" if (DATA / "wic").is_dir() else DEFAULT_WIC_DIR
         wic = {p: evaluate(args.weights, wic_dir, precision=p) for p in ("float32", "bfloat16")}

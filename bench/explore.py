@@ -8,7 +8,7 @@
 
     python bench/explore.py screenshot --text BOOKS... --word bank --n 400 --out docs/img/explore.png
         Up to N sentences with WORD from the text files (round-robin over the files); senses
-        induced from them with the default model (spacy_elmo.senses.induce, what `spacy elmo
+        induced from them with the default model (spacy_elmo.induction.induce, what `spacy elmo
         explore CORPUS --word WORD` runs; --representation as there), or with --kmeans K the
         older stand-in: spherical k-means clusters of the top layer's vectors, named by their most
         distinctive context words. Writes the page and a screenshot of it with one point clicked
@@ -36,8 +36,8 @@ from typing import Iterator, List, Sequence, Tuple
 import numpy as np
 from bench_common import REPO, RESULTS, machine, timed, write_results
 
-from spacy_elmo.senses.explore import WEBGL_FROM, write_explore_page
-from spacy_elmo.senses.induced import Occurrence, Sense, WordSenses, save_word_senses
+from spacy_elmo.explore.page import WEBGL_FROM, write_explore_page
+from spacy_elmo.induction.induced import Occurrence, Sense, WordSenses, save_word_senses
 
 
 def paragraphs(files: Sequence[Path]) -> Iterator[Tuple[str, str]]:
@@ -183,7 +183,7 @@ def induced_senses(pairs: List[Tuple[str, str]], word: str, representation: str)
     source the book and paragraph it came from."""
     import dataclasses
 
-    from spacy_elmo.senses.induce import InductionSettings, induce
+    from spacy_elmo.induction.induce import InductionSettings, induce
 
     with tempfile.TemporaryDirectory() as folder:
         corpus = Path(folder) / "sentences.txt"

@@ -25,8 +25,8 @@ def probe(representation: str, temperature: float, prior_weight: float, pattern:
     """Induction on the hand-written probe sentences of bench/senses.py, scored against their two senses."""
     from senses import SENSES
 
-    from spacy_elmo.senses.induce import InductionSettings, induce
-    from spacy_elmo.senses.wsi_score import score
+    from spacy_elmo.evaluation.wsi_score import score
+    from spacy_elmo.induction.induce import InductionSettings, induce
 
     sentences, gold = [], {}
     for word, pairs in SENSES.items():
@@ -59,8 +59,8 @@ def main() -> None:
     use_threads(args.threads)
     pattern = None if args.pattern.lower() in ("", "none") else args.pattern
 
-    from spacy_elmo.senses import wsi_eval
-    from spacy_elmo.senses.induce import InductionSettings
+    from spacy_elmo.evaluation import wsi_eval
+    from spacy_elmo.induction.induce import InductionSettings
 
     runs = []
     for representation in args.representation.split(","):

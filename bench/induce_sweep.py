@@ -8,7 +8,7 @@
 (``w1 .. X and X .. wn``), which gives the plain and the pattern states and the vector in one run,
 and keeps them (a few tens of MB) in ``--cache`` (default: the system's temporary folder).
 ``run`` takes settings, each a space-separated list of ``key=value``: any
-:class:`~spacy_elmo.senses.induce.InductionSettings` field (``prior_weight``, ``pattern``
+:class:`~spacy_elmo.induction.induce.InductionSettings` field (``prior_weight``, ``pattern``
 (``and`` or ``none``), ``top_k``, ``temperature``, ``significance``, ``min_share``, ``max_senses``, ``n_senses``,
 ``n_representatives``, ``representation`` ...) and ``cluster=kmeans:K`` or ``cluster=spectral:K``
 to replace average linkage. It fills the package's own ``Inducer`` with the cached states, so
@@ -38,9 +38,9 @@ DEFAULT_CACHE = Path(tempfile.gettempdir()) / "spacy-elmo-wsi-states"
 def cache(data: Path, folder: Path, context: int) -> Path:
     """Run the biLM over every instance once (pattern sentence) and save the states."""
     from spacy_elmo.bilm.batching import plan_batches
+    from spacy_elmo.evaluation.wsi_data import read_semeval2010
     from spacy_elmo.hub.load import load_bilm
-    from spacy_elmo.senses.substitutes import lm_states
-    from spacy_elmo.senses.wsi_data import read_semeval2010
+    from spacy_elmo.induction.substitutes import lm_states
 
     bilm = load_bilm(None)
     items = [(word, item) for word, group in read_semeval2010(data).items() for item in group]
@@ -81,7 +81,7 @@ def _kmeans(x: np.ndarray, k: int, restarts: int = 4) -> np.ndarray:
 
 def clusterer(spec: str) -> Callable[[np.ndarray], np.ndarray]:
     """``kmeans:K`` (on the leading 50 axes of the similarity matrix) or ``spectral:K`` (normalised affinity), from distances."""
-    from spacy_elmo.senses.clustering import _relabel, unit_rows
+    from spacy_elmo.induction.clustering import _relabel, unit_rows
 
     method, _, k_text = spec.partition(":")
     k = int(k_text)
@@ -106,13 +106,13 @@ def clusterer(spec: str) -> Callable[[np.ndarray], np.ndarray]:
 
 def run(path: Path, spec: str, data: Path) -> Dict[str, Any]:
     """Score one setting over the cached states."""
-    import spacy_elmo.senses.induce as induce_module
+    import spacy_elmo.induction.induce as induce_module
+    from spacy_elmo.evaluation.wsi_eval import GOLD_KEY, instance_key
+    from spacy_elmo.evaluation.wsi_score import read_key, score
     from spacy_elmo.hub.load import load_bilm
-    from spacy_elmo.senses.clustering import cut_senses
-    from spacy_elmo.senses.induce import Inducer, InductionSettings, _Store, load_head
-    from spacy_elmo.senses.induced import Occurrence
-    from spacy_elmo.senses.wsi_eval import GOLD_KEY, instance_key
-    from spacy_elmo.senses.wsi_score import read_key, score
+    from spacy_elmo.induction.clustering import cut_senses
+    from spacy_elmo.induction.induce import Inducer, InductionSettings, _Store, load_head
+    from spacy_elmo.induction.induced import Occurrence
 
     states = pickle.loads(path.read_bytes())
     options = dict(item.split("=", 1) for item in spec.split())

@@ -42,7 +42,7 @@ print(json.dumps({"words": len(head.vocab), "dtype": str(head.weight.dtype), "se
 SUBSTITUTES = {"1,024-row chunks (before)": "1024", "default budget (1 GiB of scores)": "None"}
 SUBSTITUTES_CHILD = """
 import json, time, torch
-from spacy_elmo.senses.substitutes import LMHead, score_rows
+from spacy_elmo.induction.substitutes import LMHead, score_rows
 torch.manual_seed(0)
 rows, dim = ROWS_DIM
 head = LMHead([f"w{i}" for i in range(rows)], torch.randn(rows, dim) / dim**0.5, torch.randn(rows))

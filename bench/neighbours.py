@@ -52,7 +52,7 @@ def index_folder(cache: Path, layer) -> Path:
 def embed(n_tokens: int, cache: Path, books: Path = BOOKS, layer=None) -> None:
     """Embed paragraphs until ``n_tokens`` non-space tokens are indexed, then ~N_QUERIES query tokens
     (the queries only for the doc.tensor mix, which the ANN measurements use)."""
-    from spacy_elmo.senses.index import TokenIndex
+    from spacy_elmo.search.index import TokenIndex
 
     nlp = pipeline(layer)
     index = TokenIndex(layer=layer)
@@ -150,7 +150,7 @@ def ann_libraries(matrix: np.ndarray, queries: np.ndarray, k: int, M: int, ef_co
 
 
 def compare(n: int, cache: Path, k: int, M: int, ef_construction: int, ef: int) -> Dict[str, object]:
-    from spacy_elmo.senses.index import TokenIndex, exact_search, recall_at_k
+    from spacy_elmo.search.index import TokenIndex, exact_search, recall_at_k
 
     index = TokenIndex.load(cache / "exact", mmap=True)
     matrix = np.ascontiguousarray(index._matrix[:n], dtype=np.float32)
@@ -175,7 +175,7 @@ def compare(n: int, cache: Path, k: int, M: int, ef_construction: int, ef: int) 
 
 def measure(n: int, cache: Path, k: int, M: int, ef_construction: int, ef_values: List[int]) -> Dict[str, object]:
     """Exact vs the chosen ANN backend through TokenIndex: build, save, load, query, recall."""
-    from spacy_elmo.senses.index import TokenIndex, recall_at_k
+    from spacy_elmo.search.index import TokenIndex, recall_at_k
 
     source = TokenIndex.load(cache / "exact", mmap=False)
     queries = np.load(cache / "queries.npy")
@@ -210,7 +210,7 @@ PLAY_QUERIES = [
 
 
 def play(cache: Path, k: int, layer=None) -> Dict[str, object]:
-    from spacy_elmo.senses.index import TokenIndex
+    from spacy_elmo.search.index import TokenIndex
 
     index = TokenIndex.load(index_folder(cache, layer), mmap=True)
     nlp = pipeline(layer)

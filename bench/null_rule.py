@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Calibrating the number-of-senses rule (:func:`spacy_elmo.senses.clustering.count_senses`) on data whose number of senses is known.
+"""Calibrating the number-of-senses rule (:func:`spacy_elmo.induction.clustering.count_senses`) on data whose number of senses is known.
 
     OMP_NUM_THREADS=1 python bench/null_rule.py features --books BOOKS --modern FILE... --weights W --cache CACHE [--start 40 | --by-context]
     OMP_NUM_THREADS=1 python bench/null_rule.py score --cache CACHE --repeats 10 --json bench/results/null-rule.json
@@ -10,7 +10,7 @@ features ``induce`` clusters (the TF-IDF substitute bags and the centred context
 
 - one word (true k = 1; the word is replaced by ``word+word``, as a pseudoword is): 8 a corpus,
 - two frequent words merged into one token (k = 2; Schuetze's pseudowords, built as
-  :mod:`spacy_elmo.senses.wsi_check` builds them),
+  :mod:`spacy_elmo.evaluation.wsi_check` builds them),
 - three merged (k = 3),
 
 the words paired by frequency rank (the 24 from rank ``--start``) or, with ``--by-context``, the
@@ -38,7 +38,7 @@ import numpy as np
 from bench_common import machine
 from scipy import sparse
 
-from spacy_elmo.senses.clustering import (
+from spacy_elmo.induction.clustering import (
     SplitTest,
     _two_means,
     adjusted_rand,
@@ -86,9 +86,9 @@ def build_features(
 ) -> None:
     import torch
 
+    from spacy_elmo.evaluation.wsi_check import add_pseudoword, word_occurrences
     from spacy_elmo.hub.load import load_bilm
-    from spacy_elmo.senses.induce import Inducer, InductionSettings, frequent_words, load_head
-    from spacy_elmo.senses.wsi_check import add_pseudoword, word_occurrences
+    from spacy_elmo.induction.induce import Inducer, InductionSettings, frequent_words, load_head
 
     torch.set_num_threads(1)
     started = time.perf_counter()

@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "project" / "scripts"))
 
 from labelled_senses import load_labelled, score_word, summary  # noqa: E402
 
-from spacy_elmo.senses.clustering import adjusted_rand, unit_rows  # noqa: E402
+from spacy_elmo.induction.clustering import adjusted_rand, unit_rows  # noqa: E402
 
 MIXES = {"average": (0.0, 1.0, 1.0), "top": (0.0, 0.0, 1.0), "layer1": (0.0, 1.0, 0.0), "layer0": (1.0, 0.0, 0.0)}
 
@@ -61,7 +61,7 @@ def average_linkage_labels(vectors: np.ndarray, k: int) -> np.ndarray:
 
 def fixed_k(items, bilm) -> Dict[str, Dict[str, Dict[str, float]]]:
     """Per mix and clustering: the ARI of each word with k fixed at its gold number of senses."""
-    from spacy_elmo.senses.substitutes import lm_states
+    from spacy_elmo.induction.substitutes import lm_states
 
     out: Dict[str, Dict[str, Dict[str, float]]] = {}
     for mix_name, mix in MIXES.items():
@@ -82,9 +82,9 @@ def features(items, bilm, head) -> Dict[str, Dict[str, float]]:
     """Which features carry the context, not the word's form: per feature, the mean ARI (k-means, k at gold)
     against the gold senses and against the occurrences' surface forms (``cell`` / ``cells`` / ``Cell``)."""
     from spacy_elmo.bilm.characters import TokenBatch
-    from spacy_elmo.senses.clustering import remove_form
-    from spacy_elmo.senses.induce import Inducer, InductionSettings
-    from spacy_elmo.senses.induced import Occurrence
+    from spacy_elmo.induction.clustering import remove_form
+    from spacy_elmo.induction.induce import Inducer, InductionSettings
+    from spacy_elmo.induction.induced import Occurrence
 
     proj = bilm.config.projection_dim
     sums: Dict[str, List[Tuple[float, float]]] = {}
@@ -137,7 +137,7 @@ def main() -> None:
     args = parser.parse_args()
     use_threads(1)
     from spacy_elmo.hub.load import load_bilm
-    from spacy_elmo.senses.induce import InductionSettings, induce, load_head
+    from spacy_elmo.induction.induce import InductionSettings, induce, load_head
 
     items = load_labelled(words=args.words)
     bilm = load_bilm(args.weights)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """WiC (word in context) with a biLM and no training: cosine of the target word's two vectors.
 
-The evaluation lives in ``spacy_elmo.senses.wic`` (also ``python -m spacy_elmo wic``): threshold
+The evaluation lives in ``spacy_elmo.evaluation.wic`` (also ``python -m spacy_elmo wic``): threshold
 per layer/mix chosen on train, the layer/mix on dev, accuracy on test.
 
     python bench/wic.py [--weights PATH] [--data project/assets/data/wic] [--json OUT]
@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from spacy_elmo.senses.wic import DEFAULT_WIC_DIR, evaluate, table
+from spacy_elmo.evaluation.wic import DEFAULT_WIC_DIR, evaluate, table
 from bench_common import add_threads, use_threads, write_results
 
 

@@ -20,9 +20,9 @@ from bench_common import Clock, machine, use_threads, write_results
 
 
 def run(files: List[Path], weights: Optional[str], n_pairs: int, per_word: int, representation: str = "substitutes") -> Dict[str, object]:
+    from spacy_elmo.evaluation.wsi_check import pseudoword_check
     from spacy_elmo.hub.load import load_bilm
-    from spacy_elmo.senses.induce import InductionSettings, load_head
-    from spacy_elmo.senses.wsi_check import pseudoword_check
+    from spacy_elmo.induction.induce import InductionSettings, load_head
 
     bilm, head = load_bilm(weights), load_head(weights)
     out: Dict[str, object] = {"files": len(files)}

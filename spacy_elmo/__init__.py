@@ -4,6 +4,9 @@ from typing import Any
 
 from .bilm import BiLM, BiLMConfig, ScalarMix, WeightsError, save_native, save_original
 from .hub.load import load_bilm
+from .moved import install as _install_moved
+
+_install_moved()  # the old paths of modules that moved (spacy_elmo.senses.induce, ...) still import
 
 __version__ = "0.1.0"
 

@@ -53,8 +53,8 @@ def bilm():
 @pytest.fixture(scope="session")
 def head():
     """The embedded default's LM head (softmax + vocabulary)."""
+    from spacy_elmo.induction.substitutes import native_head
     from spacy_elmo.models import default_model_path
-    from spacy_elmo.senses.substitutes import native_head
 
     return native_head(default_model_path())
 

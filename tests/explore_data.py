@@ -8,7 +8,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from spacy_elmo.senses.induced import Occurrence, Sense, WordSenses
+from spacy_elmo.induction.induced import Occurrence, Sense, WordSenses
 
 BANK = Path(__file__).resolve().parent / "data" / "senses" / "bank.tsv"
 HOSTILE = [

@@ -175,7 +175,7 @@ def test_settings_errors():
 
 
 def test_both_vectors_join_context_and_what_sets_an_occurrence_apart():
-    from spacy_elmo.senses.induced import WordSenses
+    from spacy_elmo.induction.induced import WordSenses
 
     rng = np.random.default_rng(3)
     elmo, context = rng.normal(size=(6, 4)) + 5.0, rng.normal(size=(6, 3))
@@ -259,7 +259,7 @@ def test_synthetic_designs():
 
 
 def test_synthetic_pairs_from_annotated_sentences():
-    from spacy_elmo.senses.wsd_data import WsdSentence
+    from spacy_elmo.evaluation.wsd_data import WsdSentence
 
     sentences, gold = [], {}
     for i in range(80):
@@ -355,7 +355,7 @@ def test_context_vectors_measure_the_change_of_the_words_around(tmp_path):
 
 
 def test_saved_senses_carry_the_corpora_and_explore_reads_them(change_run, tmp_path):
-    from spacy_elmo.senses.induced import load_word_senses
+    from spacy_elmo.induction.induced import load_word_senses
 
     out, _ = change_run
     ws = load_word_senses(out / "senses" / "bank.json")

@@ -99,7 +99,7 @@ def test_a_failed_change_run_leaves_the_previous_output(tmp_path, monkeypatch, c
     import torch
 
     from spacy_elmo.cli.main import main
-    from spacy_elmo.senses import explore
+    from spacy_elmo.explore import page as explore
 
     from .test_cli_inputs import SENTENCES
 
@@ -147,7 +147,7 @@ def test_recorded_counts_are_shown_as_recorded():
 
 
 def test_saved_senses_carry_what_the_page_shows(tmp_path):
-    from spacy_elmo.senses.induced import load_word_senses
+    from spacy_elmo.induction.induced import load_word_senses
 
     out = tmp_path / "out"
     write_report(report_of(word_change("bank"), word_change("play", in_a=(10, 8, 0), in_b=(10, 8, 0), seed=1)), out)

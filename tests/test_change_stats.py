@@ -10,8 +10,8 @@ import pytest
 from spacy_elmo.change.detect import ChangeReport, ChangeSettings, compare_samples, compare_word, detect_change, rank_words, sample_corpora
 from spacy_elmo.change.measures import MEASURES, apd_c, bootstrap, draw_counts, mahal, mean_distance, measure_all, replicates, unit
 from spacy_elmo.change.report import report_tsv
-from spacy_elmo.senses.induce import MAX_WINDOW
-from spacy_elmo.senses.induced import Occurrence, Sense, WordSenses
+from spacy_elmo.induction.induce import MAX_WINDOW
+from spacy_elmo.induction.induced import Occurrence, Sense, WordSenses
 
 # ---------------------------------------------------------------------------------------------- intervals
 

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from spacy_elmo.senses.clustering import adjusted_rand
-from spacy_elmo.senses.context import ContextEmbedder, context_tokens
-from spacy_elmo.senses.induce import InductionSettings, induce
-from spacy_elmo.senses.induced import Occurrence
-from spacy_elmo.senses.substitutes import LMHead
+from spacy_elmo.induction.clustering import adjusted_rand
+from spacy_elmo.induction.context import ContextEmbedder, context_tokens
+from spacy_elmo.induction.induce import InductionSettings, induce
+from spacy_elmo.induction.induced import Occurrence
+from spacy_elmo.induction.substitutes import LMHead
 
 RIVER = ["river", "water", "shore", "fishing", "boat", "muddy", "willows", "stream"]
 MONEY = ["money", "loan", "account", "deposit", "cash", "savings", "interest", "credit"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from spacy_elmo.change.detect import DEFAULT_MEASURE
 from spacy_elmo.change.report import MEASURE_NAMES
-from spacy_elmo.senses.naming import plural
+from spacy_elmo.induction.naming import plural
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -46,7 +46,7 @@ def test_counts_read_one_sense():
 def test_explore_says_one_sense(tmp_path, capsys):
     """The explore command on saved senses of one sense (no model needed)."""
     from spacy_elmo.cli.main import main
-    from spacy_elmo.senses.induced import save_word_senses
+    from spacy_elmo.induction.induced import save_word_senses
 
     from .explore_data import synthetic
 

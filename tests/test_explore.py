@@ -11,10 +11,10 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from spacy_elmo.senses import projection
-from spacy_elmo.senses.explore import explore_page, marked_html, write_explore_page
-from spacy_elmo.senses.induced import Occurrence, load_word_senses, save_word_senses, word_senses_files
-from spacy_elmo.senses.projection import nearest_occurrences, project_2d
+from spacy_elmo.explore import projection
+from spacy_elmo.explore.page import explore_page, marked_html, write_explore_page
+from spacy_elmo.explore.projection import nearest_occurrences, project_2d
+from spacy_elmo.induction.induced import Occurrence, load_word_senses, save_word_senses, word_senses_files
 
 from .explore_data import HOSTILE, bank_sentences, real_bank, synthetic
 
@@ -227,7 +227,7 @@ def _figure_json(page: str) -> dict:
 
 
 def test_large_maps_are_drawn_with_webgl(monkeypatch):
-    from spacy_elmo.senses import explore
+    from spacy_elmo.explore import page as explore
 
     assert '"type":"scatter"' in explore_page(synthetic((3, 2)))
     monkeypatch.setattr(explore, "WEBGL_FROM", 5)
@@ -358,7 +358,7 @@ def test_explore_command_induces_from_a_corpus(capsys, tmp_path, monkeypatch):
 
 def test_explore_command_reads_an_induce_folder(capsys, tmp_path):
     """An induce --out folder and --word: that word's saved senses; the page goes into the folder by default."""
-    from spacy_elmo.senses.induce import save_senses
+    from spacy_elmo.induction.induce import save_senses
 
     bank, cell = synthetic(), synthetic((5, 5), seed=1)
     cell.word = "cell"

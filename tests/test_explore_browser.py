@@ -14,10 +14,10 @@ import time
 import numpy as np
 import pytest
 
-from spacy_elmo.senses import explore
-from spacy_elmo.senses.explore import write_explore_page
-from spacy_elmo.senses.induced import Occurrence
-from spacy_elmo.senses.projection import nearest_occurrences
+from spacy_elmo.explore import page as explore
+from spacy_elmo.explore.page import write_explore_page
+from spacy_elmo.explore.projection import nearest_occurrences
+from spacy_elmo.induction.induced import Occurrence
 
 from .explore_data import HOSTILE, synthetic
 
@@ -310,7 +310,7 @@ def test_the_change_page_shows_rank_measures_call_and_statuses(browser, tmp_path
     import json
 
     from spacy_elmo.change.report import write_report
-    from spacy_elmo.senses.explore import AVOID_DISTANCE, lab
+    from spacy_elmo.explore.page import AVOID_DISTANCE, lab
 
     from .test_change_outputs import report_of, word_change
 

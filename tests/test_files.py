@@ -17,7 +17,7 @@ from spacy_elmo.bilm.fingerprint import FingerprintError, bilm_fingerprint
 from spacy_elmo.cli import main
 from spacy_elmo.files import IncompleteFolderError, check_folder, finish_folder, start_folder, write_atomic, write_bytes
 from spacy_elmo.senses import ElmoSenses, SenseInventory
-from spacy_elmo.senses.index import TokenIndex
+from spacy_elmo.search.index import TokenIndex
 
 from .conftest import ALLENNLP
 
@@ -127,7 +127,7 @@ def test_token_index_save_is_complete_or_refused(tmp_path, monkeypatch):
     index.save(tmp_path / "index")
     assert json.loads((tmp_path / "index" / "config.json").read_text())["files"]["hnsw.bin"] > 0
     # a save that dies after the vectors: the folder names itself incomplete (it used to keep the old config.json)
-    from spacy_elmo.senses import index as index_module
+    from spacy_elmo.search import index as index_module
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt
@@ -290,8 +290,8 @@ def test_senses_bytes_and_disk_round_trips_keep_the_settings(tmp_path, models):
 
 
 def test_wsd_cache_is_keyed_by_the_biLMs_content_not_its_path(tmp_path, models):
-    from spacy_elmo.senses.wsd import cached_instances, evaluate
-    from spacy_elmo.senses.wsd_data import WsdSentence
+    from spacy_elmo.evaluation.wsd import cached_instances, evaluate
+    from spacy_elmo.evaluation.wsd_data import WsdSentence
     import inspect
 
     assert inspect.signature(evaluate).parameters["cache_dir"].default is None  # not the system temp folder

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from spacy_elmo.cli.main import main
-from spacy_elmo.senses.forms import TABLE, forms_hint, irregular_forms, shared_forms, target_forms
-from spacy_elmo.senses.induce import match_target
+from spacy_elmo.induction.forms import TABLE, forms_hint, irregular_forms, shared_forms, target_forms
+from spacy_elmo.induction.induce import match_target
 
 MICE = [
     "A mouse ran across the kitchen floor.",

@@ -9,9 +9,9 @@ import pytest
 
 from spacy_elmo import assets, gzipped
 from spacy_elmo.embedding.reader import iter_raw_lines
-from spacy_elmo.senses.corpus import read_sentences
-from spacy_elmo.senses.wsd_data import read_gold
-from spacy_elmo.senses.wsi_score import read_key
+from spacy_elmo.evaluation.wsd_data import read_gold
+from spacy_elmo.evaluation.wsi_score import read_key
+from spacy_elmo.induction.corpus import read_sentences
 from spacy_elmo.training.corpus import prepare_corpus
 
 TEXT = "".join(f"line {i} of the text\n" for i in range(5000)).encode("utf-8")

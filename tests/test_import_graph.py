@@ -76,14 +76,22 @@ def test_nothing_below_the_cli_imports_it():
     assert not {name: found for name, found in below.items() if found}, "modules below the CLI import it"
 
 
+SENSE_TOOLS = ("senses", "search", "induction", "evaluation", "explore")
 BELOW = {  # a layer of the package, and the layers above it that it must not reach (directly or not)
-    "spacy_elmo.kernels.": ("bilm", "hub", "training", "layers", "pipeline", "senses", "change", "embedding", "cli"),
-    "spacy_elmo.bilm.": ("hub", "training", "layers", "pipeline", "senses", "change", "embedding", "cli"),
-    "spacy_elmo.hub.": ("training", "layers", "pipeline", "senses", "change", "embedding", "cli"),
-    "spacy_elmo.training.": ("layers", "pipeline", "senses", "change", "embedding", "cli"),
-    "spacy_elmo.pipeline.": ("senses", "change", "embedding", "cli"),
-    "spacy_elmo.layers.": ("pipeline", "senses", "change", "embedding", "cli"),
-    "spacy_elmo.senses.": ("change", "cli"),  # semantic change is built on the senses, never the other way
+    "spacy_elmo.kernels.": ("bilm", "hub", "training", "layers", "pipeline", *SENSE_TOOLS, "change", "embedding", "cli"),
+    "spacy_elmo.bilm.": ("hub", "training", "layers", "pipeline", *SENSE_TOOLS, "change", "embedding", "cli"),
+    "spacy_elmo.hub.": ("training", "layers", "pipeline", *SENSE_TOOLS, "change", "embedding", "cli"),
+    "spacy_elmo.training.": ("layers", "pipeline", *SENSE_TOOLS, "change", "embedding", "cli"),
+    "spacy_elmo.pipeline.": (*SENSE_TOOLS, "change", "embedding", "cli"),
+    "spacy_elmo.layers.": ("pipeline", *SENSE_TOOLS, "change", "embedding", "cli"),
+    # the inventory side is the base of the sense tools; search, induction and explore stand beside
+    # each other on it, evaluation above induction; semantic change is built on them, never the other way
+    "spacy_elmo.senses.": ("search", "induction", "evaluation", "explore", "change", "embedding", "cli"),
+    "spacy_elmo.search.": ("induction", "evaluation", "explore", "change", "embedding", "cli"),
+    "spacy_elmo.induction.": ("search", "evaluation", "explore", "change", "embedding", "cli"),
+    "spacy_elmo.evaluation.": ("search", "explore", "change", "embedding", "cli"),
+    "spacy_elmo.explore.": ("search", "evaluation", "change", "embedding", "cli"),
+    "spacy_elmo.change.": ("search", "embedding", "cli"),
 }
 
 

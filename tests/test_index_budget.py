@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
-from spacy_elmo.senses.index import TokenIndex
+from spacy_elmo.search.index import TokenIndex
 
 runner = CliRunner()
 TEXT = "The actors rehearsed the play for weeks.\n\nThe boys went out to play football.\n\nWe saw a new play at the theatre.\n"  # 9 + 8 + 8 tokens

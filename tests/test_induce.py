@@ -8,10 +8,10 @@ import spacy
 import torch
 
 from spacy_elmo.cli.main import main
-from spacy_elmo.senses.clustering import cut_senses
-from spacy_elmo.senses.induce import InductionSettings, build_inventory, induce, load_senses, save_senses
-from spacy_elmo.senses.substitutes import HeadError, LMHead, fold_vocabulary, lm_states, native_head
-from spacy_elmo.senses.wsi_data import find_target
+from spacy_elmo.evaluation.wsi_data import find_target
+from spacy_elmo.induction.clustering import cut_senses
+from spacy_elmo.induction.induce import InductionSettings, build_inventory, induce, load_senses, save_senses
+from spacy_elmo.induction.substitutes import HeadError, LMHead, fold_vocabulary, lm_states, native_head
 
 RIVER = [
     "He sat down on the bank of the river .",
@@ -175,7 +175,7 @@ def test_induce_command(tmp_path, capsys):
 def test_corpus_forms_docbin_docs_and_text_agree(tmp_path):
     from spacy.tokens import DocBin
 
-    from spacy_elmo.senses.corpus import read_sentences
+    from spacy_elmo.induction.corpus import read_sentences
 
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")

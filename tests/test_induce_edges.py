@@ -5,8 +5,8 @@ import numpy as np
 import torch
 
 from spacy_elmo.cli.main import main
-from spacy_elmo.senses.induce import MAX_WINDOW, InductionSettings, induce
-from spacy_elmo.senses.wsi_check import choose_pairs, pseudoword_check, word_occurrences
+from spacy_elmo.evaluation.wsi_check import choose_pairs, pseudoword_check, word_occurrences
+from spacy_elmo.induction.induce import MAX_WINDOW, InductionSettings, induce
 
 RIVER = [
     "He sat down on the bank of the river and watched the water.",
@@ -48,8 +48,8 @@ def test_one_sense_is_one_sense(tmp_path, capsys):
     code = main(["induce", str(tmp_path / "a.txt"), "--words", "bank", "--out", str(out), "--min-occurrences", "4", "--n-senses", "1"])
     assert code == 0
     assert "(1 sense of 1 word)" in capsys.readouterr().out
-    from spacy_elmo.senses.explore import explore_page
-    from spacy_elmo.senses.induce import load_senses
+    from spacy_elmo.explore.page import explore_page
+    from spacy_elmo.induction.induce import load_senses
 
     page = explore_page(load_senses(out)[0])
     assert "1 sense " in page or "1 sense<" in page or "· 1 sense" in page
@@ -72,7 +72,7 @@ def test_unpunctuated_text_is_cut_into_bounded_windows(bilm, head):
 
 
 def test_sense_names_reach_the_legend_as_plain_text():
-    from spacy_elmo.senses.explore import explore_figure
+    from spacy_elmo.explore.page import explore_figure
 
     from .explore_data import synthetic
 
@@ -116,8 +116,8 @@ def test_induce_check_is_printed_saved_and_shown(tmp_path, capsys):
     assert "pseudoword check: mean ARI" in printed.out + printed.err
     import json
 
-    from spacy_elmo.senses.explore import explore_page
-    from spacy_elmo.senses.induce import load_senses
+    from spacy_elmo.explore.page import explore_page
+    from spacy_elmo.induction.induce import load_senses
 
     saved = json.loads((out / "pseudoword-check.json").read_text(encoding="utf-8"))
     assert len(saved["pairs"]) == 1 and {saved["pairs"][0]["first"], saved["pairs"][0]["second"]} <= {"bank", "river", "money"}
@@ -128,8 +128,8 @@ def test_induce_check_is_printed_saved_and_shown(tmp_path, capsys):
 
 def test_regular_inflections_respect_consonant_doubling():
     """"staring" is a form of "stare", not of "star" (whose -ing form doubles the r: "starring")."""
-    from spacy_elmo.senses.induce import match_target
-    from spacy_elmo.senses.substitutes import inflection_bases
+    from spacy_elmo.induction.induce import match_target
+    from spacy_elmo.induction.substitutes import inflection_bases
 
     assert match_target("staring", {"star": "star"}) is None
     assert match_target("starring", {"star": "star"}) == "star" and match_target("stars", {"star": "star"}) == "star"
@@ -150,7 +150,7 @@ def strict_json(path):
 
 
 def test_check_pairs_never_hold_the_target_words():
-    from spacy_elmo.senses.wsi_check import candidate_pairs
+    from spacy_elmo.evaluation.wsi_check import candidate_pairs
 
     # the targets (bank, cell) are the most frequent words: without them, the rest pair up
     corpus = ["bank cell banks cells river money stone water house field"] * 25

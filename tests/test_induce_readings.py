@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from spacy_elmo.cli.main import main
-from spacy_elmo.senses.induce import Inducer, InductionSettings, induce
-from spacy_elmo.senses.induced import Occurrence
-from spacy_elmo.senses.substitutes import LMHead, lm_states, pattern_sentence
+from spacy_elmo.induction.induce import Inducer, InductionSettings, induce
+from spacy_elmo.induction.induced import Occurrence
+from spacy_elmo.induction.substitutes import LMHead, lm_states, pattern_sentence
 
 SENTENCES = [
     "He sat down on the bank of the river .",

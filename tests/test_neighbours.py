@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import spacy
 
+from spacy_elmo.search.index import TokenIndex, exact_search, recall_at_k, topk
 from spacy_elmo.senses import NoElmoError
-from spacy_elmo.senses.index import TokenIndex, exact_search, recall_at_k, topk
 
 
 def brute_force(matrix: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:

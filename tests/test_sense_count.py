@@ -5,9 +5,9 @@ import re
 import numpy as np
 import pytest
 
-from spacy_elmo.senses.clustering import adjusted_rand, count_senses, cut_senses, remove_form, split_score
-from spacy_elmo.senses.induce import InductionSettings, induce
-from spacy_elmo.senses.naming import distinctive_words, exclusive, readable, sense_name
+from spacy_elmo.induction.clustering import adjusted_rand, count_senses, cut_senses, remove_form, split_score
+from spacy_elmo.induction.induce import InductionSettings, induce
+from spacy_elmo.induction.naming import distinctive_words, exclusive, readable, sense_name
 
 
 def blob(rng, n, dims=32, centre=None):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from spacy_elmo.senses.vectors import candidate_mixes, layer_weights
-from spacy_elmo.senses.wic import best_threshold, cosines, read_split
-from spacy_elmo.senses.wsd import score
-from spacy_elmo.senses.wsd_data import instance_key, iter_instances, load_corpus, read_gold, read_sentences, to_docs
+from spacy_elmo.evaluation.wic import best_threshold, cosines, read_split
+from spacy_elmo.evaluation.wsd import score
+from spacy_elmo.evaluation.wsd_data import instance_key, iter_instances, load_corpus, read_gold, read_sentences, to_docs
 
 XML = """<?xml version="1.0" encoding="UTF-8" ?>
 <corpus lang="en" source="toy">
@@ -115,7 +115,7 @@ def _corpus(path, prefix, sentences):
 def test_wsd_evaluation_chooses_the_prior_weight_on_dev(tmp_path):
     """The sense prior (cosine + lambda * log p) on a toy corpus where the frequent sense is right:
     lambda is chosen on the dev set (semeval2007) and lifts every layer/mix to the baseline."""
-    from spacy_elmo.senses.wsd import PRIOR_WEIGHTS, evaluate, table
+    from spacy_elmo.evaluation.wsd import PRIOR_WEIGHTS, evaluate, table
 
     from .conftest import ALLENNLP
 
@@ -146,7 +146,7 @@ def test_wsd_centroids_are_means_of_the_mixed_training_vectors(tmp_path):
     from spacy_elmo.hub import load_bilm
     from spacy_elmo.bilm.scalar_mix import spec_weights
     from spacy_elmo.senses.inventory import SenseInventory
-    from spacy_elmo.senses.wsd import embed_instances, evaluate
+    from spacy_elmo.evaluation.wsd import embed_instances, evaluate
 
     from .conftest import ALLENNLP
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from labelled_senses import load_labelled, score_word, summary  # project/scripts
 
-from spacy_elmo.senses.induce import InductionSettings, induce, match_target, target_forms
-from spacy_elmo.senses.naming import readable
-from spacy_elmo.senses.wsi_check import pseudoword_check
+from spacy_elmo.evaluation.wsi_check import pseudoword_check
+from spacy_elmo.induction.induce import InductionSettings, induce, match_target, target_forms
+from spacy_elmo.induction.naming import readable
 
 WEAK_DEFAULT = pytest.mark.xfail(
     strict=True, reason="the embedded default's contexts do not separate these senses (bench/results/sense-set.json); a new default must"
@@ -84,7 +84,7 @@ def test_pseudowords_of_the_set_are_split_back(labelled, bilm, head):
 
 def test_scoring_counts_what_it_should(labelled):
     """The scorer itself: perfect labels score ARI 1 and, named by accepted words, a named share of 1."""
-    from spacy_elmo.senses.induced import Occurrence, Sense, WordSenses
+    from spacy_elmo.induction.induced import Occurrence, Sense, WordSenses
 
     item = labelled[0]
     gold = item.gold

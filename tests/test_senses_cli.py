@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
-from spacy_elmo.senses.index import TokenIndex
+from spacy_elmo.search.index import TokenIndex
 
 runner = CliRunner()
 

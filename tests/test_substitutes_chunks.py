@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_elmo.senses.substitutes import SCORE_BUDGET, SCORE_COPIES, LMHead, score_rows
+from spacy_elmo.induction.substitutes import SCORE_BUDGET, SCORE_COPIES, LMHead, score_rows
 
 PUBLISHED_WORDS = 793_471  # elmo-original's vocabulary
 

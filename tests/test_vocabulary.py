@@ -9,7 +9,7 @@ import torch
 
 from spacy_elmo.bilm.errors import WeightsError
 from spacy_elmo.hub.lm_head import read_native_head
-from spacy_elmo.senses.substitutes import HeadError, native_head
+from spacy_elmo.induction.substitutes import HeadError, native_head
 from spacy_elmo.training.corpus import read_vocab
 from spacy_elmo.vocabulary import VocabularyError, read_vocabulary
 

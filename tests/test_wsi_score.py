@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from spacy_elmo.senses.wsi_score import paired_fscore, read_key, score, v_measure, write_key
+from spacy_elmo.evaluation.wsi_score import paired_fscore, read_key, score, v_measure, write_key
 
 KEYS = Path(__file__).parent / "data" / "wsi_semeval2010"
 

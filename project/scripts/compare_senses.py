@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Dict, List
 
-from spacy_elmo.senses.clustering import adjusted_rand
-from spacy_elmo.senses.induce import load_senses
+from spacy_elmo.induction.clustering import adjusted_rand
+from spacy_elmo.induction.induce import load_senses
 
 
 def _senses(n: int) -> str:

@@ -14,9 +14,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from spacy_elmo.senses.clustering import adjusted_rand
-from spacy_elmo.senses.induced import WordSenses
-from spacy_elmo.senses.substitutes import inflection_bases
+from spacy_elmo.induction.clustering import adjusted_rand
+from spacy_elmo.induction.induced import WordSenses
+from spacy_elmo.induction.substitutes import inflection_bases
 
 LABELLED = Path(__file__).resolve().parents[2] / "tests" / "data" / "senses" / "labelled"
 IRREGULAR = {"mouse": ["mice"]}  # forms the regular inflections do not find
@@ -41,8 +41,8 @@ class LabelledWord:
 
     def tokens(self) -> Tuple[List[List[str]], List[int]]:
         """Each sentence's tokens (as induction reads them) and the position of the word in it."""
-        from spacy_elmo.senses.corpus import read_sentences
-        from spacy_elmo.senses.induce import match_target, target_forms
+        from spacy_elmo.induction.corpus import read_sentences
+        from spacy_elmo.induction.induce import match_target, target_forms
 
         forms = target_forms({self.word: self.forms})
         tokens, positions = [], []

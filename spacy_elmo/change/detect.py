@@ -2,7 +2,7 @@
 
 For each target word, a bounded sample of its occurrences is taken from each corpus while the
 corpora stream (:mod:`.sample`); the biLM reads every sampled occurrence once, and the word's
-senses are induced jointly over both samples (:class:`..senses.induce.Inducer`), so that the two
+senses are induced jointly over both samples (:class:`..induction.induce.Inducer`), so that the two
 corpora's sense shares are shares of the same senses. The word then gets every measure of
 :mod:`.measures`, a bootstrap interval for each, the binary call of SemEval-2020 Task 1, and an
 explanation: each sense with its share in A and in B, whether it appeared, vanished, grew or
@@ -23,10 +23,10 @@ import numpy as np
 import torch
 
 from ..bilm import BiLM
-from ..senses.corpus import Corpus, read_sentences
-from ..senses.induce import Inducer, InductionSettings, _window, frequent_words, match_target, target_forms
-from ..senses.induced import Occurrence, WordSenses
-from ..senses.substitutes import LMHead
+from ..induction.corpus import Corpus, read_sentences
+from ..induction.induce import Inducer, InductionSettings, _window, frequent_words, match_target, target_forms
+from ..induction.induced import Occurrence, WordSenses
+from ..induction.substitutes import LMHead
 from .measures import (
     MEASURES,
     BinaryRule,
@@ -61,7 +61,7 @@ class ChangeSettings:
     n_resamples / confidence: the bootstrap's replicates and interval.
     measure: what the ranking sorts by (one of :data:`.measures.MEASURES`).
     vectors: what APD, APD-c, PRT and MAHAL compare: ``elmo`` (each occurrence's ELMo vector),
-        ``context`` (its context vector, :mod:`..senses.context`) or ``both`` (the two side by
+        ``context`` (its context vector, :mod:`..induction.context`) or ``both`` (the two side by
         side, :func:`occurrence_vectors`).
     induction: the sense induction's settings (its ``max_occurrences`` is set to hold both samples).
     """
@@ -324,7 +324,7 @@ def sample_corpora(
     corpora: Sequence[Corpus], words: Mapping[str, Sequence[str]], limit: int, seed: int = 0, progress: bool = True
 ) -> CorpusSamples:
     """Stream each corpus once and keep at most ``limit`` occurrences of each word per corpus (seeded
-    reservoir samples), each as its sentence cut to the window ``induce`` reads (:data:`..senses.induce.MAX_WINDOW`
+    reservoir samples), each as its sentence cut to the window ``induce`` reads (:data:`..induction.induce.MAX_WINDOW`
     tokens either side): the biLM's work and the report's text per occurrence are bounded, whatever a line's length."""
     from ..progress import progress_bar
 
@@ -361,13 +361,13 @@ def detect_change(
     """Measure how each of ``words`` is used differently in ``corpus_b`` than in ``corpus_a``.
 
     corpus_a / corpus_b: text files, folders of them, DocBins, or lists of Docs or strings (see
-        :mod:`..senses.corpus`). Each is read once (twice without ``words``).
+        :mod:`..induction.corpus`). Each is read once (twice without ``words``).
     words: target words (a list, or ``{word: [other forms]}``); ``None`` takes the ``n_words``
         content words frequent in both corpora (the corpora must then be paths or lists).
     weights / bilm / head: the biLM (default: the embedded model) and its LM head.
     Returns a :class:`ChangeReport`, words ranked by ``settings.measure``.
     """
-    from ..senses.induce import load_head
+    from ..induction.induce import load_head
 
     started = time.perf_counter()
     settings = settings or ChangeSettings()

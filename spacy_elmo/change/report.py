@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from ..senses.induce import file_stem, save_senses
-from ..senses.induced import WordSenses
+from ..induction.induce import file_stem, save_senses
+from ..induction.induced import WordSenses
 from .detect import ChangeReport, WordChange, equal_size_counts
 from .measures import MEASURES
 
@@ -209,7 +209,7 @@ def write_report(report: ChangeReport, out: Union[str, Path], pages: bool = True
             save_senses(scratch / "senses", saved)
             made["senses"] = "senses"
         if pages and saved:
-            from ..senses.explore import write_explore_page
+            from ..explore.page import write_explore_page
 
             for ws in saved:
                 title = f"“{ws.word}” in {report.names[0]} and {report.names[1]}"

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Dict, Generic, List, Tuple, TypeVar
 
-from ..senses.induced import Occurrence
+from ..induction.induced import Occurrence
 
 T = TypeVar("T")
 

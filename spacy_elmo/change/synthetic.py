@@ -24,8 +24,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..senses.induced import Occurrence
-from ..senses.wsd_data import WsdSentence, iter_instances, load_corpus
+from ..evaluation.wsd_data import WsdSentence, iter_instances, load_corpus
+from ..induction.induced import Occurrence
 from .detect import ChangeSettings, WordChange, compare_samples
 from .measures import MEASURES, BinaryRule, jsd
 from .sample import Sampled
@@ -222,7 +222,7 @@ def evaluate(
     import torch
 
     from ..hub.load import load_bilm
-    from ..senses.induce import load_head
+    from ..induction.induce import load_head
 
     started = time.perf_counter()
     settings = settings or ChangeSettings()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-from ..senses.wsd_data import DEFAULT_WSD_DIR
+from ..evaluation.wsd_data import DEFAULT_WSD_DIR
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
 from .induce import MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, _words, show_forms
 
@@ -59,7 +59,7 @@ def change_settings(
 
 def corpus_paths(value: Path) -> List[Path]:
     """A corpus argument: one path, or several joined by commas (``a.txt,b.txt``) when no file has that whole name."""
-    from ..senses.corpus import corpus_files
+    from ..induction.corpus import corpus_files
 
     paths = [value] if value.exists() or "," not in str(value) else [Path(p.strip()) for p in str(value).split(",") if p.strip()]
     corpus_files(paths)  # a missing file is one line now, not after loading the model
@@ -68,7 +68,7 @@ def corpus_paths(value: Path) -> List[Path]:
 
 def check_not_empty(paths: List[Path], which: str, argument: Path) -> None:
     """One line naming corpus ``which`` when it holds no sentence (checked before the model loads: nothing is written)."""
-    from ..senses.corpus import read_sentences
+    from ..induction.corpus import read_sentences
 
     if next(iter(read_sentences(paths)), None) is None:
         raise UserError(f"corpus {which} ({argument}) is empty: it holds no sentence to measure; nothing written")
@@ -118,8 +118,8 @@ def change_cli(
     from ..change.detect import detect_change
     from ..change.report import explain, write_report
     from ..hub.load import load_bilm
-    from ..senses.induce import load_head
-    from ..senses.naming import plural
+    from ..induction.induce import load_head
+    from ..induction.naming import plural
 
     settings = change_settings(
         representation,

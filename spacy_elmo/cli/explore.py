@@ -13,7 +13,7 @@ PAGE_SUFFIXES = (".html", ".htm")
 
 def _split_output(inputs: List[Path]) -> "tuple[List[Path], Optional[Path]]":
     """The inputs and the page: after a saved WORD.json the next argument is the page; otherwise a last NAME.html is."""
-    from ..senses.induce import is_saved_word_senses
+    from ..induction.induce import is_saved_word_senses
 
     if len(inputs) == 2 and is_saved_word_senses(inputs[0]):
         return inputs[:1], inputs[1]
@@ -46,10 +46,10 @@ def explore_cli(
 ) -> None:
     """Write a page that shows a word's occurrences on a map coloured by sense: hover a point for
     its sentence, click it for its nearest occurrences. One file, opens offline."""
-    from ..senses.explore import write_explore_page
-    from ..senses.induce import file_stem, holds_saved_senses, is_saved_word_senses, word_senses_from
-    from ..senses.induced import word_senses_files
-    from ..senses.naming import plural
+    from ..explore.page import write_explore_page
+    from ..induction.induce import file_stem, holds_saved_senses, is_saved_word_senses, word_senses_from
+    from ..induction.induced import word_senses_files
+    from ..induction.naming import plural
 
     if neighbours < 1:
         raise UserError(f"--neighbours {neighbours}: must be 1 or more")

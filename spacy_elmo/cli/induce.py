@@ -56,7 +56,7 @@ def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
 def show_forms(words: List[Any]) -> None:
     """For each ``(word, occurrences, seen)``: the forms matched and how often (in the occurrences kept);
     then how forms are matched and how to add more."""
-    from ..senses.forms import form_counts, forms_hint, forms_line
+    from ..induction.forms import form_counts, forms_hint, forms_line
 
     for word, occurrences, seen in words:
         where = f" (in the {len(occurrences):,} occurrences kept of {seen:,})" if seen > len(occurrences) else ""
@@ -67,7 +67,7 @@ def show_forms(words: List[Any]) -> None:
 def induction_settings(representation: str, n_senses: int = 0, **options: Any):
     """The command line's induction options as :class:`InductionSettings` (0 senses = chosen per
     word); a bad value is one line."""
-    from ..senses.induce import REPRESENTATION_CHOICES, REPRESENTATIONS, InductionSettings
+    from ..induction.induce import REPRESENTATION_CHOICES, REPRESENTATIONS, InductionSettings
 
     if representation not in REPRESENTATIONS:
         raise UserError(f"--representation {representation!r}: use one of {REPRESENTATION_CHOICES}")
@@ -117,9 +117,9 @@ def induce_cli(
     """Induce word senses from a corpus with the biLM's own language model; print each sense's name and write an inventory for elmo_senses."""
     from ..bilm.fingerprint import bilm_fingerprint
     from ..hub.load import load_bilm
-    from ..senses.corpus import corpus_files
-    from ..senses.induce import build_inventory, induce, load_head
-    from ..senses.naming import plural
+    from ..induction.corpus import corpus_files
+    from ..induction.induce import build_inventory, induce, load_head
+    from ..induction.naming import plural
 
     settings = induction_settings(
         representation,
@@ -153,7 +153,7 @@ def induce_cli(
             msg.text(f"{sense.name}\t{sense.count}\t{example[:100]}")
     report = None
     if check:
-        from ..senses.wsi_check import pseudoword_check
+        from ..evaluation.wsi_check import pseudoword_check
 
         targets = [form for r in results for form in (r.word, *r.forms)]  # the targets are ambiguous by choice: never a pseudoword's half
         report = pseudoword_check(corpus, bilm, head, settings, n_pairs=check, exclude=targets)
@@ -172,7 +172,7 @@ def induce_cli(
 def _write_out(out: Path, results: List[Any], inventory: Any, report: Any) -> None:
     """Write everything into a scratch folder beside ``out``, then move it in: a failure leaves ``out`` as it was."""
     from ..files import write_into, write_json
-    from ..senses.induce import save_senses
+    from ..induction.induce import save_senses
 
     def write(scratch: Path) -> None:
         save_senses(scratch, results)
@@ -209,7 +209,7 @@ def wsi_eval_cli(
     # fmt: on
 ) -> None:
     """Word sense induction on SemEval-2010 Task 14: paired F-score, V-measure, AVG and clusters per word, beside the baselines."""
-    from ..senses import wsi_eval
+    from ..evaluation import wsi_eval
 
     settings = induction_settings(
         representation,

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, cast
 
 from ..assets import require_files
-from ..senses.wic import DEFAULT_WIC_DIR
-from ..senses.wsd_data import DEFAULT_WSD_DIR
+from ..evaluation.wic import DEFAULT_WIC_DIR
+from ..evaluation.wsd_data import DEFAULT_WSD_DIR
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, mix_spec, model_path, msg, user_errors
 
 WSD_FILES = [
@@ -37,7 +37,7 @@ def _write_json(output: Optional[Path], report: dict) -> None:
 def _text_files(paths: List[Path]) -> List[Path]:
     """The text files named, a folder standing for its .txt/.txt.gz files (sorted)."""
     from ..embedding.reader import SUFFIXES
-    from ..senses.corpus import corpus_files
+    from ..induction.corpus import corpus_files
 
     try:
         return corpus_files(paths, suffixes=SUFFIXES, kind="text")
@@ -72,7 +72,7 @@ def wic_cli(
     # fmt: on
 ) -> None:
     """WiC accuracy: cosine of the target word's two vectors; threshold on train, layer/mix on dev, accuracy on test."""
-    from ..senses import wic
+    from ..evaluation import wic
 
     require_files(data, [f"{split}.{kind}.txt" for split in ("train", "dev", "test") for kind in ("data", "gold")], "WiC")
     apply_threads(threads)
@@ -100,7 +100,7 @@ def wsd_cli(
     # fmt: on
 ) -> None:
     """All-words WSD: SemCor sense centroids, F1 on the Raganato test sets per layer/mix, beside the most frequent SemCor sense."""
-    from ..senses import wsd
+    from ..evaluation import wsd
 
     require_files(data, WSD_FILES, "WSD (Raganato framework + SemCor)")
     apply_threads(threads)
@@ -134,7 +134,7 @@ def index_cli(
     # fmt: on
 ) -> None:
     """Embed texts and build a nearest-neighbour index over their token occurrences."""
-    from ..senses.index import TokenIndex
+    from ..search.index import TokenIndex
 
     if max_tokens < 0:
         raise UserError(f"--max-tokens must be 0 (all) or more, got {max_tokens}")
@@ -165,7 +165,7 @@ def neighbours_cli(
     # fmt: on
 ) -> None:
     """The k token occurrences of an index nearest to a word in context."""
-    from ..senses.index import TokenIndex
+    from ..search.index import TokenIndex
 
     index = TokenIndex.load(index_dir)
     nlp, fingerprint = _elmo_pipeline(weights, store_layers=index.layer is not None)

@@ -1,6 +1,6 @@
-"""Word senses and neighbours with ELMo: sense inventories (nearest-centroid WSD), the
-``elmo_senses`` component, a nearest-neighbour index over token occurrences, and the WiC and
-all-words WSD evaluations."""
+"""Word senses from a sense inventory: the mean ELMo vector of each labelled sense (nearest-centroid
+WSD), the ``elmo_senses`` component that tags tokens with it, and which vector of a token the
+sense tools use."""
 
 from .component import ElmoSenses, install_sense_extensions, make_elmo_senses
 from .inventory import SenseInventory, SensePrediction, token_key

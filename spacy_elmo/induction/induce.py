@@ -38,12 +38,12 @@ from scipy import sparse
 
 from ..bilm import BiLM
 from ..bilm.batching import plan_batches
+from ..senses.inventory import SenseInventory
 from .clustering import cosine_distances, cut_senses, remove_form, substitute_bags, tfidf, unit_rows
 from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
 from .forms import target_forms
 from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
-from .inventory import SenseInventory
 from .naming import context_words, distinctive_words, exclusive, plural, ranked, readable, sense_name
 from .substitutes import LMHead, content_mask, fold_vocabulary, inflection_bases, lm_states
 

@@ -17,12 +17,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..bilm import BiLM
-from .clustering import adjusted_rand
-from .corpus import Corpus, _is_paths, read_sentences
-from .induce import Inducer, InductionSettings, _window, frequent_words, match_target, target_forms
-from .induced import Occurrence
-from .naming import plural
-from .substitutes import LMHead
+from ..induction.clustering import adjusted_rand
+from ..induction.corpus import Corpus, _is_paths, read_sentences
+from ..induction.induce import Inducer, InductionSettings, _window, frequent_words, match_target, target_forms
+from ..induction.induced import Occurrence
+from ..induction.naming import plural
+from ..induction.substitutes import LMHead
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from .substitutes import inflection_bases
+from ..induction.substitutes import inflection_bases
 
 # forms a suffix rule cannot reach (the irregular verbs among the task's targets, and a few more)
 IRREGULAR = {

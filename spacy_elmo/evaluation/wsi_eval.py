@@ -17,9 +17,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from .induce import Inducer, InductionSettings, build_inventory, load_head, sense_label
-from .induced import Occurrence, WordSenses
-from .naming import plural
+from ..induction.induce import Inducer, InductionSettings, build_inventory, load_head, sense_label
+from ..induction.induced import Occurrence, WordSenses
+from ..induction.naming import plural
 from .wsi_data import read_semeval2010
 from .wsi_score import Key, WsiScore, read_key, score, write_key
 

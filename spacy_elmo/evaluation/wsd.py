@@ -22,8 +22,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..bilm.scalar_mix import apply_mix, spec_weights
-from .inventory import SenseInventory
-from .vectors import candidate_mixes
+from ..senses.inventory import SenseInventory
+from ..senses.vectors import candidate_mixes
 from .wsd_data import DEFAULT_WSD_DIR, DEV_SET, EVAL_SETS, WsdSentence, iter_instances, load_corpus
 
 TEST_SETS = tuple(s for s in EVAL_SETS if s != "ALL")

@@ -28,8 +28,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .induced import Occurrence, WordSenses, check_word_senses
-from .naming import plural
+from ..induction.induced import Occurrence, WordSenses, check_word_senses
+from ..induction.naming import plural
 from .projection import nearest_occurrences, project_2d
 
 HOVER_CONTEXT = 70  # characters of the sentence shown either side of the word in the hover label

@@ -23,7 +23,7 @@ from spacy.tokens import Doc, Span, Token
 
 from .. import files
 from ..bilm.fingerprint import FingerprintError
-from .vectors import LayerSpec, check_spec, doc_vectors, normalise, span_vector, token_vector
+from ..senses.vectors import LayerSpec, check_spec, doc_vectors, normalise, span_vector, token_vector
 
 BACKENDS = ("exact", "hnswlib")
 FORMAT = "spacy-elmo.token-index"

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..assets import ASSETS_DATA
 from ..bilm.scalar_mix import apply_mix, spec_weights
-from .vectors import candidate_mixes
+from ..senses.vectors import candidate_mixes
 
 DEFAULT_WIC_DIR = ASSETS_DATA / "wic"
 SPLITS = ("train", "dev", "test")

@@ -1,0 +1,1 @@
+"""Nearest-neighbour search over token occurrences: the token index (exact or HNSW)."""
