@@ -53,6 +53,7 @@ ALIASES = {"both": "substitutes+vectors"}
 REPRESENTATIONS = ("substitutes", "vectors", "context", "both", "substitutes+context", "vectors+context", "substitutes+vectors+context")
 REPRESENTATION_CHOICES = f"{', '.join(PARTS)}, or several joined by '+' ({', '.join(REPRESENTATIONS[len(PARTS) :])})"
 Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
+DEFAULT_MIX = (0.0, 1.0, 1.0)  # the vectors' layer weights: the average of the two LSTM layers
 
 
 @dataclass
@@ -107,7 +108,7 @@ class InductionSettings:
     pattern: Optional[str] = ""
     n_representatives: int = 20
     sample_size: int = 4
-    mix: Tuple[float, ...] = (0.0, 1.0, 1.0)
+    mix: Tuple[float, ...] = DEFAULT_MIX
     n_names: int = 3
     n_examples: int = 5
     seed: int = 0
@@ -156,8 +157,8 @@ def match_target(token: str, forms: Mapping[str, str], lang: str = "en") -> Opti
     if lower in forms:
         return forms[lower]
     for base in language(lang).bases(lower):
-        if base in forms and forms[base] == base:
-            return base
+        if base in forms and forms[base].lower() == base:  # the base is a target word itself (as typed: Bank), not a listed form
+            return forms[base]
     return None
 
 
@@ -647,7 +648,7 @@ def build_inventory(results: Iterable[WordSenses], fingerprint: Optional[str] = 
     for result in results:
         if not result.occurrences:
             continue
-        mix = [float(w) for w in result.extra.get("mix", InductionSettings().mix)]
+        mix = [float(w) for w in result.extra.get("mix", DEFAULT_MIX)]
         if inventory is None:
             inventory = SenseInventory(layer=mix, key="lower", fingerprint=fingerprint)
         vectors = np.asarray(result.extra["elmo_vectors"], dtype=np.float32)
