@@ -84,6 +84,7 @@ BELOW = {  # a layer of the package, and the layers above it that it must not re
     "spacy_elmo.pipeline.": ("senses", "change", "embedding", "cli"),
     "spacy_elmo.layers.": ("pipeline", "senses", "change", "embedding", "cli"),
     "spacy_elmo.senses.": ("change", "cli"),  # semantic change is built on the senses, never the other way
+    "spacy_elmo.lang.": ("kernels", "bilm", "hub", "training", "layers", "pipeline", "senses", "change", "embedding", "cli"),  # spaCy only
 }
 
 

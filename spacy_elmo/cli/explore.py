@@ -59,7 +59,9 @@ def explore_cli(
     sources, output = _split_output(inputs)
     saved = is_saved_word_senses(sources[0]) or (len(sources) == 1 and holds_saved_senses(sources[0]))
     if saved and (representation != "substitutes" or n_senses or lang != "en" or str(weights) not in ("en_default", "default")):
-        raise UserError(f"{sources[0]} holds senses induced already: --weights, --representation, --n-senses and --lang apply to a corpus")
+        raise UserError(
+            f"{sources[0]} holds senses induced already: --weights, --representation and --n-senses apply to a corpus, as does --lang"
+        )
     settings = None if saved else induction_settings(representation, n_senses, lang=lang_code(lang))
     if output is None:  # next to a saved WORD.json, inside an induce --out folder, or here for a corpus
         if is_saved_word_senses(sources[0]):

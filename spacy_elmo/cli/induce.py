@@ -43,8 +43,12 @@ LANG_OPT = Opt(
 
 
 def pattern_word(pattern: str) -> Optional[str]:
-    """``--pattern``: a word, ``none`` for no pattern, or empty for the language's word for "and"."""
-    return None if pattern.strip().lower() == "none" else pattern.strip()
+    """``--pattern``: a word, ``none`` for no pattern, or empty (the default) for the language's word for "and"."""
+    from ..senses.induce import LANGUAGE_AND
+
+    if not pattern.strip():
+        return LANGUAGE_AND
+    return None if pattern.strip().lower() == "none" else pattern
 
 
 def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:

@@ -425,6 +425,7 @@ def package_cli(
     nlp.initialize()
     nlp.meta["name"] = name
     nlp.meta["description"] = f"ELMo vectors from the biLM in {path.name} (spacy-elmo)"
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
     nlp.to_disk(out_dir)
     doc = spacy.load(out_dir)("A quick check .")
     msg.good(f"wrote {out_dir}: spacy.load() gives ELMo vectors of shape {doc.tensor.shape}")

@@ -54,6 +54,7 @@ REPRESENTATIONS = ("substitutes", "vectors", "context", "both", "substitutes+con
 REPRESENTATION_CHOICES = f"{', '.join(PARTS)}, or several joined by '+' ({', '.join(REPRESENTATIONS[len(PARTS) :])})"
 Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
 DEFAULT_MIX = (0.0, 1.0, 1.0)  # the vectors' layer weights: the average of the two LSTM layers
+LANGUAGE_AND = "<and>"  # the pattern's default: the word for "and" of the settings' language
 
 
 @dataclass
@@ -83,8 +84,8 @@ class InductionSettings:
         0 = the plain distributions.
     pattern: a word for Amrami & Goldberg's dynamic symmetric pattern (``"and"``: the forward LM
         reads "... X and" and predicts what follows, the backward LM "and X ..." and predicts what
-        precedes); its two predictions join the plain two. ``None`` = the plain two only; ``""``
-        (the default) = the word for "and" of the language ``lang`` (``and``, ``und``, ``и``,
+        precedes); its two predictions join the plain two. ``None`` = the plain two only;
+        :data:`LANGUAGE_AND` (the default) = the word for "and" of the language ``lang`` (``and``, ``und``, ``и``,
         ``和``, ...; ``None`` for a language whose word the package does not know).
     (Defaults ``prior_weight=0.75`` and, in English, ``pattern="and"``: the best on the SemEval-2010 tuning words.)
     n_representatives / sample_size: representatives per occurrence and substitutes drawn per
@@ -105,7 +106,7 @@ class InductionSettings:
     min_occurrences: int = 10
     max_occurrences: int = 2000
     prior_weight: float = 0.75
-    pattern: Optional[str] = ""
+    pattern: Optional[str] = LANGUAGE_AND
     n_representatives: int = 20
     sample_size: int = 4
     mix: Tuple[float, ...] = DEFAULT_MIX
@@ -117,7 +118,7 @@ class InductionSettings:
     lang: str = "en"
 
     def __post_init__(self) -> None:
-        if self.pattern == "":  # the language's word for "and" (an unknown code is a one-line LanguageError here)
+        if self.pattern == LANGUAGE_AND:  # the language's word for "and" (an unknown code is a one-line LanguageError here)
             self.pattern = language(self.lang).conjunction
         language(self.lang)
         if self.representation not in REPRESENTATIONS:
