@@ -92,6 +92,7 @@ BELOW = {  # a layer of the package, and the layers above it that it must not re
     "spacy_elmo.evaluation.": ("search", "explore", "change", "embedding", "cli"),
     "spacy_elmo.explore.": ("search", "evaluation", "change", "embedding", "cli"),
     "spacy_elmo.change.": ("search", "embedding", "cli"),
+    "spacy_elmo.lang.": ("kernels", "bilm", "hub", "training", "layers", "pipeline", *SENSE_TOOLS, "change", "embedding", "cli"),  # spaCy only
 }
 
 

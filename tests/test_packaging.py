@@ -147,7 +147,7 @@ def test_sdist_and_wheel_install_and_run_in_a_fresh_virtualenv(dist, tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         entry_points = archive.read(f"spacy_elmo-{version}.dist-info/entry_points.txt").decode()
-    assert {"spacy_elmo/models/en_default/weights.pt", "spacy_elmo/models/en_default/config.json", "spacy_elmo/hub/published.py", "spacy_elmo/hub/download.py", "spacy_elmo/kernels/csrc/train_kernels.c", "spacy_elmo/induction/irregular_forms.tsv"} <= names
+    assert {"spacy_elmo/models/en_default/weights.pt", "spacy_elmo/models/en_default/config.json", "spacy_elmo/hub/published.py", "spacy_elmo/hub/download.py", "spacy_elmo/kernels/csrc/train_kernels.c", "spacy_elmo/lang/irregular_forms.tsv"} <= names
     assert not any(n.startswith("tests/") for n in names)
     assert "elmo = spacy_elmo.pipeline.component:make_elmo" in entry_points and "elmo = spacy_elmo.spacy_command:app" in entry_points
     assert "spacy_elmo/layers/architectures.py" in names and "spacy-elmo.ElmoListener.v1 = spacy_elmo.layers.architectures:ElmoListener_v1" in entry_points

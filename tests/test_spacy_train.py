@@ -70,3 +70,39 @@ def test_train_evaluate_package_install_load(tmp_path):
     env = {"PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{REPO}", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
     out = run("-c", code, env={**os.environ, **env}, cwd=tmp_path)
     assert json.loads(out.strip().splitlines()[-1]) == [expected, expected]
+
+
+GERMAN_TAGGED = REPO / "tests" / "data" / "german" / "tagged.spacy"  # tagged.conllu through `spacy convert` (its SOURCE.md)
+GERMAN_TEXTS = ["Die Bank erhöht die Zinsen .", "Wir sitzen auf der Leiter .", "Das Schloss steht im Park ."]
+
+
+@pytest.mark.slow
+def test_a_german_tagger_trains_with_the_listener_and_packages(tmp_path):
+    """The English test's recipe in German: `spacy train --nlp.lang de` on the hand-tagged CoNLL-U
+    sample (STTS tags) with the ElmoListener, then `spacy package` names a de_ package."""
+    weights = tmp_path / "elmo-weights"
+    shutil.copytree(ALLENNLP, weights)
+    docs = list(DocBin().from_disk(GERMAN_TAGGED).get_docs(spacy.blank("de").vocab))
+    DocBin(docs=docs * 3).to_disk(tmp_path / "train.spacy")
+    log = run(
+        "-m", "spacy", "train", CONFIG, "--output", tmp_path / "out", "--nlp.lang", "de",
+        "--paths.train", tmp_path / "train.spacy", "--paths.dev", GERMAN_TAGGED,
+        "--components.elmo.model.weights", weights, "--training.max_steps", 40, "--training.eval_frequency", 20,
+    )  # fmt: skip
+    assert "LOSS TAGGER" in log.upper()
+    best = tmp_path / "out" / "model-best"
+    run("-m", "spacy", "evaluate", best, GERMAN_TAGGED, "--output", tmp_path / "scores.json")
+    assert json.loads((tmp_path / "scores.json").read_text())["tag_acc"] > 0.8
+    nlp = spacy.load(best)
+    assert nlp.lang == "de" and nlp.pipe_names == ["elmo", "tagger"]
+    tagged = [[t.tag_ for t in doc] for doc in nlp.pipe(GERMAN_TEXTS)]
+    assert all(tags[-1] == "$." for tags in tagged) and "ART" in tagged[0]
+
+    (tmp_path / "dist").mkdir()
+    run("-m", "spacy", "package", best, tmp_path / "dist", "--name", "elmo_test_tagger", "--version", "0.0.1", "--build", "none")
+    package = tmp_path / "dist" / "de_elmo_test_tagger-0.0.1"
+    assert json.loads((package / "meta.json").read_text())["lang"] == "de"
+    shutil.rmtree(weights)  # the package carries its own biLM weights
+    shutil.rmtree(tmp_path / "out")
+    data = next(p for p in (package / "de_elmo_test_tagger").iterdir() if (p / "config.cfg").is_file())
+    assert [[t.tag_ for t in doc] for doc in spacy.load(data).pipe(GERMAN_TEXTS)] == tagged

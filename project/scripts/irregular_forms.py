@@ -1,9 +1,9 @@
-"""Write spacy_elmo/induction/irregular_forms.tsv: the irregular English forms sense induction and
+"""Write spacy_elmo/lang/irregular_forms.tsv: the irregular English forms sense induction and
 ``change`` match for a target word (``mouse`` -> ``mice``, ``go`` -> ``went``).
 
 The source is WordNet 3.0's exception lists for nouns and verbs, as spaCy ships them in
 spacy-lookups-data (``en_lemma_exc``). Kept: lower-case alphabetic forms that the package's regular
-rules (:func:`spacy_elmo.induction.substitutes.inflection_bases`) do not reach already. A verb's form
+rules (:func:`spacy_elmo.lang.english.inflection_bases`) do not reach already. A verb's form
 that is itself a word of another part of speech or another verb (``saw``, ``found``, ``left``,
 ``lay``: a verb, noun or adjective lemma in ``en_lemma_index``, participles in -n/-en/-ing/-ed
 aside) is listed as shared: not matched unless the user names it, but named in the hint. Run
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Dict, Set, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
-TARGET = REPO / "spacy_elmo" / "induction" / "irregular_forms.tsv"
+TARGET = REPO / "spacy_elmo" / "lang" / "irregular_forms.tsv"
 PARTICIPLES = ("n", "ing", "ed")  # adjectives that are a verb's participle (gone, fallen, lying) stay the verb's forms
 
 WORDNET_NOTICE = """\
@@ -52,7 +52,7 @@ def _table(name: str) -> dict:
 def irregular_forms() -> Dict[str, Tuple[Set[str], Set[str]]]:
     """``{lemma: (forms matched, forms shared with another word)}`` from WordNet's exception lists."""
     sys.path.insert(0, str(REPO))
-    from spacy_elmo.induction.substitutes import inflection_bases
+    from spacy_elmo.lang.english import inflection_bases
 
     exceptions, index = _table("lemma_exc"), _table("lemma_index")
     other_words = set(index["verb"]) | set(index["noun"])

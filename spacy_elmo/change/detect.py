@@ -309,11 +309,11 @@ def compare_samples(
     return out
 
 
-def candidate_words(corpus_a: Corpus, corpus_b: Corpus, n: int, min_count: int) -> Dict[str, List[str]]:
-    """The ``n`` content words frequent in both corpora (by the lower of their two frequency ranks), with their forms."""
+def candidate_words(corpus_a: Corpus, corpus_b: Corpus, n: int, min_count: int, lang: str = "en") -> Dict[str, List[str]]:
+    """The ``n`` content words (of language ``lang``) frequent in both corpora (by the lower of their two frequency ranks), with their forms."""
     pool = max(20 * n, 200)
-    in_a = frequent_words(corpus_a, pool, min_count=min_count)
-    in_b = frequent_words(corpus_b, pool, min_count=min_count)
+    in_a = frequent_words(corpus_a, pool, min_count=min_count, lang=lang)
+    in_b = frequent_words(corpus_b, pool, min_count=min_count, lang=lang)
     rank_a = {w: i for i, w in enumerate(in_a)}
     rank_b = {w: i for i, w in enumerate(in_b)}
     shared = sorted(set(rank_a) & set(rank_b), key=lambda w: (max(rank_a[w], rank_b[w]), w))[:n]
@@ -321,21 +321,21 @@ def candidate_words(corpus_a: Corpus, corpus_b: Corpus, n: int, min_count: int) 
 
 
 def sample_corpora(
-    corpora: Sequence[Corpus], words: Mapping[str, Sequence[str]], limit: int, seed: int = 0, progress: bool = True
+    corpora: Sequence[Corpus], words: Mapping[str, Sequence[str]], limit: int, seed: int = 0, progress: bool = True, lang: str = "en"
 ) -> CorpusSamples:
-    """Stream each corpus once and keep at most ``limit`` occurrences of each word per corpus (seeded
+    """Stream each corpus once (read in language ``lang``) and keep at most ``limit`` occurrences of each word per corpus (seeded
     reservoir samples), each as its sentence cut to the window ``induce`` reads (:data:`..induction.induce.MAX_WINDOW`
     tokens either side): the biLM's work and the report's text per occurrence are bounded, whatever a line's length."""
     from ..progress import progress_bar
 
-    forms = target_forms(words)
+    forms = target_forms(words, lang)
     samples = CorpusSamples(len(corpora), limit, seed)
     for index, corpus in enumerate(corpora):
         bar = progress_bar(desc=f"sample corpus {'AB'[index] if index < 2 else index}", unit=" sentences", disable=not progress)
-        for sentence in read_sentences(corpus):
+        for sentence in read_sentences(corpus, lang=lang):
             bar.update(1)
             for position, token in enumerate(sentence.tokens):
-                word = match_target(token, forms)
+                word = match_target(token, forms, lang)
                 if word is None:
                     continue
                 around, at, occurrence = _window(sentence.text, sentence.tokens, sentence.spans, position, sentence.source)
@@ -385,7 +385,7 @@ def detect_change(
         for corpus in (corpus_a, corpus_b):
             if not isinstance(corpus, (str, list, tuple)) and not hasattr(corpus, "__fspath__"):
                 raise ValueError("finding the target words reads each corpus twice: pass paths or lists, or name the words")
-        table = candidate_words(corpus_a, corpus_b, n_words, settings.min_occurrences)
+        table = candidate_words(corpus_a, corpus_b, n_words, settings.min_occurrences, settings.induction.lang)
         if log:
             log(f"{len(table)} content words frequent in both corpora: {', '.join(list(table)[:10])}{' ...' if len(table) > 10 else ''}")
     elif isinstance(words, Mapping):
@@ -394,7 +394,7 @@ def detect_change(
         table = {w: [] for w in words}
     if not table:
         raise ValueError("no target words: name them, or give corpora that share frequent content words")
-    samples = sample_corpora([corpus_a, corpus_b], table, settings.max_occurrences, settings.seed, progress)
+    samples = sample_corpora([corpus_a, corpus_b], table, settings.max_occurrences, settings.seed, progress, settings.induction.lang)
     pairs = {w: (samples.items(0, w), samples.items(1, w)) for w in table}
     seen = {w: (samples.seen(0, w), samples.seen(1, w)) for w in table}
     changes = compare_samples(pairs, bilm, head, settings, names=names, seen=seen, forms=table, progress=progress)

@@ -167,6 +167,19 @@ def model_path(value: Path, what: str = "biLM") -> Path:
     return location.folder
 
 
+LANG_HELP = "spaCy language code of the text (en, de, ru, zh, ar, ...): its tokenizer"
+
+
+def lang_code(value: str, what: str = "--lang") -> str:
+    """A ``--lang`` value spaCy knows and can tokenize with here; else one line naming it."""
+    from ..lang import LanguageError, check_language
+
+    try:
+        return check_language(value)
+    except LanguageError as err:
+        raise UserError(f"{what}: {err}") from None
+
+
 def prepared_dir(value: Path) -> Path:
     """The output folder of ``prepare`` (it holds vocab.txt and one folder per split)."""
     if not (value / "vocab.txt").is_file():

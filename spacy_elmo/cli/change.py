@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..evaluation.wsd_data import DEFAULT_WSD_DIR
-from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
-from .induce import MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, _words, show_forms
+from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, lang_code, msg, user_errors
+from .induce import LANG_OPT, MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, _words, show_forms
 
 MEASURE_HELP = (
     "apd (average pairwise distance), apd_c (APD less the corpora's own), prt (prototype distance), jsd (of sense shares) "
@@ -40,14 +40,17 @@ def change_settings(
     at_least: int,
     at_most: int,
     seed: int,
+    lang: str = "en",
     **options,
 ):
-    """The command line's options as :class:`ChangeSettings`; a bad value is one line."""
+    """The command line's options as :class:`ChangeSettings` (the corpora in language ``lang``); a bad value is one line."""
     from ..change.detect import ChangeSettings
     from ..change.measures import BinaryRule
     from .induce import induction_settings
 
-    induction = induction_settings(representation, max_senses=max_senses, min_share=min_share, significance=significance, seed=seed)
+    induction = induction_settings(
+        representation, max_senses=max_senses, min_share=min_share, significance=significance, seed=seed, lang=lang
+    )
     options = {name: value for name, value in options.items() if value != ""}  # "": the option was not given, ChangeSettings decides
     try:
         return ChangeSettings(
@@ -66,11 +69,11 @@ def corpus_paths(value: Path) -> List[Path]:
     return paths
 
 
-def check_not_empty(paths: List[Path], which: str, argument: Path) -> None:
+def check_not_empty(paths: List[Path], which: str, argument: Path, lang: str = "en") -> None:
     """One line naming corpus ``which`` when it holds no sentence (checked before the model loads: nothing is written)."""
     from ..induction.corpus import read_sentences
 
-    if next(iter(read_sentences(paths)), None) is None:
+    if next(iter(read_sentences(paths, lang=lang)), None) is None:
         raise UserError(f"corpus {which} ({argument}) is empty: it holds no sentence to measure; nothing written")
 
 
@@ -110,6 +113,7 @@ def change_cli(
     confidence: float = Opt(0.95, "--confidence", help="Coverage of the bootstrap intervals"),
     seed: int = SEED_OPT,
     pages: bool = Opt(True, "--pages/--no-pages", help="Also write an explore page per word (pages/WORD.html; needs Plotly)"),
+    lang: str = LANG_OPT,
     threads: int = THREADS_OPT,
     # fmt: on
 ) -> None:
@@ -130,6 +134,7 @@ def change_cli(
         at_least,
         at_most,
         seed,
+        lang_code(lang),
         min_occurrences=min_occurrences,
         n_resamples=resamples,
         confidence=confidence,
@@ -142,8 +147,8 @@ def change_cli(
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file: give a folder (report.json, report.tsv, senses/ and pages/ go into it)")
     paths_a, paths_b = corpus_paths(corpus_a), corpus_paths(corpus_b)
-    check_not_empty(paths_a, "A", corpus_a)
-    check_not_empty(paths_b, "B", corpus_b)
+    check_not_empty(paths_a, "A", corpus_a, lang)
+    check_not_empty(paths_b, "B", corpus_b, lang)
     apply_threads(threads)
     spec = _spec(weights)
     bilm, head = load_bilm(spec), load_head(spec)
@@ -151,7 +156,7 @@ def change_cli(
         paths_a, paths_b, _words(words), n_words=n_words, names=(pair[0], pair[1]), bilm=bilm, head=head, settings=settings, log=msg.info
     )
     if words:
-        show_forms([(c.word, c.word_senses.occurrences if c.word_senses else [], c.seen_a + c.seen_b) for c in report.words])
+        show_forms([(c.word, c.word_senses.occurrences if c.word_senses else [], c.seen_a + c.seen_b) for c in report.words], lang)
     for change in report.words:
         if not change.measured:
             msg.warn(change.note or change.word)

@@ -6,7 +6,21 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from ._util import DEFAULT_THREADS, PROG, Arg, Opt, UserError, app, apply_threads, check_mix, mix_spec, model_path, msg, user_errors
+from ._util import (
+    DEFAULT_THREADS,
+    PROG,
+    Arg,
+    Opt,
+    UserError,
+    app,
+    apply_threads,
+    check_mix,
+    lang_code,
+    mix_spec,
+    model_path,
+    msg,
+    user_errors,
+)
 
 
 @app.command("embed")
@@ -47,7 +61,7 @@ def embed_cli(
         if sys.stdin.isatty():
             raise UserError(f'no text: pass it as an argument ({PROG} embed "Some text.") or on standard input.')
         text = sys.stdin.read()
-    nlp = spacy.blank(lang)
+    nlp = spacy.blank(lang_code(lang))
     config: Dict[str, Any] = {"weights": str(path), "mix": spec}
     if "threads" in (nlp.get_factory_meta("elmo").default_config or {}):  # the component's own setting, where it has one
         config["threads"] = threads

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ._util import PROG, Arg, Opt, UserError, app, check_mix, mix_spec, model_path, msg, user_errors
+from ._util import PROG, Arg, Opt, UserError, app, check_mix, lang_code, mix_spec, model_path, msg, user_errors
 
 
 @app.command("embed-corpus")
@@ -94,7 +94,7 @@ def embed_corpus_cli(
         format=format,
         weights=str(weights),
         tokenizer=tokenizer,
-        lang=lang,
+        lang=lang_code(lang) if tokenizer == "spacy" else lang,
         chunk_lines=chunk_lines,
         batch_tokens=batch_tokens,
         max_line_tokens=max_line_tokens,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
+from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, lang_code, msg, user_errors
 from .induce import REPRESENTATION_HELP, induction_settings
 
 PAGE_SUFFIXES = (".html", ".htm")
@@ -39,6 +39,9 @@ def explore_cli(
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="With a corpus: the biLM folder; en_default = the embedded model"),
     representation: str = Opt("substitutes", "--representation", "-r", help="With a corpus: " + REPRESENTATION_HELP),
     n_senses: int = Opt(0, "--n-senses", help="With a corpus: a fixed number of senses (0 = chosen from the data)"),
+    lang: str = Opt(
+        "en", "--lang", "-l", help="With a corpus: its spaCy language code (en, de, ru, zh, ar, ...): tokenizer, stop words, word forms"
+    ),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="With a corpus: CPU threads for the biLM (0 = one per core)"),
     neighbours: int = Opt(10, "--neighbours", "-k", help="How many nearest occurrences a click on a point lists"),
     title: Optional[str] = Opt(None, "--title", help="The page's title. Default: Senses of “WORD”"),
@@ -55,9 +58,11 @@ def explore_cli(
         raise UserError(f"--neighbours {neighbours}: must be 1 or more")
     sources, output = _split_output(inputs)
     saved = is_saved_word_senses(sources[0]) or (len(sources) == 1 and holds_saved_senses(sources[0]))
-    if saved and (representation != "substitutes" or n_senses or str(weights) not in ("en_default", "default")):
-        raise UserError(f"{sources[0]} holds senses induced already: --weights, --representation and --n-senses apply to a corpus")
-    settings = None if saved else induction_settings(representation, n_senses)
+    if saved and (representation != "substitutes" or n_senses or lang != "en" or str(weights) not in ("en_default", "default")):
+        raise UserError(
+            f"{sources[0]} holds senses induced already: --weights, --representation and --n-senses apply to a corpus, as does --lang"
+        )
+    settings = None if saved else induction_settings(representation, n_senses, lang=lang_code(lang))
     if output is None:  # next to a saved WORD.json, inside an induce --out folder, or here for a corpus
         if is_saved_word_senses(sources[0]):
             output = word_senses_files(sources[0])[0].with_suffix(".html")

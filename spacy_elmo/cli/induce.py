@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, msg, user_errors
+from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, lang_code, msg, user_errors
 
 REPRESENTATION_HELP = (
     "substitutes (the LM's predicted words), vectors (ELMo vectors, layers 1-2), context (the words around, with the model's "
@@ -28,16 +28,27 @@ PRIOR_WEIGHT_OPT = Opt(
     help="Substitutes ranked by log p(w|context) - this * log p(w), p(w) the LM's mean prediction over the corpus (0 = off)",
 )
 PATTERN_OPT = Opt(
-    "and",
+    "",
     "--pattern",
     help="Also read the LM through Amrami & Goldberg's symmetric pattern: the biLM reads 'w1 .. X WORD X .. wn', the forward "
-    "LM predicting 'X WORD ___' and the backward '___ WORD X' (default WORD: and); none = the plain reading only",
+    "LM predicting 'X WORD ___' and the backward '___ WORD X'; none = the plain reading only. Default: the language's word for "
+    "'and' (and, und, и, 和, و, ...; none for a language whose word the package does not know)",
+)
+LANG_OPT = Opt(
+    "en",
+    "--lang",
+    "-l",
+    help="spaCy language code of the corpus (en, de, ru, zh, ar, ...): its tokenizer, stop words and word forms",
 )
 
 
 def pattern_word(pattern: str) -> Optional[str]:
-    """``--pattern``: a word, or ``none`` (or empty) for no pattern."""
-    return None if pattern.strip().lower() in ("", "none") else pattern
+    """``--pattern``: a word, ``none`` for no pattern, or empty (the default) for the language's word for "and"."""
+    from ..induction.induce import LANGUAGE_AND
+
+    if not pattern.strip():
+        return LANGUAGE_AND
+    return None if pattern.strip().lower() == "none" else pattern
 
 
 def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
@@ -53,15 +64,15 @@ def _words(words: Optional[str]) -> Optional[Dict[str, List[str]]]:
     return out
 
 
-def show_forms(words: List[Any]) -> None:
+def show_forms(words: List[Any], lang: str) -> None:
     """For each ``(word, occurrences, seen)``: the forms matched and how often (in the occurrences kept);
-    then how forms are matched and how to add more."""
+    then how forms are matched in language ``lang`` and how to add more."""
     from ..induction.forms import form_counts, forms_hint, forms_line
 
     for word, occurrences, seen in words:
         where = f" (in the {len(occurrences):,} occurrences kept of {seen:,})" if seen > len(occurrences) else ""
         msg.info(forms_line(word, form_counts(o.text[o.start : o.end] for o in occurrences), where))
-    msg.info(forms_hint([word for word, _, _ in words]))
+    msg.info(forms_hint([word for word, _, _ in words], lang))
 
 
 def induction_settings(representation: str, n_senses: int = 0, **options: Any):
@@ -103,6 +114,7 @@ def induce_cli(
     temperature: float = TEMPERATURE_OPT,
     prior_weight: float = PRIOR_WEIGHT_OPT,
     pattern: str = PATTERN_OPT,
+    lang: str = LANG_OPT,
     min_occurrences: int = Opt(10, "--min-occurrences", help="A word seen fewer times gets one sense"),
     max_occurrences: int = Opt(2000, "--max-occurrences", help="Occurrences kept per word (a uniform sample beyond)"),
     check: int = Opt(
@@ -132,6 +144,7 @@ def induce_cli(
         temperature=temperature,
         prior_weight=prior_weight,
         pattern=pattern_word(pattern),
+        lang=lang_code(lang),
     )
     if check < 0:
         raise UserError(f"--check {check}: give how many pseudoword pairs to test (0 = no check)")
@@ -142,7 +155,7 @@ def induce_cli(
     head = load_head(spec)
     results = induce(corpus, _words(words), n_words=n_words, bilm=bilm, head=head, settings=settings, log=msg.info)
     if words:
-        show_forms([(r.word, r.occurrences, int(r.extra.get("seen", len(r.occurrences)))) for r in results])
+        show_forms([(r.word, r.occurrences, int(r.extra.get("seen", len(r.occurrences)))) for r in results], settings.lang)
     if not any(r.occurrences for r in results):
         raise UserError("none of the target words occurs in the corpus: nothing induced (nothing written)")
     for result in results:

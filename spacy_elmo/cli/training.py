@@ -15,6 +15,7 @@ from ._util import (
     UserError,
     app,
     apply_threads,
+    lang_code,
     model_path,
     msg,
     prepared_dir,
@@ -32,7 +33,9 @@ def prepare_cli(
         ..., help="UTF-8 text files or folders (.txt, .gz); a folder's manifest.tsv (file, split) assigns train/valid/test"
     ),
     out_dir: Path = Opt(..., "--out-dir", "-o", help="Folder for the sentence shards, vocab.txt and stats.json"),
-    lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the tokenizer"),
+    lang: str = Opt(
+        "en", "--lang", "-l", help="spaCy language code of the text (en, de, ru, zh, ar, ...): its tokenizer and sentence splitter"
+    ),
     min_count: int = Opt(1, "--min-count", help="Keep words seen at least this often in the vocabulary"),
     max_vocab: Optional[int] = Opt(None, "--max-vocab", help="At most this many vocabulary entries (specials included). Default: no limit"),
     shard_size: int = Opt(100_000, "--shard-size", help="Sentences per shard file"),
@@ -60,6 +63,7 @@ def prepare_cli(
         raise UserError(f"--layout {layout!r}: use one of {', '.join(LAYOUTS)}.")
     if not 0 <= held_out < 1:
         raise UserError(f"--held-out {held_out}: give a fraction in [0, 1), e.g. 0.02.")
+    lang_code(lang)
     stats = prepare_corpus(
         inputs,
         out_dir,
@@ -94,6 +98,7 @@ TRAIN_OVERRIDES = (
     "checkpoint_every",
     "precision",
     "malloc_tuning",
+    "lang",
 )
 
 
@@ -108,9 +113,20 @@ def _train(
 ) -> None:
     import srsly
 
+    from ..training.corpus import prepared_lang
     from ..training.trainer import TrainConfig, saved_config, train
 
     prepared_dir(data_dir)
+    recorded = prepared_lang(data_dir)
+    if overrides.get("lang") is not None:
+        lang_code(overrides["lang"])
+        if recorded is not None and overrides["lang"] != recorded:
+            raise UserError(
+                f"--lang {overrides['lang']}: {data_dir} holds {recorded!r} text (prepare --lang {recorded}, in its stats.json); "
+                f"pass --lang {recorded}, or prepare the text again with --lang {overrides['lang']}."
+            )
+    elif recorded is not None:
+        overrides = {**overrides, "lang": recorded}
     values: Dict[str, Any] = {}
     if config is not None:
         if not config.is_file():
@@ -201,6 +217,13 @@ _TRAIN_OPTIONS = {  # one definition each; typer needs the parameters spelled ou
         help="Keep freed large buffers in the heap between steps (glibc's mallopt: faster steps, resident memory stays at the peak; SPACY_ELMO_MALLOC_TUNING=0 also turns it off). Default: from --config, else on",
     ),
     "dump_weights": Opt(None, "--dump-weights", hidden=True, help="Testing: each rank writes its final weights here"),
+    "lang": Opt(
+        None,
+        "--lang",
+        "-l",
+        help="spaCy language code of the text, recorded in train_config.json; must be the one `prepare --lang` recorded in "
+        "DATA_DIR/stats.json. Default: that one (en for a folder that records none)",
+    ),
 }
 
 
@@ -224,6 +247,7 @@ def pretrain_cli(
     checkpoint_every: Optional[int] = _TRAIN_OPTIONS["checkpoint_every"],
     precision: Optional[str] = _TRAIN_OPTIONS["precision"],
     malloc_tuning: Optional[bool] = _TRAIN_OPTIONS["malloc_tuning"],
+    lang: Optional[str] = _TRAIN_OPTIONS["lang"],
     dump_weights: Optional[Path] = _TRAIN_OPTIONS["dump_weights"],
     # fmt: on
 ) -> None:
@@ -253,6 +277,7 @@ def finetune_cli(
     checkpoint_every: Optional[int] = _TRAIN_OPTIONS["checkpoint_every"],
     precision: Optional[str] = _TRAIN_OPTIONS["precision"],
     malloc_tuning: Optional[bool] = _TRAIN_OPTIONS["malloc_tuning"],
+    lang: Optional[str] = _TRAIN_OPTIONS["lang"],
     dump_weights: Optional[Path] = _TRAIN_OPTIONS["dump_weights"],
     # fmt: on
 ) -> None:
@@ -380,7 +405,7 @@ def package_cli(
     # fmt: off
     model: Path = Arg(..., help="biLM folder to package (or en_default)"),
     out_dir: Path = Arg(..., help="Pipeline folder to write; spacy.load(OUT_DIR) opens it"),
-    lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the pipeline"),
+    lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the pipeline (en, de, ru, zh, ar, ...): its tokenizer"),
     name: str = Opt("elmo", "--name", "-n", help="Pipeline name in meta.json"),
     force: bool = Opt(False, "--force", "-f", help="Overwrite OUT_DIR if it exists. Default: off"),
     # fmt: on
@@ -391,6 +416,7 @@ def package_cli(
     import spacy
 
     path = model_path(model)
+    lang_code(lang)
     refuse_overwrite(out_dir, force)
     if out_dir.exists() and force:
         shutil.rmtree(out_dir) if out_dir.is_dir() else out_dir.unlink()
@@ -399,6 +425,7 @@ def package_cli(
     nlp.initialize()
     nlp.meta["name"] = name
     nlp.meta["description"] = f"ELMo vectors from the biLM in {path.name} (spacy-elmo)"
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
     nlp.to_disk(out_dir)
     doc = spacy.load(out_dir)("A quick check .")
     msg.good(f"wrote {out_dir}: spacy.load() gives ELMo vectors of shape {doc.tensor.shape}")

@@ -69,13 +69,13 @@ class CheckReport:
 
 
 def candidate_pairs(
-    corpus: Corpus, n_pairs: int, min_count: int = 20, seed: int = 0, exclude: Sequence[str] = ()
+    corpus: Corpus, n_pairs: int, min_count: int = 20, seed: int = 0, exclude: Sequence[str] = (), lang: str = "en"
 ) -> Tuple[List[Tuple[str, str]], List[str]]:
     """Up to ``n_pairs`` pairs of the corpus's frequent content words (:func:`choose_pairs`), none of
     them one of ``exclude`` or a form of one (the target words: ambiguous by choice, so no test of
     the split), and why there are fewer than asked (one note)."""
     excluded = {w.lower() for w in exclude}
-    frequent = frequent_words(corpus, 4 * n_pairs + len(excluded), min_count=min_count)
+    frequent = frequent_words(corpus, 4 * n_pairs + len(excluded), min_count=min_count, lang=lang)
     words = [w for w, forms in frequent.items() if w not in excluded and not excluded.intersection(forms)][: 4 * n_pairs]
     pairs = choose_pairs(words, n_pairs, seed)
     notes = []
@@ -100,13 +100,13 @@ def choose_pairs(frequent: Sequence[str], n_pairs: int, seed: int = 0) -> List[T
 Kept = Tuple[List[str], int, Occurrence]  # Inducer.add's tokens, position and occurrence
 
 
-def word_occurrences(corpus: Corpus, words: Sequence[str], per_word: int) -> Dict[str, List[Kept]]:
-    """The first ``per_word`` occurrences of each of ``words`` (lower case; regular inflections count) in ``corpus``."""
-    forms = target_forms({w: [] for w in words})
+def word_occurrences(corpus: Corpus, words: Sequence[str], per_word: int, lang: str = "en") -> Dict[str, List[Kept]]:
+    """The first ``per_word`` occurrences of each of ``words`` (lower case; inflections count) in ``corpus`` (language ``lang``)."""
+    forms = target_forms({w: [] for w in words}, lang)
     kept: Dict[str, List[Kept]] = {w: [] for w in words}
-    for sentence in read_sentences(corpus):
+    for sentence in read_sentences(corpus, lang=lang):
         for position, token in enumerate(sentence.tokens):
-            word = match_target(token, forms)  # the word or a regular inflection of it
+            word = match_target(token, forms, lang)  # the word or an inflection of it
             if word is not None and len(kept[word]) < per_word:
                 kept[word].append(_window(sentence.text, sentence.tokens, sentence.spans, position, sentence.source))
         if all(len(k) >= per_word for k in kept.values()):
@@ -149,9 +149,9 @@ def pseudoword_check(
     settings = settings or InductionSettings()
     report = CheckReport(asked=n_pairs if pairs is None else len(pairs))
     if pairs is None:
-        pairs, report.notes = candidate_pairs(corpus, n_pairs, min_count, settings.seed, exclude)
+        pairs, report.notes = candidate_pairs(corpus, n_pairs, min_count, settings.seed, exclude, settings.lang)
     pairs = [(a.lower(), b.lower()) for a, b in pairs]
-    kept = word_occurrences(corpus, [w for pair in pairs for w in pair], per_word)
+    kept = word_occurrences(corpus, [w for pair in pairs for w in pair], per_word, settings.lang)
     inducer = Inducer(bilm, head, settings)
     truth: Dict[str, List[int]] = {}
     needed = max(settings.min_occurrences, 5)

@@ -22,21 +22,30 @@ import torch
 
 from ..bilm import BiLM
 from ..bilm.characters import TokenBatch
+from ..lang import language
 from .clustering import unit_rows
 from .induced import Occurrence
-from .naming import stop_words, window_words
+from .naming import window_words
 from .substitutes import LMHead
 
 DEFAULT_WINDOW = 10
 
 
-def context_tokens(text: str, start: int, end: int, window: int = DEFAULT_WINDOW, exclude: Collection[str] = ()) -> List[str]:
+def context_tokens(
+    text: str, start: int, end: int, window: int = DEFAULT_WINDOW, exclude: Collection[str] = (), lang: str = "en"
+) -> List[str]:
     """The content words (case kept) within ``window`` words of ``text[start:end]``: alphabetic,
-    two letters or more, not stop words, not one of ``exclude`` (lower case: the target's forms)."""
+    two letters or more (one Chinese or Japanese character will do), not stop words of language
+    ``lang``, not one of ``exclude`` (lower case: the target's forms)."""
     if window < 1:
         raise ValueError(f"the context window is a number of words on each side, >= 1, got {window}")
-    stop = stop_words()
-    return [w for w in window_words(text, start, end, window) if len(w) > 1 and w.lower() not in stop and w.lower() not in exclude]
+    resources = language(lang)
+    stop = resources.stop_words
+    return [
+        w
+        for w in window_words(text, start, end, window, lang)
+        if resources.long_enough(w, 2) and w.lower() not in stop and w.lower() not in exclude
+    ]
 
 
 class ContextEmbedder:
@@ -93,10 +102,12 @@ class ContextEmbedder:
             out[j] = self._cache[word]
         return out
 
-    def embed(self, occurrences: Sequence[Occurrence], window: int = DEFAULT_WINDOW, exclude: Collection[str] = ()) -> np.ndarray:
+    def embed(
+        self, occurrences: Sequence[Occurrence], window: int = DEFAULT_WINDOW, exclude: Collection[str] = (), lang: str = "en"
+    ) -> np.ndarray:
         """float32 ``[n, dim]``: each occurrence's context vector (the mean of its context words' unit
-        vectors; a zero row when no context word is known)."""
-        contexts = [context_tokens(o.text, o.start, o.end, window, exclude) for o in occurrences]
+        vectors, the words read in language ``lang``; a zero row when no context word is known)."""
+        contexts = [context_tokens(o.text, o.start, o.end, window, exclude, lang) for o in occurrences]
         vocabulary = sorted({w for ctx in contexts for w in ctx})
         table = dict(zip(vocabulary, self.word_vectors(vocabulary))) if vocabulary else {}
         out = np.zeros((len(occurrences), self.dim), dtype=np.float32)

@@ -2,8 +2,9 @@
 
 A corpus is a text file (``.txt`` or ``.txt.gz``: one paragraph per line or blank-line
 separated), a folder of them, a spaCy ``.spacy`` DocBin, or Docs (e.g. from ``nlp.pipe``) or
-strings given directly. Text is tokenised by spaCy's English tokenizer and split into sentences
-(a Doc's own sentence boundaries when it has them). A line that is not UTF-8 is an error that
+strings given directly. Text is tokenised by spaCy's tokenizer of the corpus's language (``lang``:
+:mod:`..lang`) and split into sentences by spaCy's sentencizer (a Doc's own sentence boundaries
+when it has them). A line that is not UTF-8 is an error that
 names the file and the line; a corrupt or truncated ``.gz`` file is a ``ValueError`` that names it.
 """
 
@@ -16,6 +17,7 @@ from typing import Any, Iterable, Iterator, List, Sequence, Tuple, Union
 from spacy.tokens import Doc, DocBin
 
 from ..gzipped import GzipError, open_read
+from ..lang import language
 
 Corpus = Union[str, Path, Sequence[Union[str, Path]], Iterable[Doc], Iterable[str]]
 TEXT_SUFFIXES = (".txt", ".txt.gz")
@@ -84,12 +86,9 @@ def _doc_sentences(doc: Doc, source: str) -> Iterator[Sentence]:
         yield Sentence(span.text, [t.text for t in tokens], [(t.idx - offset, t.idx - offset + len(t.text)) for t in tokens], source)
 
 
-def read_sentences(corpus: Corpus, batch_size: int = 256) -> Iterator[Sentence]:
-    """Every sentence of ``corpus``, in order, tokenised; see the module docstring for what a corpus is."""
-    import spacy
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
+def read_sentences(corpus: Corpus, batch_size: int = 256, lang: str = "en") -> Iterator[Sentence]:
+    """Every sentence of ``corpus``, in order, tokenised in language ``lang``; see the module docstring for what a corpus is."""
+    nlp = language(lang).blank(sentencizer=True)
     if _is_paths(corpus):
         for path in corpus_files(corpus):  # type: ignore[arg-type]
             if path.suffix == ".spacy":

@@ -39,19 +39,22 @@ from scipy import sparse
 from ..bilm import BiLM
 from ..bilm.batching import plan_batches
 from ..senses.inventory import SenseInventory
+from ..lang import language
 from .clustering import cosine_distances, cut_senses, remove_form, substitute_bags, tfidf, unit_rows
 from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
 from .forms import target_forms
 from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
 from .naming import context_words, distinctive_words, exclusive, plural, ranked, readable, sense_name
-from .substitutes import LMHead, content_mask, fold_vocabulary, inflection_bases, lm_states
+from .substitutes import LMHead, content_mask, fold_vocabulary, lm_states
 
 PARTS = ("substitutes", "vectors", "context")
 ALIASES = {"both": "substitutes+vectors"}
 REPRESENTATIONS = ("substitutes", "vectors", "context", "both", "substitutes+context", "vectors+context", "substitutes+vectors+context")
 REPRESENTATION_CHOICES = f"{', '.join(PARTS)}, or several joined by '+' ({', '.join(REPRESENTATIONS[len(PARTS) :])})"
 Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
+DEFAULT_MIX = (0.0, 1.0, 1.0)  # the vectors' layer weights: the average of the two LSTM layers
+LANGUAGE_AND = "<and>"  # the pattern's default: the word for "and" of the settings' language
 
 
 @dataclass
@@ -81,12 +84,16 @@ class InductionSettings:
         0 = the plain distributions.
     pattern: a word for Amrami & Goldberg's dynamic symmetric pattern (``"and"``: the forward LM
         reads "... X and" and predicts what follows, the backward LM "and X ..." and predicts what
-        precedes); its two predictions join the plain two. ``None`` = the plain two only.
-    (Defaults ``prior_weight=0.75, pattern="and"``: the best on the SemEval-2010 tuning words.)
+        precedes); its two predictions join the plain two. ``None`` = the plain two only;
+        :data:`LANGUAGE_AND` (the default) = the word for "and" of the language ``lang`` (``and``, ``und``, ``и``,
+        ``和``, ...; ``None`` for a language whose word the package does not know).
+    (Defaults ``prior_weight=0.75`` and, in English, ``pattern="and"``: the best on the SemEval-2010 tuning words.)
     n_representatives / sample_size: representatives per occurrence and substitutes drawn per
         direction for each (the graded assignment).
     mix: the layer weights of the vectors (default: the average of the two LSTM layers).
     context_window: words on each side that the ``context`` representation reads.
+    lang: the spaCy language code of the corpus: its tokenizer, stop words and word forms
+        (:mod:`..lang`); the commands' ``--lang``.
     """
 
     representation: str = "substitutes"
@@ -99,17 +106,21 @@ class InductionSettings:
     min_occurrences: int = 10
     max_occurrences: int = 2000
     prior_weight: float = 0.75
-    pattern: Optional[str] = "and"
+    pattern: Optional[str] = LANGUAGE_AND
     n_representatives: int = 20
     sample_size: int = 4
-    mix: Tuple[float, ...] = (0.0, 1.0, 1.0)
+    mix: Tuple[float, ...] = DEFAULT_MIX
     n_names: int = 3
     n_examples: int = 5
     seed: int = 0
     max_batch_tokens: int = 4000
     context_window: int = DEFAULT_WINDOW
+    lang: str = "en"
 
     def __post_init__(self) -> None:
+        if self.pattern == LANGUAGE_AND:  # the language's word for "and" (an unknown code is a one-line LanguageError here)
+            self.pattern = language(self.lang).conjunction
+        language(self.lang)
         if self.representation not in REPRESENTATIONS:
             raise ValueError(f"representation must be one of {REPRESENTATION_CHOICES}, got {self.representation!r}")
         if self.max_senses < 1 or (self.n_senses is not None and self.n_senses < 1):
@@ -141,14 +152,14 @@ class InductionSettings:
 # ---------------------------------------------------------------------------------------------- targets
 
 
-def match_target(token: str, forms: Mapping[str, str]) -> Optional[str]:
-    """The target word ``token`` is a form of: listed forms first, then regular inflections of a word."""
+def match_target(token: str, forms: Mapping[str, str], lang: str = "en") -> Optional[str]:
+    """The target word ``token`` is a form of: listed forms first, then inflections of a word (the bases of language ``lang``)."""
     lower = token.lower()
     if lower in forms:
         return forms[lower]
-    for base in inflection_bases(lower):
-        if base in forms and forms[base] == base:
-            return base
+    for base in language(lang).bases(lower):
+        if base in forms and forms[base].lower() == base:  # the base is a target word itself (as typed: Bank), not a listed form
+            return forms[base]
     return None
 
 
@@ -208,7 +219,8 @@ class Inducer:
 
     def observe(self, tokens: Sequence[str]) -> None:
         """Count a sentence's words as the corpus background that single senses are named against."""
-        self.background.update(t.lower() for t in tokens if t.isalpha())
+        is_word = language(self.settings.lang).is_word
+        self.background.update(t.lower() for t in tokens if is_word(t))
 
     # ------------------------------------------------------------------ streaming
 
@@ -274,10 +286,9 @@ class Inducer:
     def _vocab_tables(self) -> Tuple[np.ndarray, np.ndarray]:
         if self._fold is None or self._drop is None:
             assert self.head is not None
-            from spacy.lang.en.stop_words import STOP_WORDS
-
-            self._fold = fold_vocabulary(self.head.vocab, _lookup_lemmas())
-            self._drop = np.array([w.lower() in STOP_WORDS for w in self.head.vocab]) | self._excluded_words().cpu().numpy()
+            resources = language(self.settings.lang)
+            self._fold = fold_vocabulary(self.head.vocab, bases=resources.bases)
+            self._drop = np.array([w.lower() in resources.stop_words for w in self.head.vocab]) | self._excluded_words().cpu().numpy()
         return self._fold, self._drop
 
     def senses(self, words: Optional[Iterable[str]] = None, forms: Optional[Mapping[str, Sequence[str]]] = None) -> List[WordSenses]:
@@ -338,7 +349,7 @@ class Inducer:
         output embeddings when there is a head, else with the biLM's char-CNN token vectors."""
         if self._context is None:
             self._context = ContextEmbedder.from_head(self.head) if self.head is not None else ContextEmbedder.from_bilm(self.bilm)
-        return self._context.embed(occurrences, self.settings.context_window, {f.lower() for f in forms})
+        return self._context.embed(occurrences, self.settings.context_window, {f.lower() for f in forms}, self.settings.lang)
 
     def _substitutes(self, store: _Store) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Per reading (forward, backward, then the pattern's two), the ``top_k`` substitutes of each
@@ -428,11 +439,11 @@ class Inducer:
                 score = inside - outside if k > 1 else inside
                 for i in np.argsort(-score)[: 20 * s.n_names]:
                     w = self.head.vocab[int(i)].lower()
-                    if score[i] > 0 and w not in scored_subs[c] and readable(w, exclude):
+                    if score[i] > 0 and w not in scored_subs[c] and readable(w, exclude, s.lang):
                         scored_subs[c][w] = float(score[i])
-        contexts = [context_words(o.text, o.start, o.end) for o in store.occurrences]
+        contexts = [context_words(o.text, o.start, o.end, lang=s.lang) for o in store.occurrences]
         background = self.background or Counter(w for ctx in contexts for w in ctx)
-        scored_context = distinctive_words(contexts, strongest, background, exclude)
+        scored_context = distinctive_words(contexts, strongest, background, exclude, lang=s.lang)
         if context is not None and self._context is not None:
             scored_context = self._on_topic(scored_context, np.asarray(context, dtype=np.float32), strongest)
         # a word names one sense of the word only: the sense where it ranks highest in either kind
@@ -483,16 +494,6 @@ class Inducer:
         return (np.hstack(parts) / math.sqrt(len(parts))).astype(np.float32)
 
 
-def _lookup_lemmas() -> Optional[Dict[str, str]]:
-    """spaCy's English lookup lemmas when spacy-lookups-data is installed (else None: the built-in folding)."""
-    try:
-        from spacy.lookups import load_lookups
-
-        return dict(load_lookups("en", ["lemma_lookup"]).get_table("lemma_lookup").items())  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001 - the data package is optional
-        return None
-
-
 # ---------------------------------------------------------------------------------------------- corpus level
 
 
@@ -507,18 +508,17 @@ def load_head(weights: Optional[Any] = None) -> Optional[LMHead]:
     return native_head(folder)
 
 
-def frequent_words(corpus: Corpus, n: int, min_count: int = 20) -> Dict[str, List[str]]:
-    """The ``n`` most frequent content words of the corpus (lower case, letters only, no stop words), with their forms."""
-    from collections import Counter
-
-    from spacy.lang.en.stop_words import STOP_WORDS
-
+def frequent_words(corpus: Corpus, n: int, min_count: int = 20, lang: str = "en") -> Dict[str, List[str]]:
+    """The ``n`` most frequent content words of the corpus in language ``lang`` (lower case, letters only,
+    three or more (one Chinese or Japanese character will do), no stop words), with their forms."""
+    resources = language(lang)
+    stop = resources.stop_words
     counts: Counter = Counter()
-    for sentence in read_sentences(corpus):
-        counts.update(t.lower() for t in sentence.tokens if t.isalpha() and len(t) > 2 and t.lower() not in STOP_WORDS)
+    for sentence in read_sentences(corpus, lang=lang):
+        counts.update(t.lower() for t in sentence.tokens if resources.is_word(t) and resources.long_enough(t, 3) and t.lower() not in stop)
     bases: Dict[str, str] = {}
     for form in counts:
-        bases[form] = next((b for b in inflection_bases(form) if counts.get(b, 0) >= counts[form]), form)
+        bases[form] = next((b for b in resources.bases(form) if counts.get(b, 0) >= counts[form]), form)
     grouped: Counter = Counter()
     forms: Dict[str, List[str]] = {}
     for form, count in counts.items():
@@ -576,11 +576,11 @@ def induce(
     if found:
         if not _is_paths(corpus) and not isinstance(corpus, (list, tuple)):
             raise ValueError("finding the target words reads the corpus twice: pass a path or a list, or name the words")
-        candidates = frequent_words(corpus, 4 * n_words, min_count=settings.min_occurrences)
+        candidates = frequent_words(corpus, 4 * n_words, min_count=settings.min_occurrences, lang=settings.lang)
         if log:
             log(f"{len(candidates)} frequent words as candidates; keeping the {n_words} whose occurrences spread most")
         if not candidates:
-            if next(iter(read_sentences(corpus)), None) is None:
+            if next(iter(read_sentences(corpus, lang=settings.lang)), None) is None:
                 raise ValueError("the corpus is empty: no sentences to induce senses from")
             raise ValueError(
                 f"no content word occurs {settings.min_occurrences} times or more in the corpus: name the target words (--words)"
@@ -589,19 +589,19 @@ def induce(
     table: Dict[str, List[str]] = {w: list(f) for w, f in words.items()} if isinstance(words, Mapping) else {w: [] for w in words}  # type: ignore[union-attr]
     if not table:
         raise ValueError("no target words given")
-    forms = target_forms(table)
+    forms = target_forms(table, settings.lang)
     inducer = Inducer(bilm, head, settings)
     from ..progress import progress_bar
 
     bar = progress_bar(desc="induce", unit=" sentences", disable=not progress)
     with torch.inference_mode():
         n_sentences = 0
-        for sentence in read_sentences(corpus):
+        for sentence in read_sentences(corpus, lang=settings.lang):
             bar.update(1)
             n_sentences += 1
             inducer.observe(sentence.tokens)
             for position, token in enumerate(sentence.tokens):
-                word = match_target(token, forms)
+                word = match_target(token, forms, settings.lang)
                 if word is not None:
                     inducer.add(word, *_window(sentence.text, sentence.tokens, sentence.spans, position, sentence.source))
         inducer.flush()
@@ -649,7 +649,7 @@ def build_inventory(results: Iterable[WordSenses], fingerprint: Optional[str] = 
     for result in results:
         if not result.occurrences:
             continue
-        mix = [float(w) for w in result.extra.get("mix", InductionSettings().mix)]
+        mix = [float(w) for w in result.extra.get("mix", DEFAULT_MIX)]
         if inventory is None:
             inventory = SenseInventory(layer=mix, key="lower", fingerprint=fingerprint)
         vectors = np.asarray(result.extra["elmo_vectors"], dtype=np.float32)

@@ -5,7 +5,7 @@ A sense is named by two kinds of words: the words around its occurrences that te
 2008, of the sense's context words against the word's other senses, or against the corpus when
 the word has one sense), and the LM's substitutes that tell it apart. Both pass :func:`readable`:
 alphabetic words of two letters or more, no stop words, Roman numerals or book apparatus
-(chapter, vol., page), never the target word itself; :func:`exclusive` then keeps a word under
+(chapter, vol., page), never the target word itself (in the corpus's language: :mod:`..lang`); :func:`exclusive` then keeps a word under
 one sense of a word only (the sense where it scores highest).
 """
 
@@ -17,7 +17,7 @@ from typing import Collection, Dict, List, Mapping, Sequence
 
 import numpy as np
 
-from .substitutes import inflection_bases
+from ..lang import language
 
 
 def plural(n: int, noun: str) -> str:
@@ -26,42 +26,35 @@ def plural(n: int, noun: str) -> str:
 
 
 _ROMAN = re.compile(r"^m{0,4}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})$")
-# book apparatus and abbreviations that name no sense, and archaic function words spaCy's list lacks
-APPARATUS = frozenset(
-    "chapter chapters chap ch vol vols volume volumes page pages pp ibid op cit loc viz cf etc ed eds edn footnote footnotes "
-    "sect fol fols ms mss appendix preface introduction contents index plate mr mrs messrs dr st esq sir madam "
-    "thou thee thy thine ye hath doth shalt wilt art hast didst dost unto upon whilst hitherto thereof whereof "
-    "shall nt ll ve re".split()
-)
-_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 
 
-def stop_words() -> Collection[str]:
-    """spaCy's English stop words."""
-    from spacy.lang.en.stop_words import STOP_WORDS
-
-    return STOP_WORDS
+def stop_words(lang: str = "en") -> Collection[str]:
+    """spaCy's stop words of language ``lang``."""
+    return language(lang).stop_words
 
 
-def readable(word: str, exclude: Collection[str] = ()) -> bool:
-    """Whether ``word`` can name a sense: letters only, two or more, not a stop word, a Roman numeral,
-    book apparatus (chapter, vol, page, ...) or one of ``exclude`` (the target's forms)."""
+def readable(word: str, exclude: Collection[str] = (), lang: str = "en") -> bool:
+    """Whether ``word`` can name a sense in language ``lang``: letters only, two or more (one Chinese
+    or Japanese character will do), not a stop word, a Roman numeral, English book apparatus
+    (chapter, vol, page, ...) or one of ``exclude`` (the target's forms)."""
+    resources = language(lang)
     lower = word.lower()
-    if len(lower) < 2 or not lower.isalpha() or lower in exclude:
+    if not resources.long_enough(lower, 2) or not resources.is_word(lower) or lower in exclude:
         return False
-    if lower in APPARATUS or lower in stop_words():
+    if lower in resources.unnamed:
         return False
     return not (_ROMAN.match(lower) and lower not in ("mix", "mild", "dim"))
 
 
-def window_words(text: str, start: int, end: int, window: int = 10) -> List[str]:
+def window_words(text: str, start: int, end: int, window: int = 10, lang: str = "en") -> List[str]:
     """The words (as written) within ``window`` words of ``text[start:end]`` (the target excluded)."""
-    return [*_WORD.findall(text[:start])[-window:], *_WORD.findall(text[end:])[:window]]
+    words = language(lang).words
+    return [*words(text[:start])[-window:], *words(text[end:])[:window]]
 
 
-def context_words(text: str, start: int, end: int, window: int = 10) -> List[str]:
+def context_words(text: str, start: int, end: int, window: int = 10, lang: str = "en") -> List[str]:
     """The lower-case words within ``window`` words of ``text[start:end]`` (the target excluded)."""
-    return [w.lower() for w in window_words(text, start, end, window)]
+    return [w.lower() for w in window_words(text, start, end, window, lang)]
 
 
 def log_odds(
@@ -87,23 +80,26 @@ def distinctive_words(
     background: Mapping[str, float],
     exclude: Collection[str] = (),
     min_count: int = 2,
+    lang: str = "en",
 ) -> List[Dict[str, float]]:
-    """Per sense (``labels`` 0..k-1), its readable context words scored by log-odds z against the
-    other senses (against ``background`` when there is one sense), positive scores only, best first.
+    """Per sense (``labels`` 0..k-1), its readable context words (in language ``lang``) scored by
+    log-odds z against the other senses (against ``background`` when there is one sense), positive
+    scores only, best first.
 
-    ``contexts[i]``: occurrence i's context words (each counted once per occurrence, a regular inflection
+    ``contexts[i]``: occurrence i's context words (each counted once per occurrence, an inflected form
     as its base when the base occurs too)."""
+    bases = language(lang).bases
     k = int(labels.max()) + 1 if len(labels) else 0
     seen = {w for words in contexts for w in words}
     per: List[Counter] = [Counter() for _ in range(k)]
     for words, label in zip(contexts, labels):  # inflections folded onto a base seen too: "genes" counts as "gene"
         per[int(label)].update(
-            {next((b for b in inflection_bases(w) if b in seen and readable(b, exclude)), w) for w in words if readable(w, exclude)}
+            {next((b for b in bases(w) if b in seen and readable(b, exclude, lang)), w) for w in words if readable(w, exclude, lang)}
         )
     prior: Counter = Counter()
     for sense_counts in per:
         prior.update(sense_counts)
-    prior.update({w: v for w, v in background.items() if readable(w, exclude)})
+    prior.update({w: v for w, v in background.items() if readable(w, exclude, lang)})
     out = []
     for c in range(k):
         if k > 1:
@@ -112,7 +108,7 @@ def distinctive_words(
                 if other != c:
                     rest.update(per[other])
         else:
-            rest = Counter({w: v for w, v in background.items() if readable(w, exclude)})
+            rest = Counter({w: v for w, v in background.items() if readable(w, exclude, lang)})
         counts = {w: float(v) for w, v in per[c].items() if v >= min_count}
         scores = log_odds(counts, rest, prior)
         out.append(dict(sorted(((w, s) for w, s in scores.items() if s > 0), key=lambda item: -item[1])))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -26,6 +26,7 @@ import torch
 from ..bilm import BiLM
 from ..bilm.characters import TokenBatch
 from ..bilm.scalar_mix import MixSpec, spec_weights
+from ..lang.english import inflection_bases  # the English rules' home; imported from here too
 from ..vocabulary import VocabularyError, read_vocabulary
 
 SOFTMAX_FILE, VOCAB_FILE = "softmax.pt", "vocab.txt"
@@ -238,14 +239,17 @@ def lm_states(
 # ---------------------------------------------------------------------------------------------- folding
 
 
-def fold_vocabulary(vocab: Sequence[str], lemmatize: Optional[Dict[str, str]] = None) -> np.ndarray:
+def fold_vocabulary(
+    vocab: Sequence[str], lemmatize: Optional[Dict[str, str]] = None, bases: Callable[[str], List[str]] = inflection_bases
+) -> np.ndarray:
     """int64 ``[V]``: each word's representative id (its lemma's), so that inflected substitutes count as one.
 
     With ``lemmatize`` (word -> lemma, e.g. spaCy's lookup table), a word maps to its lemma's id
     when the lemma is in the vocabulary. Otherwise a conservative folding learnt from the
-    vocabulary itself: lower case, then a regular English inflection (-s, -es, -ies, -ed, -d,
-    -ing, doubled consonants) is folded onto its base only when that base is itself a word of
-    the vocabulary (``banks`` -> ``bank``). Without parts of speech it sometimes folds too far
+    vocabulary itself: lower case, then a candidate base from ``bases`` (the language's:
+    :meth:`..lang.Language.bases`; by default a regular English inflection, -s, -es, -ies, -ed,
+    -d, -ing, doubled consonants) is folded onto only when that base is itself a word of the
+    vocabulary (``banks`` -> ``bank``). Without parts of speech it sometimes folds too far
     (``news`` -> ``new``): tolerable for bags of substitutes, which only need inflections merged.
     """
     index: Dict[str, int] = {}
@@ -259,45 +263,8 @@ def fold_vocabulary(vocab: Sequence[str], lemmatize: Optional[Dict[str, str]] = 
             lemma = lemmatize.get(lower) or lemmatize.get(word)
             base = lemma.lower() if lemma and lemma.lower() in index else None
         if base is None:
-            base = next((c for c in inflection_bases(lower) if c in index), lower)
+            base = next((c for c in bases(lower) if c in index), lower)
         out[i] = index.get(base, index[lower])
-    return out
-
-
-_VOWELS = frozenset("aeiou")
-
-
-def _doubles_its_consonant(stem: str) -> bool:
-    """Whether a base spelled ``stem`` doubles its last letter before -ing/-ed: one syllable ending in
-    one vowel and one consonant other than w, x, y (star -> starring, hop -> hopped), so that
-    "staring" and "hoped" cannot come from "star" and "hop"."""
-    groups = sum(1 for i, c in enumerate(stem) if c in _VOWELS and (i == 0 or stem[i - 1] not in _VOWELS))
-    return groups == 1 and len(stem) >= 3 and stem[-1] not in _VOWELS | {"w", "x", "y"} and stem[-2] in _VOWELS and stem[-3] not in _VOWELS
-
-
-def inflection_bases(word: str) -> List[str]:
-    """Candidate bases of a regularly inflected English word, likeliest first (none for short words)."""
-    if len(word) < 4 or not word.isalpha():
-        return []
-    out: List[str] = []
-    if word.endswith("ies"):
-        out.append(word[:-3] + "y")
-    if word.endswith("es"):
-        out.append(word[:-2])
-    if word.endswith("s") and not word.endswith("ss"):
-        out.append(word[:-1])
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and len(word) > len(suffix) + 2:
-            stem = word[: -len(suffix)]
-            if not _doubles_its_consonant(stem):
-                out.append(stem)
-            out.append(stem + "e")
-            if len(stem) > 2 and stem[-1] == stem[-2]:
-                out.append(stem[:-1])
-            if suffix == "ed" and stem.endswith("i"):
-                out.append(stem[:-1] + "y")
-    if word.endswith("d") and word.endswith("ed"):
-        out.append(word[:-1])
     return out
 
 

@@ -2,8 +2,8 @@
 
 A context is a list of token indices (whitespace tokens are left out, so stray whitespace does
 not change any vector) plus the slice of that list whose outputs are kept. Sentences are the
-contexts when the Doc has sentence boundaries; otherwise a cheap built-in split (after
-sentence-final punctuation and at blank lines). A context longer than ``max_length`` tokens is
+contexts when the Doc has sentence boundaries; otherwise a cheap built-in split (after a token of
+sentence-final punctuation, in any script spaCy's sentencizer knows, and at blank lines). A context longer than ``max_length`` tokens is
 cut into windows that overlap by ``overlap`` tokens; each token's vectors come from the window
 in which it is farthest from an edge (the cut falls in the middle of each overlap).
 """
@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List
 
 from spacy.attrs import IS_SPACE, SENT_START
+from spacy.pipeline.sentencizer import Sentencizer
 from spacy.tokens import Doc
 from spacy.util import registry
 
-_SENTENCE_END = re.compile(r"^[.!?。！？…؟।]+$|^\.\.\.$")
+# a token made only of sentence-final punctuation ends a sentence: spaCy's sentencizer's characters
+# (the scripts it knows: ., !, ?, 。, ！, ؟, ۔, ।, ॥, ።, ။, ...) and the ellipsis
+_SENTENCE_END = re.compile("^[" + re.escape("".join(sorted(set(Sentencizer.default_punct_chars) | {"…"}))) + "]+$")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ Output folder::
     vocab.txt                   "<S>", "</S>", "<UNK>", then tokens by descending train count
                                 (the specials carry their real train counts: sentences, and
                                 tokens left out of the vocabulary)
-    stats.json                  per split: files, lines, sentences, tokens, skipped and split counts
+    stats.json                  per split: files, lines, sentences, tokens, skipped and split counts;
+                                the language (``lang``: the spaCy tokenizer the text was split by)
 """
 
 from __future__ import annotations
@@ -289,8 +290,17 @@ def prepare_corpus(
     specials["<UNK>"] = stats["train"].tokens - sum(counts[t] for t in vocab if t not in SPECIALS)
     write_vocab(out_dir / "vocab.txt", vocab, counts + Counter(specials))
     summary = {k: vars(v) for k, v in stats.items()}
-    srsly.write_json(out_dir / "stats.json", summary | {"vocab_size": len(vocab), "held_out": hold_out, "layout": layout})
+    srsly.write_json(out_dir / "stats.json", summary | {"vocab_size": len(vocab), "held_out": hold_out, "layout": layout, "lang": lang})
     return stats
+
+
+def prepared_lang(data_dir: Path) -> Optional[str]:
+    """The language a prepared folder's text was tokenised in (``stats.json``); ``None`` when it records none."""
+    path = Path(data_dir) / "stats.json"
+    if not path.is_file():
+        return None
+    lang = srsly.read_json(path).get("lang")
+    return str(lang) if lang else None
 
 
 def build_vocab(counts: Counter, min_count: int = 1, max_size: Optional[int] = None) -> List[str]:

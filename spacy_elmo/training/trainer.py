@@ -107,6 +107,9 @@ class TrainConfig:
     # keep freed large buffers in the heap between steps (glibc only; see training/allocator.py);
     # SPACY_ELMO_MALLOC_TUNING=0 also switches it off
     malloc_tuning: bool = True
+    # the spaCy language code of the text (what ``prepare --lang`` tokenised it with): a record, checked
+    # against the prepared folder's stats.json by the command line
+    lang: str = "en"
 
     def __post_init__(self) -> None:
         check_horizons(self.lr_horizons, self.warmup_steps)
