@@ -204,6 +204,12 @@ def _config(options: Dict[str, Any], label: str) -> BiLMConfig:
     return config
 
 
+def efml_architecture(model_config: Dict[str, Any], label: str) -> BiLMConfig:
+    """The :class:`BiLMConfig` of their ``model_config`` without lexicons: the architecture a model
+    of that config has, whatever its lexicons hold (a published model's, known by name)."""
+    return _config(model_options(model_config, label), label)
+
+
 def efml_config(folder: PathLike, lexicons: bool = True) -> BiLMConfig:
     """The :class:`BiLMConfig` of an ELMoForManyLangs folder: with ``lexicons`` (to build the
     model) the two ``.dic`` files are read into its ``efml`` section; without, the architecture only."""
@@ -360,6 +366,7 @@ __all__ = [
     "check_efml_folder",
     "convert_efml",
     "describe_source",
+    "efml_architecture",
     "efml_config",
     "find_model_config",
     "is_efml_folder",

@@ -32,7 +32,7 @@ def embed_cli(
         Path("en_default"),
         "--weights",
         "-w",
-        help="biLM folder (spacy-elmo format, or options.json + .hdf5); en_default = the embedded English model",
+        help="Model folder (ours, options.json + .hdf5, ELMoForManyLangs) or published name (efml-de, ...); en_default: the embedded one",
     ),
     mix: str = Opt(
         "average",

@@ -12,7 +12,9 @@ from ._util import PROG, Arg, Opt, UserError, app, msg, user_errors
 @user_errors
 def download_cli(
     # fmt: off
-    name: str = Arg(..., help="Published model: elmo-small, elmo-medium, elmo-original, elmo-original-5.5b or elmo-pubmed"),
+    name: str = Arg(
+        ..., help="Published model: elmo-small, elmo-original, ..., efml-de (ELMoForManyLangs, by language code), ...; see `models`"
+    ),
     force: bool = Opt(False, "--force", "-f", help="Download again even when a checked copy is cached. Default: off"),
     lm_head: bool = Opt(
         False, "--lm-head", help="Also download the model's LM head (softmax + vocabulary; elmo-original only). Default: off"
@@ -20,13 +22,13 @@ def download_cli(
     sha256: Optional[List[str]] = Opt(None, "--sha256", help="FILE=HEX: the SHA-256 a file must have (repeatable). Default: none"),
     # fmt: on
 ) -> None:
-    """Download a published ELMo model into the cache (SPACY_ELMO_CACHE), resuming an interrupted transfer, and check it."""
+    """Download a published ELMo model into the cache (SPACY_ELMO_CACHE), resuming an interrupted transfer, check it, and convert an ELMoForManyLangs archive once."""
     from ..hub.download import download
     from ..hub.lm_head import download_lm_head
-    from ..hub.published import PUBLISHED
+    from ..hub.published import PUBLISHED, names_hint
 
     if name not in PUBLISHED:
-        raise UserError(f"unknown model {name!r}: choose one of {', '.join(PUBLISHED)} (see `{PROG} models`).")
+        raise UserError(f"unknown model {name!r}: choose one of {names_hint()} (see `{PROG} models`).")
     pins = parse_pins(sha256 or [])
     model = PUBLISHED[name]
     if lm_head and not model.lm_head:
@@ -60,7 +62,7 @@ def models_cli(
     as_json: bool = Opt(False, "--json", help="Print the table as JSON. Default: off"),
     # fmt: on
 ) -> None:
-    """List the published ELMo models: shape, parameters, size on disk and whether each is cached."""
+    """List the published ELMo models: language, format, shape, parameters, download size, size on disk and whether each is cached."""
     from ..hub.download import describe
     from ..hub.published import cache_root
 
@@ -69,7 +71,14 @@ def models_cli(
         print(json.dumps(rows, indent=2))
         return
     msg.info(f"cache: {cache_root()}")
-    msg.text(f"{'name':<20} {'shape':<30} {'parameters':>12} {'on disk':>10}  cached")
+    msg.text(f"{'name':<20} {'lang':<5} {'format':<9} {'shape':<34} {'parameters':>11} {'download':>12} {'on disk':>10}  cached")
     for row in rows:
-        size = f"{row['size_on_disk'] / 1e6:.1f} MB" if row["size_on_disk"] else "-"
-        msg.text(f"{row['name']:<20} {row['shape']:<30} {row['parameters']:>12,} {size:>10}  {'yes' if row['cached'] else 'no'}")
+        on_disk = f"{row['size_on_disk'] / 1e6:.1f} MB" if row["size_on_disk"] else "-"
+        download_size = f"{row['download_size'] / 1e6:.1f} MB" if row["download_size"] else "not stated"
+        parameters = f"{row['parameters']:,}" if row["parameters"] else "-"
+        shape = row["shape"] or "not stated"
+        msg.text(
+            f"{row['name']:<20} {row['language']:<5} {row['format']:<9} {shape:<34} {parameters:>11} {download_size:>12} "
+            f"{on_disk:>10}  {'yes' if row['cached'] else 'no'}"
+        )
+    msg.text("download: the size its publisher states (none do); the SHA-256 of each file is recorded at its first download")

@@ -18,6 +18,7 @@ from ..bilm.errors import WeightsError
 from ..bilm.layout import read_options
 from ..bilm.model import BiLM, BiLMConfig, OptionsError
 from ..bilm.weights import CONFIG_NAME, PathLike, load_native, load_original
+from .download import published_config
 from .resolve import DEFAULT_NAMES, WeightsSpec, named_model, resolve_weights
 from .resolve import find_original_files as _find_original
 
@@ -41,7 +42,7 @@ def load_bilm(
 
     With no argument (or ``"en_default"``, or ``"default"``) it loads the embedded default English
     model that ships inside the package. ``path`` may also be a published model's name
-    (``"elmo-original"``, ...: downloaded once into the cache, see :mod:`.download`), a
+    (``"elmo-original"``, ``"efml-de"``, ...: downloaded once into the cache, see :mod:`.download`), a
     spacy-elmo model directory (``config.json`` + ``weights.pt``), a directory holding an options
     file (``options.json`` or the published ``*_options.json``) and one ``.hdf5`` weights file,
     an ELMoForManyLangs model folder (converted once into the cache: :mod:`.efml`), or a list of
@@ -64,10 +65,11 @@ def load_bilm(
 def read_config(weights: Optional[WeightsSpec]) -> BiLMConfig:
     """The architecture of the biLM that ``weights`` names (see :func:`resolve_weights`), read
     from its options without loading any weights, and without downloading a published model
-    (its shape is known by name)."""
+    (its shape is known by name; where its publisher states none, only its options file is
+    downloaded)."""
     model = named_model(weights)
     if model is not None:
-        return model.config
+        return published_config(model)
     if isinstance(weights, (str, os.PathLike)) and is_efml_folder(weights):
         return efml_config(weights, lexicons=False)  # the architecture, read from the authors' folder
     location = resolve_weights(DEFAULT_NAMES[0] if weights is None else weights, download=False)

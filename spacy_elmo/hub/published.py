@@ -1,10 +1,18 @@
 """Published ELMo models by name: the registry, where each one's files live, and the cache folder.
 
-The authors' files live at ``PUBLISHED_BASE`` + each model's folder; ``SPACY_ELMO_MIRROR``
-replaces that base (everything up to and including ``allennlp/``) and keeps the rest of the path.
-``elmo-original`` also publishes its language-model head (the softmax over its training vocabulary
-and that vocabulary) in the same folder: :attr:`PublishedModel.lm_head`. An entry may carry known
-SHA-256 digests and sizes of its files (none are known today: the authors publish neither).
+Two kinds of entry: a biLM in AllenNLP's format (an options file and an HDF5 weights file; the
+English models of AllenNLP and other languages' models their authors publish in that format), and
+an ELMoForManyLangs model (44 languages, one zip archive each, named ``efml-<language code>``:
+:data:`EFML_LANGUAGES`). Each entry records where its publisher keeps the files (``base`` +
+``folder``), the page that lists it, its language and licence as the publisher states them, and
+any SHA-256 digests and sizes the publisher states (none do today; a digest is then recorded at the
+first download: :mod:`.first_seen`).
+
+``SPACY_ELMO_MIRROR`` replaces every publisher's location: a mirror holds AllenNLP's files at
+their path below ``allennlp/`` (the mirror's address stands for everything up to and including
+``allennlp/``), and another publisher's files at ``HOST/PATH`` below it (:attr:`PublishedModel.
+mirror_path`). ``elmo-original`` also publishes its language-model head (the softmax over its
+training vocabulary and that vocabulary) in the same folder: :attr:`PublishedModel.lm_head`.
 Downloaded models are kept in ``SPACY_ELMO_CACHE`` (default: the user's cache folder) under their
 names, with the published file names. Downloading and checking: :mod:`.download`; what a
 ``weights`` value names: :mod:`.resolve`.
@@ -20,7 +28,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from urllib.parse import urlsplit
 
+from ..bilm.efml_folder import SAMPLE_CONFIGS, efml_architecture
 from ..bilm.errors import WeightsError
 from ..bilm.layout import hdf5_datasets
 from ..bilm.model import BiLMConfig
@@ -28,30 +38,62 @@ from ..cache import CACHE_ENV, cache_root  # noqa: F401  (re-exported: where pub
 
 PUBLISHED_BASE = "https://s3-us-west-2.amazonaws.com/allennlp/"
 MIRROR_ENV = "SPACY_ELMO_MIRROR"
+ALLENNLP_PAGE = "https://allennlp.org/elmo"
+FORMAT_ALLENNLP, FORMAT_EFML = "allennlp", "efml"
+NOT_STATED = "not stated by the publisher"
 
 
 @dataclass(frozen=True)
 class PublishedModel:
-    """One published biLM: its name here, its shape and where its two files live."""
+    """One published biLM: its name here, its shape, where its files live and what its publisher
+    states about it (language, licence, digests, sizes)."""
 
     name: str
-    shape: str
-    folder: str  # path below the published base
-    options_name: str
-    weights_name: str
+    shape: Optional[str]  # the published shape (AllenNLP), their model config's name (ELMoForManyLangs), None: not stated
+    folder: str  # path below ``base``
+    options_name: str  # AllenNLP format: the options file ("" for an archive)
+    weights_name: str  # AllenNLP format: the HDF5 weights ("" for an archive)
     about: str
     reported: str  # the quality its authors report
     lm_head: Optional[Tuple[str, str]] = None  # (softmax HDF5, vocabulary) beside the weights, if published
-    sha256: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)  # known digests by file name
-    sizes: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)  # known sizes by file name
+    sha256: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)  # digests the publisher states, by file
+    sizes: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)  # sizes the publisher states, by file
+    language: str = "en"  # ISO 639-1 code where one exists, else ISO 639-3
+    licence: str = NOT_STATED
+    page: str = ALLENNLP_PAGE  # where the publisher lists it
+    base: str = PUBLISHED_BASE  # the publisher's location; ``folder`` is below it
+    archive: str = ""  # an ELMoForManyLangs model: the zip archive that holds its folder
+    redirects: Tuple[str, ...] = ()  # origins its publisher's location redirects to (followed besides its own)
 
     def url(self, file_name: str) -> str:
-        return published_base() + self.folder + file_name
+        """Where ``file_name`` is downloaded from: the mirror when ``SPACY_ELMO_MIRROR`` is set, else the publisher."""
+        mirror = mirror_base()
+        return (mirror + self.mirror_path if mirror else self.base + self.folder) + file_name
 
     @property
-    def files(self) -> Tuple[str, str]:
-        """The biLM's two files: options and weights."""
-        return (self.options_name, self.weights_name)
+    def mirror_path(self) -> str:
+        """The folder of this model's files below a mirror's address: AllenNLP's path below
+        ``allennlp/`` for AllenNLP's own files, ``HOST/PATH/`` for another publisher's."""
+        if self.base == PUBLISHED_BASE:
+            return self.folder
+        parts = urlsplit(self.base)
+        return parts.netloc + parts.path + self.folder
+
+    @property
+    def format(self) -> str:
+        """``allennlp`` (an options file and an HDF5 file) or ``efml`` (an ELMoForManyLangs archive)."""
+        return FORMAT_EFML if self.archive else FORMAT_ALLENNLP
+
+    @property
+    def files(self) -> Tuple[str, ...]:
+        """The files to download: the options and weights, or the one archive."""
+        return (self.archive,) if self.archive else (self.options_name, self.weights_name)
+
+    @property
+    def download_size(self) -> Optional[int]:
+        """Bytes of :attr:`files` as the publisher states them, or None when it states them not all."""
+        sizes = [self.sizes.get(f) for f in self.files]
+        return None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
 
     @property
     def head_files(self) -> Tuple[str, ...]:
@@ -72,8 +114,23 @@ class PublishedModel:
         return cache_root() / self.name
 
     @property
+    def lock_file(self) -> Path:
+        """The lock that one download, or one conversion, of this model holds."""
+        return cache_root() / f".{self.name}.lock"
+
+    @property
+    def shape_known(self) -> bool:
+        """Whether the architecture is known by name (else it is read from the options once downloaded)."""
+        return self.shape is not None
+
+    @property
     def config(self) -> BiLMConfig:
-        """The biLM's architecture, known from its shape (nothing is read or downloaded)."""
+        """The biLM's architecture, known from its shape (nothing is read or downloaded); a one-line
+        error when the publisher states no shape (see :func:`.download.published_config`)."""
+        if self.shape is None:
+            raise WeightsError(f"{self.name}: its publisher states no shape; it is read from its options file once downloaded")
+        if self.archive:
+            return efml_architecture(SAMPLE_CONFIGS[self.shape + ".json"], f"{self.name} ({self.shape})")
         return BiLMConfig.from_options(shape_options(self.shape), source=self.name)
 
 
@@ -90,6 +147,79 @@ def _allennlp(name: str, shape: str, about: str, reported: str, lm_head: Optiona
         about,
         reported,
         lm_head,
+    )
+
+
+NLPL_BASE = "http://vectors.nlpl.eu/repository/"
+EFML_PAGE = "https://github.com/HIT-SCIR/ELMoForManyLangs"
+EFML_SHAPE = "cnn_50_100_512_4096_sample"  # the model config every published ELMoForManyLangs model names
+EFML_LICENCE = "not stated by the authors (their README names none; the code of their elmoformanylangs package is MIT)"
+# (code, their name of the language, number in the NLPL repository's release 1.1), as their README
+# lists them; ISO 639-1 codes, ISO 639-3 where a language has none (grc)
+EFML_LANGUAGES: Tuple[Tuple[str, str, int], ...] = (
+    ("ar", "Arabic", 136),
+    ("bg", "Bulgarian", 137),
+    ("ca", "Catalan", 138),
+    ("cs", "Czech", 139),
+    ("cu", "Old Church Slavonic", 140),
+    ("da", "Danish", 141),
+    ("de", "German", 142),
+    ("el", "Greek", 143),
+    ("en", "English", 144),
+    ("es", "Spanish", 145),
+    ("et", "Estonian", 146),
+    ("eu", "Basque", 147),
+    ("fa", "Persian", 148),
+    ("fi", "Finnish", 149),
+    ("fr", "French", 150),
+    ("ga", "Irish", 151),
+    ("gl", "Galician", 152),
+    ("grc", "Ancient Greek", 153),
+    ("he", "Hebrew", 154),
+    ("hi", "Hindi", 155),
+    ("hr", "Croatian", 156),
+    ("hu", "Hungarian", 157),
+    ("id", "Indonesian", 158),
+    ("it", "Italian", 159),
+    ("ja", "Japanese", 160),
+    ("ko", "Korean", 161),
+    ("la", "Latin", 162),
+    ("lv", "Latvian", 163),
+    ("nl", "Dutch", 164),
+    ("nb", "Norwegian Bokmål", 165),
+    ("nn", "Norwegian Nynorsk", 166),
+    ("pl", "Polish", 167),
+    ("pt", "Portuguese", 168),
+    ("ro", "Romanian", 169),
+    ("ru", "Russian", 170),
+    ("sk", "Slovak", 171),
+    ("sl", "Slovene", 172),
+    ("sv", "Swedish", 173),
+    ("tr", "Turkish", 174),
+    ("ug", "Uyghur", 175),
+    ("uk", "Ukrainian", 176),
+    ("ur", "Urdu", 177),
+    ("vi", "Vietnamese", 178),
+    ("zh", "Chinese (traditional script)", 179),
+)
+EFML_PREFIX = "efml-"
+
+
+def _efml(code: str, language: str, number: int) -> PublishedModel:
+    return PublishedModel(
+        EFML_PREFIX + code,
+        EFML_SHAPE,
+        "11/",
+        "",
+        "",
+        f"{language}: 20M words sampled from the CoNLL 2018 shared task's raw text (Wikipedia + Common Crawl)",
+        "no figures per model (their CoNLL 2018 UD parsing system used them)",
+        language=code,
+        licence=EFML_LICENCE,
+        page=EFML_PAGE,
+        base=NLPL_BASE,
+        archive=f"{number}.zip",
+        redirects=("https://vectors.nlpl.eu",),  # the same host over https
     )
 
 
@@ -121,6 +251,28 @@ PUBLISHED: Dict[str, PublishedModel] = {
             "PubMed abstracts (contributed)",
             "no task figures published with it",
         ),
+        PublishedModel(
+            "elmo-pt-contributed",
+            None,  # the page states no shape: read from the options file
+            "models/elmo/contributed/pt/",
+            "elmo_pt_options.json",
+            "elmo_pt_weights.hdf5",
+            "Portuguese (contributed to AllenNLP)",
+            "no task figures published with it",
+            language="pt",
+        ),
+        PublishedModel(
+            "elmo-ja-exawizards",
+            None,
+            "data/",
+            "options.json",
+            "weights.hdf5",
+            "Japanese (ExaWizards; listed on AllenNLP's ELMo page)",
+            "no task figures published with it",
+            language="ja",
+            base="https://exawizardsallenlp.blob.core.windows.net/",
+        ),
+        *(_efml(*entry) for entry in EFML_LANGUAGES),
     )
 }
 
@@ -129,12 +281,24 @@ PUBLISHED: Dict[str, PublishedModel] = {
 # settings
 
 
-def published_base() -> str:
-    """``SPACY_ELMO_MIRROR`` (with a trailing slash) or the published location."""
+def mirror_base() -> str:
+    """``SPACY_ELMO_MIRROR`` with a trailing slash, or "" when unset."""
     mirror = os.environ.get(MIRROR_ENV, "").strip()
     if not mirror:
-        return PUBLISHED_BASE
+        return ""
     return mirror if mirror.endswith("/") else mirror + "/"
+
+
+def published_base() -> str:
+    """``SPACY_ELMO_MIRROR`` (with a trailing slash) or AllenNLP's published location."""
+    return mirror_base() or PUBLISHED_BASE
+
+
+def names_hint() -> str:
+    """The published names in one short line (the ELMoForManyLangs ones by their pattern)."""
+    others = [n for n in PUBLISHED if not n.startswith(EFML_PREFIX)]
+    codes = [n[len(EFML_PREFIX) :] for n in PUBLISHED if n.startswith(EFML_PREFIX)]
+    return ", ".join(others) + (f", {EFML_PREFIX}<language> ({len(codes)} languages: {', '.join(codes)})" if codes else "")
 
 
 def model_dir(model: ModelRef) -> Path:
@@ -147,7 +311,7 @@ def published_model(model: ModelRef) -> PublishedModel:
     if isinstance(model, PublishedModel):
         return model
     if model not in PUBLISHED:
-        raise WeightsError(f"unknown ELMo model name {model!r}: use one of {', '.join(PUBLISHED)}, en_default, or a folder")
+        raise WeightsError(f"unknown ELMo model name {model!r}: use one of {names_hint()}, en_default, or a folder")
     return PUBLISHED[model]
 
 
@@ -173,6 +337,12 @@ def shape_options(shape: str) -> Dict[str, Any]:
             "max_characters_per_token": 50,
         },
     }
+
+
+def model_parameters(model: PublishedModel) -> Optional[int]:
+    """Parameters of a published AllenNLP-format biLM known by its shape; None for the others (an
+    ELMoForManyLangs model's count depends on its lexicons; some publishers state no shape)."""
+    return parameter_count(model.shape) if model.shape is not None and not model.archive else None
 
 
 def parameter_count(shape: str) -> int:

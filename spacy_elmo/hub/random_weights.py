@@ -22,7 +22,7 @@ import numpy as np
 from ..bilm.errors import WeightsError
 from ..bilm.layout import hdf5_datasets, lstm_prefix, read_options
 from ..bilm.model import BiLMConfig, OptionsError
-from .published import PUBLISHED, shape_options
+from .published import PUBLISHED, names_hint, shape_options
 
 OPTIONS_NAME, WEIGHTS_NAME = "options.json", "weights.hdf5"
 
@@ -40,7 +40,7 @@ def options_for(spec: str) -> Dict[str, Any]:
     """The options of ``spec``: a published model's name (``elmo-small``), a published shape
     (``2x1024_128_2048cnn_1xhighway``), or the path of an ``options.json``."""
     if spec in PUBLISHED:
-        return shape_options(PUBLISHED[spec].shape)
+        return shape_options(_known_shape(spec))
     path = Path(spec)
     if path.suffix == ".json" or path.is_file():
         return read_options(path)
@@ -48,9 +48,19 @@ def options_for(spec: str) -> Dict[str, Any]:
         return shape_options(spec.replace("_5.5B", ""))
     except WeightsError:
         raise WeightsError(
-            f"{spec!r} is neither a published model ({', '.join(PUBLISHED)}), a published shape such as "
+            f"{spec!r} is neither a published model ({names_hint()}), a published shape such as "
             "2x1024_128_2048cnn_1xhighway, nor an options.json file"
         ) from None
+
+
+def _known_shape(name: str) -> str:
+    """The shape of the published AllenNLP-format model ``name`` (one-line error for the others)."""
+    model = PUBLISHED[name]
+    if model.archive:
+        raise WeightsError(f"{name} is an ELMoForManyLangs model: write random ones with spacy_elmo.hub.efml_random.write_random_efml")
+    if model.shape is None:
+        raise WeightsError(f"{name}: its publisher states no shape; give a shape or an options.json instead")
+    return model.shape
 
 
 def _config(options: Dict[str, Any], source: str) -> BiLMConfig:
@@ -131,6 +141,7 @@ def write_mirror(name: str, root: Path, seed: int = 0) -> Tuple[Path, Path]:
     (``models/elmo/<shape>/<published file names>``): serve ``root`` over HTTP and set
     ``SPACY_ELMO_MIRROR`` to its address to try a mirror without the real files."""
     if name not in PUBLISHED:
-        raise WeightsError(f"--mirror needs a published model name ({', '.join(PUBLISHED)}), got {name!r}")
+        raise WeightsError(f"--mirror needs a published model name ({names_hint()}), got {name!r}")
+    _known_shape(name)
     model = PUBLISHED[name]
-    return write_random_weights(name, Path(root) / model.folder, seed, model.options_name, model.weights_name)
+    return write_random_weights(name, Path(root) / model.mirror_path, seed, model.options_name, model.weights_name)

@@ -1,10 +1,10 @@
 """What a ``weights`` value names, as the files to load.
 
 Accepted everywhere weights are given (``load_bilm``, the ``elmo`` component's ``weights``, the
-command line): a published model's name (cached, else downloaded), ``en_default``, a folder (the
-spacy-elmo format, ``options.json`` + one ``.hdf5``, the published file names, or an
-ELMoForManyLangs model folder, converted once: :mod:`.efml`), or a list of the options and weights
-files.
+command line): a published model's name (cached, else downloaded; an ELMoForManyLangs one is
+unpacked and converted once: :mod:`.efml_archive`), ``en_default``, a folder (the spacy-elmo
+format, ``options.json`` + one ``.hdf5``, the published file names, or an ELMoForManyLangs model
+folder, converted once: :mod:`.efml`), or a list of the options and weights files.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..bilm.efml_folder import is_efml_folder
 from ..bilm.errors import WeightsError
 from .download import Location, cached_location, ensure_downloaded
 from .efml import efml_native_folder
-from .published import PUBLISHED, PublishedModel
+from .published import PUBLISHED, PublishedModel, names_hint
 
 DEFAULT_MODEL = "en_default"
 DEFAULT_NAMES = (DEFAULT_MODEL, "default")  # the embedded default English model
@@ -129,7 +129,7 @@ def resolve_weights(spec: WeightsSpec, *, download: bool = True) -> Location:
     path = Path(value)
     if not path.exists():
         raise WeightsError(
-            f"ELMo weights not found: {value!r} does not exist, and is not a model name; give a published model name ({', '.join(PUBLISHED)}), "
+            f"ELMo weights not found: {value!r} does not exist, and is not a model name; give a published model name ({names_hint()}), "
             "en_default (null in a config), a folder with config.json (spacy-elmo format) or options.json + one .hdf5 file (original format), "
             "or the two files as a list"
         )

@@ -121,11 +121,12 @@ def _agrees(meta: Dict[str, Any], etag: Optional[str], modified: Optional[str]) 
     return (etag is None or etag == meta.get("etag")) and (modified is None or modified == meta.get("last_modified"))
 
 
-def _get(url: str, headers: Dict[str, str]) -> Any:
-    """GET ``url`` (streamed), following redirects to the same origin or an allowed one."""
+def _get(url: str, headers: Dict[str, str], redirects: Tuple[str, ...] = ()) -> Any:
+    """GET ``url`` (streamed), following redirects to the same origin or an allowed one: from
+    ``SPACY_ELMO_ALLOW_REDIRECT``, or one of ``redirects`` (those its registry entry names)."""
     import requests
 
-    allowed = {origin(url), *redirect_origins()}
+    allowed = {origin(url), *redirect_origins(), *(origin(r) for r in redirects)}
     current = url
     for _ in range(MAX_REDIRECTS + 1):
         try:
@@ -158,18 +159,19 @@ def _range_total(content_range: str, start: Optional[int]) -> Tuple[bool, Option
     return unit == "bytes" and first == start, int(total) if total.isdigit() else None
 
 
-def fetch(url: str, dest: Path, *, progress: bool = True, known_size: Optional[int] = None) -> Fetched:
+def fetch(url: str, dest: Path, *, progress: bool = True, known_size: Optional[int] = None, redirects: Tuple[str, ...] = ()) -> Fetched:
     """Stream ``url`` into ``dest``'s ``.part`` (resuming it when the server proves the file is the
     same) and return it complete; raises :class:`Interrupted` (part kept) when the transfer stops
-    early, :class:`Unreachable` without an answer, and :class:`WeightsError` otherwise."""
+    early, :class:`Unreachable` without an answer, and :class:`WeightsError` otherwise.
+    ``redirects``: origins a redirect may lead to besides ``url``'s own and the allowed ones."""
     for _ in range(3):  # a restart (changed file, server ignoring If-Range) happens at most twice
-        result = _fetch_once(url, dest, progress, known_size)
+        result = _fetch_once(url, dest, progress, known_size, redirects)
         if result is not None:
             return result
     raise WeightsError(f"{url}: the file kept changing during the download; run again later")  # pragma: no cover
 
 
-def _fetch_once(url: str, dest: Path, progress: bool, known_size: Optional[int]) -> Optional[Fetched]:
+def _fetch_once(url: str, dest: Path, progress: bool, known_size: Optional[int], redirects: Tuple[str, ...]) -> Optional[Fetched]:
     import requests
     import urllib3
 
@@ -185,7 +187,7 @@ def _fetch_once(url: str, dest: Path, progress: bool, known_size: Optional[int])
     headers = {"Accept-Encoding": "identity"}
     if have and condition is not None:
         headers.update({"Range": f"bytes={have}-", "If-Range": condition})
-    response = _get(url, headers)
+    response = _get(url, headers, redirects)
     with response:
         status = response.status_code
         etag, modified = response.headers.get("ETag"), response.headers.get("Last-Modified")
