@@ -9,7 +9,7 @@ median round. Batches of 64 sentences in input order (each batch sorted by lengt
 ``nlp.pipe`` batches), random weights of the original shapes (seed 1), token cache off, so the
 biLM itself is measured:
 
-* ``allennlp``: AllenNLP's ``_ElmoBiLm`` (``bench/allennlp_ref.py``), float32; ``allennlp_b256``
+* ``allennlp``: AllenNLP's ``_ElmoBiLm`` (``bench/reference.py allennlp``), float32; ``allennlp_b256``
   the same with batches of 256 sentences (what a bigger batch buys it);
 * ``float32`` / ``bfloat16``: ``BiLM.iter_embeddings`` in each precision;
 * ``component_bfloat16``: ``nlp.pipe`` with the ``elmo`` component (``precision = "bfloat16"``,

@@ -11,8 +11,8 @@ One command reproduces every figure of the benchmark tables (README, docs/benchm
 books of the spaCy project's assets (project/assets/data; split by spaCy's sentencizer); ``--text ud`` the UD English EWT test
 sentences (gold tokens); ``--text synthetic`` the generated English-like sentences (615 word
 types: a token cache warms up on them far faster than on real text). Every cached figure
-carries its cache hit rate. (``--ref-python`` is optional: the reference virtualenv's recipe is at the
-top of bench/allennlp_ref.py.) ``--text books`` and ``--text ud`` read the downloaded assets
+carries its cache hit rate. (``--ref-python`` is optional: the reference virtualenv's recipe is in
+docs/benchmarks.md.) ``--text books`` and ``--text ud`` read the downloaded assets
 (``spacy project assets project/`` then ``spacy project run data project/``); ``--text synthetic``
 needs nothing beyond the clone. It writes bench/results/bench.json and bench/results/bench.md.
 
@@ -26,7 +26,7 @@ What is measured, each configuration in a fresh process (so peak RSS is its own)
 * RSS over a long ``nlp.pipe`` stream (growth after warm-up);
 * training throughput of the LM objective on the small shapes (forward + backward ~ 3x the
   inference FLOPs of the biLM, plus the softmax);
-* AllenNLP 2.10.1 (``bench/allennlp_ref.py --bench``) at batch 64 and batch 1.
+* AllenNLP 2.10.1 (``bench/reference.py allennlp --bench``) at batch 64 and batch 1.
 """
 from __future__ import annotations
 
@@ -34,15 +34,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from bench_common import REPO, RESULTS, WORK, Clock, book_sentences, gemm_gflops, machine, median_run, peak_rss_mb, rss_mb, timed, ud_path, ud_sentences, write_results
+import reference  # bench/reference.py: AllenNLP's side
+from bench_common import RESULTS, WORK, Clock, book_sentences, gemm_gflops, machine, median_run, peak_rss_mb, random_weights, rss_mb, synthetic, timed
 from bench_common import run_worker as run_script_worker
+from bench_common import ud_path, ud_sentences, write_results
 
-BENCH = REPO / "bench"
 # --shapes names -> what `random-weights` takes
 SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-original"}
 
@@ -51,22 +50,12 @@ SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-orig
 
 
 def make_inputs(work: Path, shapes: List[str], n_sentences: int, text: Optional[str] = "books") -> Dict[str, Path]:
-    """Random weights per shape (``random-weights``, seed 1) and, unless ``text`` is None, the benchmark sentences."""
-    paths: Dict[str, Path] = {}
-    for shape in shapes:
-        target = work / f"elmo-{shape}"
-        if not (target / "weights.hdf5").is_file():
-            subprocess.run([sys.executable, "-m", "spacy_elmo", "random-weights", SHAPES.get(shape, shape), str(target),
-                            "--seed", "1"], check=True, stdout=subprocess.DEVNULL)
-        paths[shape] = target
+    """Random weights per shape (seed 1) and, unless ``text`` is None, the benchmark sentences."""
+    paths = {shape: random_weights(SHAPES.get(shape, shape), work / f"elmo-{shape}") for shape in shapes}
     sentences = work / f"sentences-{text}-{n_sentences}.txt"
     if text is not None and not sentences.is_file():
-        if text == "synthetic":
-            subprocess.run([sys.executable, str(BENCH / "sentences.py"), "--sentences", str(n_sentences),
-                            "--out", str(sentences)], check=True, stdout=subprocess.DEVNULL)
-        else:
-            lines = real_sentences(text, n_sentences)
-            sentences.write_text("".join(" ".join(words) + "\n" for words in lines), encoding="utf-8")
+        lines = synthetic(n_sentences) if text == "synthetic" else [" ".join(words) for words in real_sentences(text, n_sentences)]
+        sentences.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     paths["sentences"] = sentences
     return paths
 
@@ -269,13 +258,9 @@ def run_worker(task: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def run_reference(ref_python: str, model: Path, sentences: Path, batch: int, threads: int) -> Dict[str, Any]:
-    cmd = [ref_python, str(BENCH / "allennlp_ref.py"), "--options", str(model / "options.json"), "--weights", str(model / "weights.hdf5"),
-           "--input", str(sentences), "--bench", "--batch-size", str(batch), "--threads", str(threads)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
-    if out.returncode != 0:
-        raise RuntimeError(f"AllenNLP reference failed:\n{out.stderr[-3000:]}")
-    line = next(l for l in out.stdout.splitlines() if l.startswith("ref "))
-    return {k: float(v) for k, v in (item.split("=") for item in line.split()[1:])}
+    """AllenNLP's speed on ``sentences`` (bench/reference.py allennlp --bench)."""
+    return reference.speed(reference.run(ref_python, "allennlp", "--options", model / "options.json", "--weights", model / "weights.hdf5", "--input",
+                                         sentences, "--bench", "--batch-size", batch, "--threads", threads, env=dict(os.environ, OMP_NUM_THREADS=str(threads))))
 
 
 # ------------------------------------------------------------------------------------------- main
@@ -293,7 +278,7 @@ def main() -> None:
     ap.add_argument("--stream-tokens", type=int, default=1_000_000, help="tokens for the RSS stream (small shapes)")
     ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each headline figure (the median is reported)")
-    ap.add_argument("--ref-python", help="python of a venv with allennlp==2.10.1 (recipe: bench/allennlp_ref.py)")
+    ap.add_argument("--ref-python", help="python of a venv with allennlp==2.10.1 (recipe: docs/benchmarks.md)")
     ap.add_argument("--work-dir", type=Path, default=WORK)
     ap.add_argument("--out", type=Path, default=RESULTS / "bench.json")
     args = ap.parse_args()

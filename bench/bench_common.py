@@ -12,7 +12,8 @@ measure memory and write its results, and the texts the scripts read.
   and its children, sampled while they run);
 * results: :func:`write_results` (JSON, and its markdown table beside it), :func:`run_worker`
   (``script --worker TASK`` in a fresh process), :func:`run_child` (``python -c CODE``);
-* texts: :func:`book_sentences`, :func:`book_paragraphs`, :func:`ud_path`, :func:`ud_sentences`.
+* inputs: :func:`random_weights`; texts: :func:`book_sentences`, :func:`book_paragraphs`, :func:`ud_path`,
+  :func:`ud_sentences`, :func:`synthetic` (seeded English-like sentences) and :data:`EDGE_CASES`.
 
 A script imports it as ``from bench_common import ...`` (``python bench/NAME.py`` puts ``bench/``
 first on ``sys.path``; a module loaded from elsewhere puts it there itself), before the package:
@@ -24,8 +25,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import platform
+import random
 import resource
 import statistics
 import subprocess
@@ -299,6 +302,24 @@ def run_child(code: str, *args: Any, env: Optional[Mapping[str, str]] = None, **
     return _last_json(out.stdout)
 
 
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def random_weights(spec: Any, folder: Path, seed: int = 1) -> Path:
+    """``folder`` with random weights (``options.json``, ``weights.hdf5``; written once) of ``spec``: a
+    published model's name or shape, or options as a dict (see ``python -m spacy_elmo random-weights``)."""
+    from spacy_elmo.hub.random_weights import write_random_weights
+
+    folder = Path(folder)
+    if not (folder / "weights.hdf5").is_file():
+        if isinstance(spec, dict):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "spec.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
+            spec = str(folder / "spec.json")
+        write_random_weights(spec, folder, seed=seed)
+    return folder
+
+
 # ------------------------------------------------------------------------------------------- texts
 
 
@@ -367,3 +388,43 @@ def ud_sentences(path: Path, n: Optional[int] = None, with_tags: bool = False, m
 def median(values: Sequence[float]) -> float:
     """The median (0 for none)."""
     return statistics.median(values) if values else 0.0
+
+
+# seeded English-like sentences: words drawn with Zipf-like weights from these lists (function words,
+# nouns, verbs, adjectives, names, numbers, punctuation, a few rare forms: hyphenated, non-ASCII,
+# longer than 48 bytes), lengths log-normal around 18 tokens, so a batch's padding looks like real text's
+FUNCTION = "the of and to a in that is was he for it with as his on be at by i this had not are but from or have an they which one you were her all she there would their we him been has when who will more no if out so said what up its about into than them can only other new some could time these two may then do first any my now such like our over man me even most made after also did many before must through back years where much your way well down should because each just those people mr how too little state good very make world still own see men work long get here between both life being under never day same another know while last might us great old year off come since against go came right used take three".split()
+CONTENT = "river bank money house water city night morning letter road garden window church market ship horse father mother friend king queen army island forest village doctor lawyer teacher student company government council report question answer reason story picture music voice paper table chair fire light stone bridge field winter summer spring autumn ran walked spoke wrote looked turned opened closed carried brought followed answered asked wanted seemed became remained returned reached crossed dark bright quiet busy strange simple ancient narrow heavy gentle sudden careful broken golden silver distant".split()
+NAMES = "London Paris Holmes Watson Elizabeth Darcy Alice Oliver Thames Monday January America Europe Dr. Mrs. Mr. St.".split()
+RARE = "well-known long-term mid-October co-operation 1890s 3-2 84.5 2,500 £ $ % & -- ... '' `` 's n't café naïve Zürich São Øresund Москва 北京 🙂 hyperindustrialisation-related-extraordinarily-long-compound-word".split()
+PUNCT = [",", ",", ".", ";", ":", "?", "!", "(", ")"]
+# the lines where ELMo implementations tend to part ways: a blank line, one token, literal <S>/</S>, words
+# cut at 48 bytes (between and inside UTF-8 characters), combining marks and joiners, runs of spaces, 151 tokens
+EDGE_CASES = [
+    "",
+    "x",
+    "<S> and </S> appear as words here , <S>x too .",
+    "<S> </S>",
+    "q" * 48 + " " + "r" * 49 + " " + "s" * 64,
+    "é" * 30 + " " + "a" + "é" * 30 + " " + "日本語" * 6 + " x" + "日本語" * 6 + " " + "🙂" * 13,
+    "combining e\u0301 , joiner 👩\u200d🔬 , control \x7f , tab\tseparated",
+    "   spaces   before ,   between   and   after   ",
+    " ".join(["token"] * 150) + " .",
+]
+
+
+def synthetic(n: int, seed: int = 0) -> List[str]:
+    """``n`` seeded English-like sentences (see above), one string of space-separated tokens each."""
+    rng = random.Random(seed)
+    zipf = [[1.0 / (rank + 1.5) for rank in range(len(words))] for words in (FUNCTION, CONTENT, NAMES)]
+    pools = [(FUNCTION, zipf[0], 0.48), (CONTENT, zipf[1], 0.34), (NAMES, zipf[2], 0.05), (PUNCT, None, 0.1), (RARE, None, 0.03)]
+    out = []
+    for _ in range(n):
+        length = max(1, min(80, int(round(rng.lognormvariate(math.log(18), 0.5)))))
+        words = []
+        for _ in range(length - 1):
+            pool, weights, _share = rng.choices(pools, weights=[share for *_, share in pools])[0]
+            words.append(rng.choices(pool, weights=weights)[0] if weights else rng.choice(pool))
+        words[0:1] = [words[0][:1].upper() + words[0][1:]] if words else []
+        out.append(" ".join(words + [rng.choice([".", ".", ".", "?", "!"])]))
+    return out
