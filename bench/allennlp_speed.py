@@ -29,12 +29,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import bench  # bench/bench.py: inputs, workers, the AllenNLP runner
-from bench_common import RESULTS, WORK, gemm_gflops, machine, use_threads, write_results
+from bench_common import RESULTS, WORK, command, gemm_gflops, interleaved, machine, use_threads, write_results
 
 CONFIGS = ("allennlp", "allennlp_b256", "float32", "bfloat16", "component_bfloat16", "component_bfloat16_defaults")
 
@@ -76,18 +75,13 @@ def main() -> None:
     results: Dict[str, Any] = {
         "machine": machine(),  # the thread counts: under "threads"
         "text": {"source": args.text, "sentences": len(lines), "tokens": sum(map(len, lines))},
-        "command": "python bench/allennlp_speed.py " + " ".join(sys.argv[1:]).replace(args.ref_python, "REF_VENV/bin/python"),
+        "command": command("allennlp_speed.py", {"REF_VENV/bin/python": args.ref_python}),
         "macs_per_token": macs,
         "threads": {},
     }
     for threads in (int(t) for t in args.threads.split(",")):
         rates = gemm_rates(threads)
-        runs: Dict[str, List[Dict[str, Any]]] = {config: [] for config in CONFIGS}
-        for round_ in range(args.repeats):
-            for config in CONFIGS:
-                measured = run(config, model, sentences, threads, args.ref_python)
-                runs[config].append(measured)
-                print(f"threads {threads} round {round_ + 1}: {config} {measured['tokens_per_s']:.0f} tokens/s", flush=True)
+        runs = interleaved({c: lambda c=c: run(c, model, sentences, threads, args.ref_python) for c in CONFIGS}, args.repeats, f"threads {threads} ")
         medians = {config: statistics.median(r["tokens_per_s"] for r in measured) for config, measured in runs.items()}
         roof = rates["fp32_2048"] * 1e9 / (2 * macs["total"])
         results["threads"][str(threads)] = {

@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import reference  # bench/reference.py: AllenNLP's side
-from bench_common import RESULTS, WORK, Clock, book_sentences, gemm_gflops, machine, median_run, peak_rss_mb, random_weights, rss_mb, synthetic, timed
+from bench_common import RESULTS, WORK, Clock, book_sentences, elmo_nlp, gemm_gflops, machine, median_run, peak_rss_mb, random_weights, rss_mb
 from bench_common import run_worker as run_script_worker
-from bench_common import ud_path, ud_sentences, write_results
+from bench_common import sentence_doc, serve_worker, synthetic, timed, token_cosines, ud_path, ud_sentences, write_results
 
 # --shapes names -> what `random-weights` takes
 SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-original"}
@@ -141,8 +141,7 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
         fast = bilm.embed_sentences(sentences, batch_size=batch)
         import numpy as np
 
-        cos = np.concatenate([((a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)).ravel()
-                              for a, b in zip(reference, fast) if a.size])
+        cos = token_cosines(reference, fast).ravel()
         return {"mean_cos": float(cos.mean()), "p01_cos": float(np.quantile(cos, 0.01)),
                 "max_abs_diff": float(max(np.abs(a - b).max() for a, b in zip(reference, fast) if a.size))}
     if kind == "bilm":  # outputs are dropped batch by batch, as AllenNLP's harness does
@@ -165,18 +164,12 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
             bilm.embed_sentences([sentence])
         times = [timed(bilm.embed_sentences, [sentence])[1] for _ in range(task.get("repeats", 30))]
         return {"p50_ms": 1000 * statistics.median(times), "p90_ms": 1000 * sorted(times)[int(0.9 * len(times))]}
-    import spacy
-    from spacy.tokens import Doc
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"weights": task["model"], "token_cache_size": task.get("cache", 0), "precision": task.get("precision", "float32"), "threads": task["threads"],
-                                 "max_batch_tokens": task.get("max_batch_tokens", max(4096, batch * 80)), "store_layers": task.get("store_layers", True)})
+    nlp = elmo_nlp(weights=task["model"], token_cache_size=task.get("cache", 0), precision=task.get("precision", "float32"), threads=task["threads"],
+                   max_batch_tokens=task.get("max_batch_tokens", max(4096, batch * 80)), store_layers=task.get("store_layers", True))
     nlp.get_pipe("elmo").initialize()
 
     def docs(items):
-        for words in items:
-            doc = Doc(nlp.vocab, words=words, sent_starts=[True] + [False] * (len(words) - 1) if words else [])
-            yield doc
+        return (sentence_doc(nlp.vocab, words) for words in items)
 
     if kind == "pipe":  # Docs are made before the clock starts: this times the component
         for _ in nlp.pipe(docs(sentences[: min(batch, 64)]), batch_size=batch):  # warm-up: a token cache starts near cold
@@ -267,8 +260,8 @@ def run_reference(ref_python: str, model: Path, sentences: Path, batch: int, thr
 
 
 def main() -> None:
+    serve_worker(worker)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--shapes", default="original,small")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sentences", type=int, default=2000, help="benchmark sentences (batch 64)")
@@ -282,9 +275,6 @@ def main() -> None:
     ap.add_argument("--work-dir", type=Path, default=WORK)
     ap.add_argument("--out", type=Path, default=RESULTS / "bench.json")
     args = ap.parse_args()
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))))
-        return
     shapes = args.shapes.split(",")
     args.work_dir.mkdir(parents=True, exist_ok=True)
     paths = make_inputs(args.work_dir, shapes, args.sentences, args.text)

@@ -5,13 +5,16 @@ measure memory and write its results, and the texts the scripts read.
   ``SAMPLE_BOOKS`` (the in-repo sample), ``WORK`` (scratch space outside the clone);
 * options: :func:`add_threads` / :func:`use_threads` (torch's intra-op threads);
 * timing: :class:`Clock` (wall and CPU seconds of a block), :func:`timed`, :func:`per_call_us`,
-  :func:`median_run`;
+  :func:`median_run`, :func:`interleaved` (configurations in turn, round after round);
 * the machine: :func:`machine` (CPU model, the instruction-set flags the kernels and torch's
   routes depend on, cores, threads, GPU, versions, load average);
 * memory: :func:`peak_rss_mb`, :func:`rss_mb` (one process), :class:`ProcessMemory` (a process
   and its children, sampled while they run);
-* results: :func:`write_results` (JSON, and its markdown table beside it), :func:`run_worker`
-  (``script --worker TASK`` in a fresh process), :func:`run_child` (``python -c CODE``);
+* results: :func:`write_results` (JSON, and its markdown table beside it), :func:`command` (the
+  command line, stored with them), :func:`run_worker` (``script --worker TASK`` in a fresh process;
+  :func:`serve_worker` its other side), :func:`run_child` (``python -c CODE``);
+* the package: :func:`elmo_nlp` (a blank pipeline with the ``elmo`` component), :func:`sentence_doc`,
+  :func:`token_cosines` (per-token cosines of two runs' outputs);
 * inputs: :func:`random_weights`; texts: :func:`book_sentences`, :func:`book_paragraphs`, :func:`ud_path`,
   :func:`ud_sentences`, :func:`synthetic` (seeded English-like sentences) and :data:`EDGE_CASES`.
 
@@ -142,6 +145,18 @@ def gemm_gflops(m: int, k: int, n: int, dtype: str = "float32", routed: bool = F
                 product(a, b)
             best = max(best, reps * 2 * m * k * n / (time.perf_counter() - start))
     return best / 1e9
+
+
+def interleaved(configs: Mapping[str, Callable[[], Dict[str, Any]]], repeats: int, label: str = "") -> Dict[str, List[Dict[str, Any]]]:
+    """Each configuration's runs: every one once per round, in turn, over ``repeats`` rounds (so the
+    drift of a shared machine hits all alike), each run with the 1-minute load average before it."""
+    runs: Dict[str, List[Dict[str, Any]]] = {key: [] for key in configs}
+    for round_ in range(repeats):
+        for key, run in configs.items():
+            load = os.getloadavg()[0]
+            runs[key].append({**run(), "load_before": round(load, 2)})
+            print(f"{label}round {round_ + 1} {key}: {runs[key][-1].get('tokens_per_s', 0):.0f} tokens/s", flush=True)
+    return runs
 
 
 def median_run(runs: List[Dict[str, Any]], key: str = "tokens_per_s") -> Dict[str, Any]:
@@ -276,6 +291,14 @@ def write_results(path: Path, results: Mapping[str, Any], table: Optional[str] =
         print(table)
 
 
+def command(script: str, hide: Optional[Mapping[str, str]] = None) -> str:
+    """``python bench/SCRIPT ARGS`` as run, each value of ``hide`` written as its key (no machine paths)."""
+    line = " ".join([f"python bench/{script}", *sys.argv[1:]])
+    for name, value in (hide or {}).items():
+        line = line.replace(value, name) if value else line
+    return line
+
+
 def _last_json(stdout: str) -> Dict[str, Any]:
     return json.loads(stdout.strip().splitlines()[-1])
 
@@ -291,6 +314,14 @@ def run_worker(script: str, task: Mapping[str, Any], env: Optional[Mapping[str, 
     return _last_json(out.stdout)
 
 
+def serve_worker(worker: Callable[[Dict[str, Any]], Dict[str, Any]]) -> None:
+    """The other side of :func:`run_worker`: with ``--worker TASK_JSON`` on the command line, print
+    ``worker(task)`` as JSON and exit; else return."""
+    if "--worker" in sys.argv:
+        print(json.dumps(worker(json.loads(sys.argv[sys.argv.index("--worker") + 1]))))
+        sys.exit(0)
+
+
 def run_child(code: str, *args: Any, env: Optional[Mapping[str, str]] = None, **kwargs: Any) -> Dict[str, Any]:
     """Run ``python -c CODE ARGS`` (this checkout's package, one thread unless ``env`` says otherwise;
     ``kwargs`` go to subprocess.run, e.g. ``cwd``) and return the JSON object its last line of output holds."""
@@ -300,6 +331,38 @@ def run_child(code: str, *args: Any, env: Optional[Mapping[str, str]] = None, **
     if out.returncode != 0:
         raise RuntimeError(f"benchmark child failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return _last_json(out.stdout)
+
+
+# ----------------------------------------------------------------------------------------- package
+
+
+def elmo_nlp(sentencizer: bool = False, **config: Any) -> Any:
+    """A blank English pipeline with the ``elmo`` component (``config``: its settings, None ones left at
+    their defaults), after spaCy's sentencizer with ``sentencizer``."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    if sentencizer:
+        nlp.add_pipe("sentencizer")
+    nlp.add_pipe("elmo", config={key: value for key, value in config.items() if value is not None})
+    return nlp
+
+
+def sentence_doc(vocab: Any, words: Sequence[str]) -> Any:
+    """A Doc of ``words`` holding one sentence."""
+    from spacy.tokens import Doc
+
+    return Doc(vocab, words=list(words), sent_starts=[True] + [False] * (len(words) - 1) if words else [])
+
+
+def token_cosines(a: Any, b: Any) -> Any:
+    """Cosine of each vector of ``a`` to the same one of ``b`` (arrays ``[..., dim]``, or lists of
+    per-sentence ``[layers, tokens, dim]`` arrays, joined along the tokens)."""
+    import numpy as np
+
+    if isinstance(a, list):
+        a, b = np.concatenate(a, axis=1), np.concatenate(b, axis=1)
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-30)
 
 
 # ------------------------------------------------------------------------------------------ inputs
