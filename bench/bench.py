@@ -4,7 +4,7 @@ beside AllenNLP's own ELMo on the same machine, sentences and random weights.
 
 One command reproduces every figure of the benchmark tables (README, docs/benchmarks.md):
 
-    python bench/bench.py --ref-python REF_VENV/bin/python                 # real text (the headline)
+    python bench/bench.py --ref-python REF_VENV/bin/python                 # real text
     python bench/bench.py --text synthetic --ref-python REF_VENV/bin/python  # the synthetic set
 
 ``--text books`` (the default) takes whole sentences, in reading order, from the Gutenberg test
@@ -27,6 +27,21 @@ What is measured, each configuration in a fresh process (so peak RSS is its own)
 * training throughput of the LM objective on the small shapes (forward + backward ~ 3x the
   inference FLOPs of the biLM, plus the softmax);
 * AllenNLP 2.10.1 (``bench/reference.py allennlp --bench``) at batch 64 and batch 1.
+
+``--headline`` measures the speed headline instead (``bench/results/allennlp-speed.{json,md}``):
+
+    python bench/bench.py --headline --ref-python REF_VENV/bin/python --text ud --sentences 500 --threads 1,2 --repeats 3
+
+For each thread count, ``--repeats`` rounds, each running every configuration once in a fresh
+process, in turn (each figure is the median round): batches of 64 sentences in input order (each
+sorted by length inside, as ``nlp.pipe`` batches), random weights of the original shapes, token
+cache off. ``allennlp`` (``allennlp_b256``: batches of 256, what a bigger batch buys it);
+``float32`` / ``bfloat16``: ``BiLM.iter_embeddings`` in each precision; ``component_bfloat16``:
+``nlp.pipe`` with the ``elmo`` component (``precision = "bfloat16"``, ``token_cache_size = 0``),
+pre-tokenised Docs, 64 a batch (``component_bfloat16_defaults``: ``nlp.pipe``'s default batch of
+1,000 Docs, the component's ``max_batch_tokens = 4096`` choosing the biLM's batches). Also the
+matrix-product rates (float32 2048^3, float32 and bfloat16 at the recurrent step's shape) and the
+compute roof: tokens/s if every nominal multiply-add ran at the float32 rate.
 """
 from __future__ import annotations
 
@@ -38,9 +53,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import reference  # bench/reference.py: AllenNLP's side
-from bench_common import RESULTS, WORK, Clock, book_sentences, elmo_nlp, gemm_gflops, machine, median_run, peak_rss_mb, random_weights, rss_mb
+from bench_common import RESULTS, WORK, Clock, book_sentences, command, elmo_nlp, gemm_gflops, interleaved, machine, median_run, peak_rss_mb
+from bench_common import random_weights, rss_mb, sentence_doc, serve_worker, synthetic, timed, token_cosines, ud_path, ud_sentences, use_threads
 from bench_common import run_worker as run_script_worker
-from bench_common import sentence_doc, serve_worker, synthetic, timed, token_cosines, ud_path, ud_sentences, write_results
+from bench_common import write_results
 
 # --shapes names -> what `random-weights` takes
 SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-original"}
@@ -256,6 +272,57 @@ def run_reference(ref_python: str, model: Path, sentences: Path, batch: int, thr
                                          sentences, "--bench", "--batch-size", batch, "--threads", threads, env=dict(os.environ, OMP_NUM_THREADS=str(threads))))
 
 
+# ------------------------------------------------------------------------------------- headline
+
+HEADLINE = ("allennlp", "allennlp_b256", "float32", "bfloat16", "component_bfloat16", "component_bfloat16_defaults")
+
+
+def headline_run(config: str, base: Dict[str, Any], ref_python: str) -> Dict[str, Any]:
+    if config.startswith("allennlp"):
+        return run_reference(ref_python, Path(base["model"]), Path(base["sentences"]), 256 if config == "allennlp_b256" else 64, base["threads"])
+    if config in ("float32", "bfloat16"):
+        return run_worker({**base, "kind": "bilm", "batch_size": 64, "input_order": True, "precision": config})
+    batch = 1000 if config == "component_bfloat16_defaults" else 64
+    return run_worker({**base, "kind": "pipe", "batch_size": batch, "precision": "bfloat16", "cache": 0, "max_batch_tokens": 4096})
+
+
+def headline(args: argparse.Namespace, model: Path, sentences: Path) -> None:
+    """``--headline`` (see the module docstring)."""
+    lines = [line.split() for line in sentences.read_text(encoding="utf-8").splitlines()]
+    macs = macs_per_token(json.loads((model / "options.json").read_text()))
+    results: Dict[str, Any] = {
+        "machine": machine(),  # the thread counts: under "threads"
+        "text": {"source": args.text, "sentences": len(lines), "tokens": sum(map(len, lines))},
+        "command": command("bench.py", {"REF_VENV/bin/python": args.ref_python}), "macs_per_token": macs, "threads": {},
+    }
+    for threads in args.threads:
+        use_threads(threads)  # the package's routed products, in this process
+        rates = {"fp32_2048": gemm_gflops(2048, 2048, 2048, routed=True), "fp32_step": gemm_gflops(64, 512, 16384, routed=True),
+                 "bf16_step": gemm_gflops(64, 512, 16384, "bfloat16", routed=True)}
+        base = {"model": str(model), "sentences": str(sentences), "threads": threads, "macs": macs}
+        runs = interleaved({c: lambda c=c: headline_run(c, base, args.ref_python) for c in HEADLINE}, args.repeats, f"threads {threads} ")
+        medians = {config: statistics.median(r["tokens_per_s"] for r in measured) for config, measured in runs.items()}
+        roof = rates["fp32_2048"] * 1e9 / (2 * macs["total"])
+        results["threads"][str(threads)] = {
+            "gemm_gflops": rates, "roof_tokens_per_s": roof, "tokens_per_s": medians,
+            "runs": {config: [round(r["tokens_per_s"], 1) for r in measured] for config, measured in runs.items()},
+            "peak_rss_mb": {config: statistics.median(r["peak_rss_mb"] for r in measured) for config, measured in runs.items()},
+            "speedup": {config: medians[config] / medians["allennlp"] for config in HEADLINE if config != "allennlp"},
+            "fraction_of_roof": {config: medians[config] / roof for config in HEADLINE},
+        }
+    m, t = results["machine"], results["text"]
+    table = [f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}. Text: {t['source']}, {t['sentences']:,} sentences, {t['tokens']:,} tokens; "
+             f"original shapes, random weights, batch 64 in input order, token cache off. Command: `{results['command']}`.", "",
+             "| threads | AllenNLP 2.10.1 (batch 256) | float32 | bfloat16 | bfloat16 through the component | the same, nlp.pipe's default batch "
+             "| float32 roof (2048^3 rate) |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for threads, r in results["threads"].items():
+        s, v = r["speedup"], r["tokens_per_s"]
+        table.append(f"| {threads} | {v['allennlp']:.0f} ({v['allennlp_b256']:.0f}) | "
+                     + " | ".join(f"{v[c]:.0f} ({s[c]:.2f}x)" for c in HEADLINE[2:]) + f" | {r['roof_tokens_per_s']:.0f} ({r['gemm_gflops']['fp32_2048']:.0f} GFLOP/s) |")
+    table += ["", "tokens/s, median of the rounds (each round runs every column once, in turn); ratios to AllenNLP at batch 64 in the same run."]
+    write_results(args.out or RESULTS / "allennlp-speed.json", results, "\n".join(table) + "\n")
+
+
 # ------------------------------------------------------------------------------------------- main
 
 
@@ -263,7 +330,7 @@ def main() -> None:
     serve_worker(worker)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="original,small")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="2", help="torch threads (--headline: comma-separated counts, each measured)")
     ap.add_argument("--sentences", type=int, default=2000, help="benchmark sentences (batch 64)")
     ap.add_argument("--small-batch-sentences", type=int, default=200, help="sentences for batch sizes 1 and 8")
     ap.add_argument("--text", default="books", choices=["books", "ud", "synthetic"], help="benchmark sentences (see above)")
@@ -273,12 +340,18 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="runs of each headline figure (the median is reported)")
     ap.add_argument("--ref-python", help="python of a venv with allennlp==2.10.1 (recipe: docs/benchmarks.md)")
     ap.add_argument("--work-dir", type=Path, default=WORK)
-    ap.add_argument("--out", type=Path, default=RESULTS / "bench.json")
+    ap.add_argument("--headline", action="store_true", help="the speed headline instead (see above; needs --ref-python)")
+    ap.add_argument("--out", type=Path, help="default bench/results/bench.json (--headline: allennlp-speed.json)")
     args = ap.parse_args()
-    shapes = args.shapes.split(",")
+    args.threads = [int(t) for t in args.threads.split(",")]
+    if args.headline and not args.ref_python or len(args.threads) > 1 and not args.headline:
+        ap.error("--headline needs --ref-python; several --threads need --headline")
+    shapes = ["original"] if args.headline else args.shapes.split(",")
     args.work_dir.mkdir(parents=True, exist_ok=True)
     paths = make_inputs(args.work_dir, shapes, args.sentences, args.text)
     sentences = paths["sentences"]
+    if args.headline:
+        return headline(args, paths["original"], sentences)
     # AllenNLP reads the same sentences as ours: in input order (its harness batches them as
     # given) for the input-order rows, and sorted by length for the sorted rows, as ours are
     ref_lines = sentences.read_text(encoding="utf-8").splitlines()[: args.ref_sentences or None]
@@ -286,7 +359,7 @@ def main() -> None:
     ref_sentences.write_text("\n".join(ref_lines) + "\n", encoding="utf-8")
     ref_sorted = ref_sentences.with_name(ref_sentences.stem + "-sorted.txt")
     ref_sorted.write_text("\n".join(sorted(ref_lines, key=lambda line: len(line.split()))) + "\n", encoding="utf-8")
-    t = args.threads
+    t = args.threads[0]
     results: Dict[str, Any] = {
         "machine": machine(t),
         "text": {"source": args.text, "sentences": len(sentences.read_text(encoding="utf-8").splitlines()),
@@ -308,22 +381,17 @@ def main() -> None:
         one.write_text("\n".join([" ".join(sentences.read_text().split()[:10])] * 30) + "\n")
         # the headline figures: repeated, ours and AllenNLP's interleaved (this machine's speed
         # drifts with its neighbours), each reported as the median run
-        headline: Dict[str, List[Dict[str, Any]]] = {}
-        for _ in range(args.repeats):
-            runs = {
-                "bilm_b64": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64}),
-                "bilm_b64_input_order": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64, "input_order": True}),
-                "bilm_b64_cache_warm": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64, "cache": 50000, "warm": True}),
-                "latency_10_tokens": lambda: run_worker({**base, "kind": "latency", "batch_size": 1}),
-            }
-            if args.ref_python:
-                runs["allennlp_b64"] = lambda: run_reference(args.ref_python, paths[shape], ref_sentences, 64, t)
-                runs["allennlp_b64_sorted"] = lambda: run_reference(args.ref_python, paths[shape], ref_sorted, 64, t)
-                runs["allennlp_b1_10_tokens"] = lambda: run_reference(args.ref_python, paths[shape], one, 1, t)
-            for key, run in runs.items():
-                headline.setdefault(key, []).append(run())
-        for key, measured in headline.items():
-            r[key] = median_run(measured)
+        runs = {
+            "bilm_b64": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64}),
+            "bilm_b64_input_order": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64, "input_order": True}),
+            "bilm_b64_cache_warm": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64, "cache": 50000, "warm": True}),
+            "latency_10_tokens": lambda: run_worker({**base, "kind": "latency", "batch_size": 1}),
+        }
+        if args.ref_python:
+            runs["allennlp_b64"] = lambda: run_reference(args.ref_python, paths[shape], ref_sentences, 64, t)
+            runs["allennlp_b64_sorted"] = lambda: run_reference(args.ref_python, paths[shape], ref_sorted, 64, t)
+            runs["allennlp_b1_10_tokens"] = lambda: run_reference(args.ref_python, paths[shape], one, 1, t)
+        r.update({key: median_run(measured) for key, measured in interleaved(runs, args.repeats, f"{shape} ").items()})
         print(f"{shape} batch 64: biLM {r['bilm_b64']['tokens_per_s']:.0f} tok/s (runs {r['bilm_b64']['runs']})", flush=True)
         for bs in (1, 8, 64):
             limit = None if bs == 64 else args.small_batch_sentences
@@ -377,7 +445,7 @@ def main() -> None:
             for key in ("fraction_of_roof", "fraction_of_roof_counted"):
                 results["train_small"][key] *= gflops / end["gflops"]
         results["matmul"] = end
-    write_results(args.out, results, markdown(results))
+    write_results(args.out or RESULTS / "bench.json", results, markdown(results))
 
 
 def markdown(results: Dict[str, Any]) -> str:

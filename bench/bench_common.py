@@ -147,15 +147,17 @@ def gemm_gflops(m: int, k: int, n: int, dtype: str = "float32", routed: bool = F
     return best / 1e9
 
 
-def interleaved(configs: Mapping[str, Callable[[], Dict[str, Any]]], repeats: int, label: str = "") -> Dict[str, List[Dict[str, Any]]]:
+def interleaved(configs: Mapping[str, Callable[[], Dict[str, Any]]], repeats: int, label: str = "", show: str = "tokens_per_s") -> Dict[str, List[Dict[str, Any]]]:
     """Each configuration's runs: every one once per round, in turn, over ``repeats`` rounds (so the
-    drift of a shared machine hits all alike), each run with the 1-minute load average before it."""
+    drift of a shared machine hits all alike), each run with the 1-minute load average before it
+    (and its ``show`` figure printed)."""
     runs: Dict[str, List[Dict[str, Any]]] = {key: [] for key in configs}
     for round_ in range(repeats):
         for key, run in configs.items():
             load = os.getloadavg()[0]
             runs[key].append({**run(), "load_before": round(load, 2)})
-            print(f"{label}round {round_ + 1} {key}: {runs[key][-1].get('tokens_per_s', 0):.0f} tokens/s", flush=True)
+            value = runs[key][-1].get(show)
+            print(f"{label}round {round_ + 1} {key}: {show} {round(value, 1) if isinstance(value, float) else value}", flush=True)
     return runs
 
 
@@ -323,9 +325,9 @@ def serve_worker(worker: Callable[[Dict[str, Any]], Dict[str, Any]]) -> None:
 
 
 def run_child(code: str, *args: Any, env: Optional[Mapping[str, str]] = None, **kwargs: Any) -> Dict[str, Any]:
-    """Run ``python -c CODE ARGS`` (this checkout's package, one thread unless ``env`` says otherwise;
-    ``kwargs`` go to subprocess.run, e.g. ``cwd``) and return the JSON object its last line of output holds."""
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    """Run ``python -c CODE ARGS`` (this checkout's package and this harness, one thread unless ``env`` says
+    otherwise; ``kwargs`` go to subprocess.run, e.g. ``cwd``) and return the JSON object its last line of output holds."""
+    path = os.pathsep.join(p for p in (str(REPO), str(REPO / "bench"), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, **(env or {})}
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, **kwargs)
     if out.returncode != 0:
