@@ -4,15 +4,15 @@ beside AllenNLP's own ELMo on the same machine, sentences and random weights.
 
 One command reproduces every figure of the benchmark tables (README, docs/benchmarks.md):
 
-    python bench/bench.py --ref-python REF_VENV/bin/python                 # real text (the headline)
+    python bench/bench.py --ref-python REF_VENV/bin/python                 # real text
     python bench/bench.py --text synthetic --ref-python REF_VENV/bin/python  # the synthetic set
 
 ``--text books`` (the default) takes whole sentences, in reading order, from the Gutenberg test
 books of the spaCy project's assets (project/assets/data; split by spaCy's sentencizer); ``--text ud`` the UD English EWT test
 sentences (gold tokens); ``--text synthetic`` the generated English-like sentences (615 word
 types: a token cache warms up on them far faster than on real text). Every cached figure
-carries its cache hit rate. (``--ref-python`` is optional: the reference virtualenv's recipe is at the
-top of bench/allennlp_ref.py.) ``--text books`` and ``--text ud`` read the downloaded assets
+carries its cache hit rate. (``--ref-python`` is optional: the reference virtualenv's recipe is in
+docs/benchmarks.md.) ``--text books`` and ``--text ud`` read the downloaded assets
 (``spacy project assets project/`` then ``spacy project run data project/``); ``--text synthetic``
 needs nothing beyond the clone. It writes bench/results/bench.json and bench/results/bench.md.
 
@@ -26,7 +26,22 @@ What is measured, each configuration in a fresh process (so peak RSS is its own)
 * RSS over a long ``nlp.pipe`` stream (growth after warm-up);
 * training throughput of the LM objective on the small shapes (forward + backward ~ 3x the
   inference FLOPs of the biLM, plus the softmax);
-* AllenNLP 2.10.1 (``bench/allennlp_ref.py --bench``) at batch 64 and batch 1.
+* AllenNLP 2.10.1 (``bench/reference.py allennlp --bench``) at batch 64 and batch 1.
+
+``--headline`` measures the speed headline instead (``bench/results/allennlp-speed.{json,md}``):
+
+    python bench/bench.py --headline --ref-python REF_VENV/bin/python --text ud --sentences 500 --threads 1,2 --repeats 3
+
+For each thread count, ``--repeats`` rounds, each running every configuration once in a fresh
+process, in turn (each figure is the median round): batches of 64 sentences in input order (each
+sorted by length inside, as ``nlp.pipe`` batches), random weights of the original shapes, token
+cache off. ``allennlp`` (``allennlp_b256``: batches of 256, what a bigger batch buys it);
+``float32`` / ``bfloat16``: ``BiLM.iter_embeddings`` in each precision; ``component_bfloat16``:
+``nlp.pipe`` with the ``elmo`` component (``precision = "bfloat16"``, ``token_cache_size = 0``),
+pre-tokenised Docs, 64 a batch (``component_bfloat16_defaults``: ``nlp.pipe``'s default batch of
+1,000 Docs, the component's ``max_batch_tokens = 4096`` choosing the biLM's batches). Also the
+matrix-product rates (float32 2048^3, float32 and bfloat16 at the recurrent step's shape) and the
+compute roof: tokens/s if every nominal multiply-add ran at the float32 rate.
 """
 from __future__ import annotations
 
@@ -34,15 +49,15 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from bench_common import REPO, RESULTS, WORK, Clock, book_sentences, gemm_gflops, machine, median_run, peak_rss_mb, rss_mb, timed, ud_path, ud_sentences, write_results
+import reference  # bench/reference.py: AllenNLP's side
+from bench_common import RESULTS, WORK, Clock, book_sentences, command, elmo_nlp, gemm_gflops, interleaved, machine, median_run, peak_rss_mb
+from bench_common import random_weights, rss_mb, sentence_doc, serve_worker, synthetic, timed, token_cosines, ud_path, ud_sentences, use_threads
 from bench_common import run_worker as run_script_worker
+from bench_common import write_results
 
-BENCH = REPO / "bench"
 # --shapes names -> what `random-weights` takes
 SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-original"}
 
@@ -51,22 +66,12 @@ SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-orig
 
 
 def make_inputs(work: Path, shapes: List[str], n_sentences: int, text: Optional[str] = "books") -> Dict[str, Path]:
-    """Random weights per shape (``random-weights``, seed 1) and, unless ``text`` is None, the benchmark sentences."""
-    paths: Dict[str, Path] = {}
-    for shape in shapes:
-        target = work / f"elmo-{shape}"
-        if not (target / "weights.hdf5").is_file():
-            subprocess.run([sys.executable, "-m", "spacy_elmo", "random-weights", SHAPES.get(shape, shape), str(target),
-                            "--seed", "1"], check=True, stdout=subprocess.DEVNULL)
-        paths[shape] = target
+    """Random weights per shape (seed 1) and, unless ``text`` is None, the benchmark sentences."""
+    paths = {shape: random_weights(SHAPES.get(shape, shape), work / f"elmo-{shape}") for shape in shapes}
     sentences = work / f"sentences-{text}-{n_sentences}.txt"
     if text is not None and not sentences.is_file():
-        if text == "synthetic":
-            subprocess.run([sys.executable, str(BENCH / "sentences.py"), "--sentences", str(n_sentences),
-                            "--out", str(sentences)], check=True, stdout=subprocess.DEVNULL)
-        else:
-            lines = real_sentences(text, n_sentences)
-            sentences.write_text("".join(" ".join(words) + "\n" for words in lines), encoding="utf-8")
+        lines = synthetic(n_sentences) if text == "synthetic" else [" ".join(words) for words in real_sentences(text, n_sentences)]
+        sentences.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     paths["sentences"] = sentences
     return paths
 
@@ -152,8 +157,7 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
         fast = bilm.embed_sentences(sentences, batch_size=batch)
         import numpy as np
 
-        cos = np.concatenate([((a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)).ravel()
-                              for a, b in zip(reference, fast) if a.size])
+        cos = token_cosines(reference, fast).ravel()
         return {"mean_cos": float(cos.mean()), "p01_cos": float(np.quantile(cos, 0.01)),
                 "max_abs_diff": float(max(np.abs(a - b).max() for a, b in zip(reference, fast) if a.size))}
     if kind == "bilm":  # outputs are dropped batch by batch, as AllenNLP's harness does
@@ -176,18 +180,12 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
             bilm.embed_sentences([sentence])
         times = [timed(bilm.embed_sentences, [sentence])[1] for _ in range(task.get("repeats", 30))]
         return {"p50_ms": 1000 * statistics.median(times), "p90_ms": 1000 * sorted(times)[int(0.9 * len(times))]}
-    import spacy
-    from spacy.tokens import Doc
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"weights": task["model"], "token_cache_size": task.get("cache", 0), "precision": task.get("precision", "float32"), "threads": task["threads"],
-                                 "max_batch_tokens": task.get("max_batch_tokens", max(4096, batch * 80)), "store_layers": task.get("store_layers", True)})
+    nlp = elmo_nlp(weights=task["model"], token_cache_size=task.get("cache", 0), precision=task.get("precision", "float32"), threads=task["threads"],
+                   max_batch_tokens=task.get("max_batch_tokens", max(4096, batch * 80)), store_layers=task.get("store_layers", True))
     nlp.get_pipe("elmo").initialize()
 
     def docs(items):
-        for words in items:
-            doc = Doc(nlp.vocab, words=words, sent_starts=[True] + [False] * (len(words) - 1) if words else [])
-            yield doc
+        return (sentence_doc(nlp.vocab, words) for words in items)
 
     if kind == "pipe":  # Docs are made before the clock starts: this times the component
         for _ in nlp.pipe(docs(sentences[: min(batch, 64)]), batch_size=batch):  # warm-up: a token cache starts near cold
@@ -269,23 +267,70 @@ def run_worker(task: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def run_reference(ref_python: str, model: Path, sentences: Path, batch: int, threads: int) -> Dict[str, Any]:
-    cmd = [ref_python, str(BENCH / "allennlp_ref.py"), "--options", str(model / "options.json"), "--weights", str(model / "weights.hdf5"),
-           "--input", str(sentences), "--bench", "--batch-size", str(batch), "--threads", str(threads)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
-    if out.returncode != 0:
-        raise RuntimeError(f"AllenNLP reference failed:\n{out.stderr[-3000:]}")
-    line = next(l for l in out.stdout.splitlines() if l.startswith("ref "))
-    return {k: float(v) for k, v in (item.split("=") for item in line.split()[1:])}
+    """AllenNLP's speed on ``sentences`` (bench/reference.py allennlp --bench)."""
+    return reference.speed(reference.run(ref_python, "allennlp", "--options", model / "options.json", "--weights", model / "weights.hdf5", "--input",
+                                         sentences, "--bench", "--batch-size", batch, "--threads", threads, env=dict(os.environ, OMP_NUM_THREADS=str(threads))))
+
+
+# ------------------------------------------------------------------------------------- headline
+
+HEADLINE = ("allennlp", "allennlp_b256", "float32", "bfloat16", "component_bfloat16", "component_bfloat16_defaults")
+
+
+def headline_run(config: str, base: Dict[str, Any], ref_python: str) -> Dict[str, Any]:
+    if config.startswith("allennlp"):
+        return run_reference(ref_python, Path(base["model"]), Path(base["sentences"]), 256 if config == "allennlp_b256" else 64, base["threads"])
+    if config in ("float32", "bfloat16"):
+        return run_worker({**base, "kind": "bilm", "batch_size": 64, "input_order": True, "precision": config})
+    batch = 1000 if config == "component_bfloat16_defaults" else 64
+    return run_worker({**base, "kind": "pipe", "batch_size": batch, "precision": "bfloat16", "cache": 0, "max_batch_tokens": 4096})
+
+
+def headline(args: argparse.Namespace, model: Path, sentences: Path) -> None:
+    """``--headline`` (see the module docstring)."""
+    lines = [line.split() for line in sentences.read_text(encoding="utf-8").splitlines()]
+    macs = macs_per_token(json.loads((model / "options.json").read_text()))
+    results: Dict[str, Any] = {
+        "machine": machine(),  # the thread counts: under "threads"
+        "text": {"source": args.text, "sentences": len(lines), "tokens": sum(map(len, lines))},
+        "command": command("bench.py", {"REF_VENV/bin/python": args.ref_python}), "macs_per_token": macs, "threads": {},
+    }
+    for threads in args.threads:
+        use_threads(threads)  # the package's routed products, in this process
+        rates = {"fp32_2048": gemm_gflops(2048, 2048, 2048, routed=True), "fp32_step": gemm_gflops(64, 512, 16384, routed=True),
+                 "bf16_step": gemm_gflops(64, 512, 16384, "bfloat16", routed=True)}
+        base = {"model": str(model), "sentences": str(sentences), "threads": threads, "macs": macs}
+        runs = interleaved({c: lambda c=c: headline_run(c, base, args.ref_python) for c in HEADLINE}, args.repeats, f"threads {threads} ")
+        medians = {config: statistics.median(r["tokens_per_s"] for r in measured) for config, measured in runs.items()}
+        roof = rates["fp32_2048"] * 1e9 / (2 * macs["total"])
+        results["threads"][str(threads)] = {
+            "gemm_gflops": rates, "roof_tokens_per_s": roof, "tokens_per_s": medians,
+            "runs": {config: [round(r["tokens_per_s"], 1) for r in measured] for config, measured in runs.items()},
+            "peak_rss_mb": {config: statistics.median(r["peak_rss_mb"] for r in measured) for config, measured in runs.items()},
+            "speedup": {config: medians[config] / medians["allennlp"] for config in HEADLINE if config != "allennlp"},
+            "fraction_of_roof": {config: medians[config] / roof for config in HEADLINE},
+        }
+    m, t = results["machine"], results["text"]
+    table = [f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}. Text: {t['source']}, {t['sentences']:,} sentences, {t['tokens']:,} tokens; "
+             f"original shapes, random weights, batch 64 in input order, token cache off. Command: `{results['command']}`.", "",
+             "| threads | AllenNLP 2.10.1 (batch 256) | float32 | bfloat16 | bfloat16 through the component | the same, nlp.pipe's default batch "
+             "| float32 roof (2048^3 rate) |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for threads, r in results["threads"].items():
+        s, v = r["speedup"], r["tokens_per_s"]
+        table.append(f"| {threads} | {v['allennlp']:.0f} ({v['allennlp_b256']:.0f}) | "
+                     + " | ".join(f"{v[c]:.0f} ({s[c]:.2f}x)" for c in HEADLINE[2:]) + f" | {r['roof_tokens_per_s']:.0f} ({r['gemm_gflops']['fp32_2048']:.0f} GFLOP/s) |")
+    table += ["", "tokens/s, median of the rounds (each round runs every column once, in turn); ratios to AllenNLP at batch 64 in the same run."]
+    write_results(args.out or RESULTS / "allennlp-speed.json", results, "\n".join(table) + "\n")
 
 
 # ------------------------------------------------------------------------------------------- main
 
 
 def main() -> None:
+    serve_worker(worker)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--shapes", default="original,small")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="2", help="torch threads (--headline: comma-separated counts, each measured)")
     ap.add_argument("--sentences", type=int, default=2000, help="benchmark sentences (batch 64)")
     ap.add_argument("--small-batch-sentences", type=int, default=200, help="sentences for batch sizes 1 and 8")
     ap.add_argument("--text", default="books", choices=["books", "ud", "synthetic"], help="benchmark sentences (see above)")
@@ -293,17 +338,20 @@ def main() -> None:
     ap.add_argument("--stream-tokens", type=int, default=1_000_000, help="tokens for the RSS stream (small shapes)")
     ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each headline figure (the median is reported)")
-    ap.add_argument("--ref-python", help="python of a venv with allennlp==2.10.1 (recipe: bench/allennlp_ref.py)")
+    ap.add_argument("--ref-python", help="python of a venv with allennlp==2.10.1 (recipe: docs/benchmarks.md)")
     ap.add_argument("--work-dir", type=Path, default=WORK)
-    ap.add_argument("--out", type=Path, default=RESULTS / "bench.json")
+    ap.add_argument("--headline", action="store_true", help="the speed headline instead (see above; needs --ref-python)")
+    ap.add_argument("--out", type=Path, help="default bench/results/bench.json (--headline: allennlp-speed.json)")
     args = ap.parse_args()
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))))
-        return
-    shapes = args.shapes.split(",")
+    args.threads = [int(t) for t in args.threads.split(",")]
+    if args.headline and not args.ref_python or len(args.threads) > 1 and not args.headline:
+        ap.error("--headline needs --ref-python; several --threads need --headline")
+    shapes = ["original"] if args.headline else args.shapes.split(",")
     args.work_dir.mkdir(parents=True, exist_ok=True)
     paths = make_inputs(args.work_dir, shapes, args.sentences, args.text)
     sentences = paths["sentences"]
+    if args.headline:
+        return headline(args, paths["original"], sentences)
     # AllenNLP reads the same sentences as ours: in input order (its harness batches them as
     # given) for the input-order rows, and sorted by length for the sorted rows, as ours are
     ref_lines = sentences.read_text(encoding="utf-8").splitlines()[: args.ref_sentences or None]
@@ -311,7 +359,7 @@ def main() -> None:
     ref_sentences.write_text("\n".join(ref_lines) + "\n", encoding="utf-8")
     ref_sorted = ref_sentences.with_name(ref_sentences.stem + "-sorted.txt")
     ref_sorted.write_text("\n".join(sorted(ref_lines, key=lambda line: len(line.split()))) + "\n", encoding="utf-8")
-    t = args.threads
+    t = args.threads[0]
     results: Dict[str, Any] = {
         "machine": machine(t),
         "text": {"source": args.text, "sentences": len(sentences.read_text(encoding="utf-8").splitlines()),
@@ -333,22 +381,17 @@ def main() -> None:
         one.write_text("\n".join([" ".join(sentences.read_text().split()[:10])] * 30) + "\n")
         # the headline figures: repeated, ours and AllenNLP's interleaved (this machine's speed
         # drifts with its neighbours), each reported as the median run
-        headline: Dict[str, List[Dict[str, Any]]] = {}
-        for _ in range(args.repeats):
-            runs = {
-                "bilm_b64": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64}),
-                "bilm_b64_input_order": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64, "input_order": True}),
-                "bilm_b64_cache_warm": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64, "cache": 50000, "warm": True}),
-                "latency_10_tokens": lambda: run_worker({**base, "kind": "latency", "batch_size": 1}),
-            }
-            if args.ref_python:
-                runs["allennlp_b64"] = lambda: run_reference(args.ref_python, paths[shape], ref_sentences, 64, t)
-                runs["allennlp_b64_sorted"] = lambda: run_reference(args.ref_python, paths[shape], ref_sorted, 64, t)
-                runs["allennlp_b1_10_tokens"] = lambda: run_reference(args.ref_python, paths[shape], one, 1, t)
-            for key, run in runs.items():
-                headline.setdefault(key, []).append(run())
-        for key, measured in headline.items():
-            r[key] = median_run(measured)
+        runs = {
+            "bilm_b64": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64}),
+            "bilm_b64_input_order": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64, "input_order": True}),
+            "bilm_b64_cache_warm": lambda: run_worker({**base, "kind": "bilm", "batch_size": 64, "cache": 50000, "warm": True}),
+            "latency_10_tokens": lambda: run_worker({**base, "kind": "latency", "batch_size": 1}),
+        }
+        if args.ref_python:
+            runs["allennlp_b64"] = lambda: run_reference(args.ref_python, paths[shape], ref_sentences, 64, t)
+            runs["allennlp_b64_sorted"] = lambda: run_reference(args.ref_python, paths[shape], ref_sorted, 64, t)
+            runs["allennlp_b1_10_tokens"] = lambda: run_reference(args.ref_python, paths[shape], one, 1, t)
+        r.update({key: median_run(measured) for key, measured in interleaved(runs, args.repeats, f"{shape} ").items()})
         print(f"{shape} batch 64: biLM {r['bilm_b64']['tokens_per_s']:.0f} tok/s (runs {r['bilm_b64']['runs']})", flush=True)
         for bs in (1, 8, 64):
             limit = None if bs == 64 else args.small_batch_sentences
@@ -402,7 +445,7 @@ def main() -> None:
             for key in ("fraction_of_roof", "fraction_of_roof_counted"):
                 results["train_small"][key] *= gflops / end["gflops"]
         results["matmul"] = end
-    write_results(args.out, results, markdown(results))
+    write_results(args.out or RESULTS / "bench.json", results, markdown(results))
 
 
 def markdown(results: Dict[str, Any]) -> str:

@@ -5,14 +5,18 @@ measure memory and write its results, and the texts the scripts read.
   ``SAMPLE_BOOKS`` (the in-repo sample), ``WORK`` (scratch space outside the clone);
 * options: :func:`add_threads` / :func:`use_threads` (torch's intra-op threads);
 * timing: :class:`Clock` (wall and CPU seconds of a block), :func:`timed`, :func:`per_call_us`,
-  :func:`median_run`;
+  :func:`median_run`, :func:`interleaved` (configurations in turn, round after round);
 * the machine: :func:`machine` (CPU model, the instruction-set flags the kernels and torch's
   routes depend on, cores, threads, GPU, versions, load average);
 * memory: :func:`peak_rss_mb`, :func:`rss_mb` (one process), :class:`ProcessMemory` (a process
   and its children, sampled while they run);
-* results: :func:`write_results` (JSON, and its markdown table beside it), :func:`run_worker`
-  (``script --worker TASK`` in a fresh process), :func:`run_child` (``python -c CODE``);
-* texts: :func:`book_sentences`, :func:`book_paragraphs`, :func:`ud_path`, :func:`ud_sentences`.
+* results: :func:`write_results` (JSON, and its markdown table beside it), :func:`command` (the
+  command line, stored with them), :func:`run_worker` (``script --worker TASK`` in a fresh process;
+  :func:`serve_worker` its other side), :func:`run_child` (``python -c CODE``);
+* the package: :func:`elmo_nlp` (a blank pipeline with the ``elmo`` component), :func:`sentence_doc`,
+  :func:`token_cosines` (per-token cosines of two runs' outputs);
+* inputs: :func:`random_weights`; texts: :func:`book_sentences`, :func:`book_paragraphs`, :func:`ud_path`,
+  :func:`ud_sentences`, :func:`synthetic` (seeded English-like sentences) and :data:`EDGE_CASES`.
 
 A script imports it as ``from bench_common import ...`` (``python bench/NAME.py`` puts ``bench/``
 first on ``sys.path``; a module loaded from elsewhere puts it there itself), before the package:
@@ -24,8 +28,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import platform
+import random
 import resource
 import statistics
 import subprocess
@@ -139,6 +145,20 @@ def gemm_gflops(m: int, k: int, n: int, dtype: str = "float32", routed: bool = F
                 product(a, b)
             best = max(best, reps * 2 * m * k * n / (time.perf_counter() - start))
     return best / 1e9
+
+
+def interleaved(configs: Mapping[str, Callable[[], Dict[str, Any]]], repeats: int, label: str = "", show: str = "tokens_per_s") -> Dict[str, List[Dict[str, Any]]]:
+    """Each configuration's runs: every one once per round, in turn, over ``repeats`` rounds (so the
+    drift of a shared machine hits all alike), each run with the 1-minute load average before it
+    (and its ``show`` figure printed)."""
+    runs: Dict[str, List[Dict[str, Any]]] = {key: [] for key in configs}
+    for round_ in range(repeats):
+        for key, run in configs.items():
+            load = os.getloadavg()[0]
+            runs[key].append({**run(), "load_before": round(load, 2)})
+            value = runs[key][-1].get(show)
+            print(f"{label}round {round_ + 1} {key}: {show} {round(value, 1) if isinstance(value, float) else value}", flush=True)
+    return runs
 
 
 def median_run(runs: List[Dict[str, Any]], key: str = "tokens_per_s") -> Dict[str, Any]:
@@ -273,6 +293,14 @@ def write_results(path: Path, results: Mapping[str, Any], table: Optional[str] =
         print(table)
 
 
+def command(script: str, hide: Optional[Mapping[str, str]] = None) -> str:
+    """``python bench/SCRIPT ARGS`` as run, each value of ``hide`` written as its key (no machine paths)."""
+    line = " ".join([f"python bench/{script}", *sys.argv[1:]])
+    for name, value in (hide or {}).items():
+        line = line.replace(value, name) if value else line
+    return line
+
+
 def _last_json(stdout: str) -> Dict[str, Any]:
     return json.loads(stdout.strip().splitlines()[-1])
 
@@ -288,15 +316,73 @@ def run_worker(script: str, task: Mapping[str, Any], env: Optional[Mapping[str, 
     return _last_json(out.stdout)
 
 
+def serve_worker(worker: Callable[[Dict[str, Any]], Dict[str, Any]]) -> None:
+    """The other side of :func:`run_worker`: with ``--worker TASK_JSON`` on the command line, print
+    ``worker(task)`` as JSON and exit; else return."""
+    if "--worker" in sys.argv:
+        print(json.dumps(worker(json.loads(sys.argv[sys.argv.index("--worker") + 1]))))
+        sys.exit(0)
+
+
 def run_child(code: str, *args: Any, env: Optional[Mapping[str, str]] = None, **kwargs: Any) -> Dict[str, Any]:
-    """Run ``python -c CODE ARGS`` (this checkout's package, one thread unless ``env`` says otherwise;
-    ``kwargs`` go to subprocess.run, e.g. ``cwd``) and return the JSON object its last line of output holds."""
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    """Run ``python -c CODE ARGS`` (this checkout's package and this harness, one thread unless ``env`` says
+    otherwise; ``kwargs`` go to subprocess.run, e.g. ``cwd``) and return the JSON object its last line of output holds."""
+    path = os.pathsep.join(p for p in (str(REPO), str(REPO / "bench"), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, **(env or {})}
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, **kwargs)
     if out.returncode != 0:
         raise RuntimeError(f"benchmark child failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return _last_json(out.stdout)
+
+
+# ----------------------------------------------------------------------------------------- package
+
+
+def elmo_nlp(sentencizer: bool = False, **config: Any) -> Any:
+    """A blank English pipeline with the ``elmo`` component (``config``: its settings, None ones left at
+    their defaults), after spaCy's sentencizer with ``sentencizer``."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    if sentencizer:
+        nlp.add_pipe("sentencizer")
+    nlp.add_pipe("elmo", config={key: value for key, value in config.items() if value is not None})
+    return nlp
+
+
+def sentence_doc(vocab: Any, words: Sequence[str]) -> Any:
+    """A Doc of ``words`` holding one sentence."""
+    from spacy.tokens import Doc
+
+    return Doc(vocab, words=list(words), sent_starts=[True] + [False] * (len(words) - 1) if words else [])
+
+
+def token_cosines(a: Any, b: Any) -> Any:
+    """Cosine of each vector of ``a`` to the same one of ``b`` (arrays ``[..., dim]``, or lists of
+    per-sentence ``[layers, tokens, dim]`` arrays, joined along the tokens)."""
+    import numpy as np
+
+    if isinstance(a, list):
+        a, b = np.concatenate(a, axis=1), np.concatenate(b, axis=1)
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-30)
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def random_weights(spec: Any, folder: Path, seed: int = 1) -> Path:
+    """``folder`` with random weights (``options.json``, ``weights.hdf5``; written once) of ``spec``: a
+    published model's name or shape, or options as a dict (see ``python -m spacy_elmo random-weights``)."""
+    from spacy_elmo.hub.random_weights import write_random_weights
+
+    folder = Path(folder)
+    if not (folder / "weights.hdf5").is_file():
+        if isinstance(spec, dict):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "spec.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
+            spec = str(folder / "spec.json")
+        write_random_weights(spec, folder, seed=seed)
+    return folder
 
 
 # ------------------------------------------------------------------------------------------- texts
@@ -367,3 +453,43 @@ def ud_sentences(path: Path, n: Optional[int] = None, with_tags: bool = False, m
 def median(values: Sequence[float]) -> float:
     """The median (0 for none)."""
     return statistics.median(values) if values else 0.0
+
+
+# seeded English-like sentences: words drawn with Zipf-like weights from these lists (function words,
+# nouns, verbs, adjectives, names, numbers, punctuation, a few rare forms: hyphenated, non-ASCII,
+# longer than 48 bytes), lengths log-normal around 18 tokens, so a batch's padding looks like real text's
+FUNCTION = "the of and to a in that is was he for it with as his on be at by i this had not are but from or have an they which one you were her all she there would their we him been has when who will more no if out so said what up its about into than them can only other new some could time these two may then do first any my now such like our over man me even most made after also did many before must through back years where much your way well down should because each just those people mr how too little state good very make world still own see men work long get here between both life being under never day same another know while last might us great old year off come since against go came right used take three".split()
+CONTENT = "river bank money house water city night morning letter road garden window church market ship horse father mother friend king queen army island forest village doctor lawyer teacher student company government council report question answer reason story picture music voice paper table chair fire light stone bridge field winter summer spring autumn ran walked spoke wrote looked turned opened closed carried brought followed answered asked wanted seemed became remained returned reached crossed dark bright quiet busy strange simple ancient narrow heavy gentle sudden careful broken golden silver distant".split()
+NAMES = "London Paris Holmes Watson Elizabeth Darcy Alice Oliver Thames Monday January America Europe Dr. Mrs. Mr. St.".split()
+RARE = "well-known long-term mid-October co-operation 1890s 3-2 84.5 2,500 £ $ % & -- ... '' `` 's n't café naïve Zürich São Øresund Москва 北京 🙂 hyperindustrialisation-related-extraordinarily-long-compound-word".split()
+PUNCT = [",", ",", ".", ";", ":", "?", "!", "(", ")"]
+# the lines where ELMo implementations tend to part ways: a blank line, one token, literal <S>/</S>, words
+# cut at 48 bytes (between and inside UTF-8 characters), combining marks and joiners, runs of spaces, 151 tokens
+EDGE_CASES = [
+    "",
+    "x",
+    "<S> and </S> appear as words here , <S>x too .",
+    "<S> </S>",
+    "q" * 48 + " " + "r" * 49 + " " + "s" * 64,
+    "é" * 30 + " " + "a" + "é" * 30 + " " + "日本語" * 6 + " x" + "日本語" * 6 + " " + "🙂" * 13,
+    "combining e\u0301 , joiner 👩\u200d🔬 , control \x7f , tab\tseparated",
+    "   spaces   before ,   between   and   after   ",
+    " ".join(["token"] * 150) + " .",
+]
+
+
+def synthetic(n: int, seed: int = 0) -> List[str]:
+    """``n`` seeded English-like sentences (see above), one string of space-separated tokens each."""
+    rng = random.Random(seed)
+    zipf = [[1.0 / (rank + 1.5) for rank in range(len(words))] for words in (FUNCTION, CONTENT, NAMES)]
+    pools = [(FUNCTION, zipf[0], 0.48), (CONTENT, zipf[1], 0.34), (NAMES, zipf[2], 0.05), (PUNCT, None, 0.1), (RARE, None, 0.03)]
+    out = []
+    for _ in range(n):
+        length = max(1, min(80, int(round(rng.lognormvariate(math.log(18), 0.5)))))
+        words = []
+        for _ in range(length - 1):
+            pool, weights, _share = rng.choices(pools, weights=[share for *_, share in pools])[0]
+            words.append(rng.choices(pool, weights=weights)[0] if weights else rng.choice(pool))
+        words[0:1] = [words[0][:1].upper() + words[0][1:]] if words else []
+        out.append(" ".join(words + [rng.choice([".", ".", ".", "?", "!"])]))
+    return out

@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from bench_common import DATA, add_threads, book_sentences, machine, timed, ud_path, use_threads, write_results
+from bench_common import DATA, add_threads, book_sentences, elmo_nlp, machine, timed, token_cosines, ud_path, use_threads, write_results
 from bench_common import ud_sentences as conllu_sentences
 
 
@@ -54,12 +54,8 @@ def run_precision(bilm, sentences: Sequence[Sequence[str]], precision: str, batc
 
 
 def layer_cosines(ref: List[np.ndarray], fast: List[np.ndarray]) -> List[Dict[str, float]]:
-    a, b = np.concatenate(ref, axis=1), np.concatenate(fast, axis=1)
-    rows = []
-    for k in range(a.shape[0]):
-        cos = (a[k] * b[k]).sum(-1) / (np.linalg.norm(a[k], axis=-1) * np.linalg.norm(b[k], axis=-1) + 1e-30)
-        rows.append({"mean": float(cos.mean()), "p1": float(np.percentile(cos, 1)), "min": float(cos.min())})
-    return rows
+    """Per layer: the mean, 1st percentile and minimum of the per-token cosines."""
+    return [{"mean": float(c.mean()), "p1": float(np.percentile(c, 1)), "min": float(c.min())} for c in token_cosines(ref, fast)]
 
 
 LENGTH_BUCKETS = ((1, 10), (10, 20), (20, 40), (40, 1000))
@@ -129,15 +125,9 @@ def tagger_accuracy(bilm, train_sentences: int, test_sentences: int) -> Dict[str
 
 
 def sense_probe(weights: Optional[str], precision: str) -> float:
-    import spacy
     from senses import evaluate, overall_accuracy  # bench/senses.py
 
-    nlp = spacy.blank("en")
-    config: Dict[str, Any] = {"mix": "average", "precision": precision}
-    if weights:
-        config["weights"] = weights
-    nlp.add_pipe("elmo", config=config)
-    return 100 * overall_accuracy(evaluate(nlp))
+    return 100 * overall_accuracy(evaluate(elmo_nlp(mix="average", precision=precision, weights=weights or None)))
 
 
 def add_model_options(ap: argparse.ArgumentParser, sentences: int) -> None:

@@ -18,14 +18,14 @@ compensation, as on a plain Dask cluster. The HDF5 assembly from the shards is t
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from bench_common import DATA, REPO, machine, median, run_child, timed, write_results
+from bench_common import DATA, REPO, book_files, interleaved, machine, median, run_child, timed, write_results
+
+from spacy_elmo.assets import open_text
 
 BOOKS = DATA / "gutenberg_en_books"  # the project's assets
 
@@ -67,13 +67,12 @@ def make_input(path: Path, n_tokens: int) -> dict:
     import spacy
 
     tokenizer = spacy.blank("en").tokenizer
-    files = [line.split("\t")[0] for line in (BOOKS / "manifest.tsv").read_text(encoding="utf-8").splitlines()[1:]]
     total = lines = 0
     used = []
     with open(path, "w", encoding="utf-8") as out:
-        for name in files:
-            used.append(name)
-            with gzip.open(BOOKS / name, "rt", encoding="utf-8") as handle:
+        for book in book_files(BOOKS):
+            used.append(book.name)
+            with open_text(book) as handle:
                 for raw in handle:
                     words = [t.text for t in tokenizer(raw.strip()) if not t.is_space]
                     if not words:
@@ -101,31 +100,23 @@ def main() -> None:
         source = work / "corpus.txt"
         corpus = make_input(source, args.tokens)
         print("input:", corpus, flush=True)
-        runs = []
-        for round_ in range(args.repeats):
-            for mode in args.modes.split(","):
-                load = os.getloadavg()[0]
-                run = run_child(CHILD, source, work / "out", args.chunk_lines, mode, env=env, cwd=REPO)
-                run.update(round=round_, load_average_before=round(load, 2))
-                runs.append(run)
-                print({k: (round(v, 1) if isinstance(v, float) else v) for k, v in run.items() if k != "chunk_seconds"}, flush=True)
+        by_mode = interleaved({m: lambda m=m: run_child(CHILD, source, work / "out", args.chunk_lines, m, env=env, cwd=REPO) for m in args.modes.split(",")},
+                              args.repeats, show="embed_tok_s")
         # the serial step of a cluster run: the HDF5 file from the shards of the last run
         from spacy_elmo.embedding import hdf5, shards
 
         manifest = shards.read_manifest(work / "out")
         _, assemble_s = timed(hdf5.assemble, [work / "out" / e["file"] for e in manifest["shards"]], work / "out.hdf5")
         shard_bytes = sum((work / "out" / e["file"]).stat().st_size for e in manifest["shards"])
-        medians = {}
-        for mode in args.modes.split(","):
-            mine = [r for r in runs if r["mode"] == mode]
-            medians[mode] = {key: round(median([r[key] for r in mine if r[key] is not None]), 1)
-                             for key in ("wall_s", "embed_tok_s", "wall_tok_s", "steady_tok_s_per_worker") if any(r[key] is not None for r in mine)}
+        medians = {mode: {key: round(median([r[key] for r in mine if r[key] is not None]), 1)
+                          for key in ("wall_s", "embed_tok_s", "wall_tok_s", "steady_tok_s_per_worker") if any(r[key] is not None for r in mine)}
+                   for mode, mine in by_mode.items()}
         report = {
             "machine": machine(1), "conditions": args.conditions, "threads_per_worker": 1,
             "input": corpus, "chunk_lines": args.chunk_lines, "format": "shards", "layers": "all",
             "shard_bytes": shard_bytes, "shard_bytes_per_token": round(shard_bytes / manifest["tokens"], 1),
             "hdf5_assemble_s": round(assemble_s, 2), "hdf5_assemble_tok_s": round(manifest["tokens"] / assemble_s),
-            "hdf5_bytes": (work / "out.hdf5").stat().st_size, "median": medians, "runs": runs,
+            "hdf5_bytes": (work / "out.hdf5").stat().st_size, "median": medians, "runs": [r for mine in by_mode.values() for r in mine],
         }
         print(json.dumps({k: report[k] for k in ("median", "hdf5_assemble_s", "shard_bytes_per_token")}, indent=1))
         if args.out:

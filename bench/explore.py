@@ -9,10 +9,8 @@
     python bench/explore.py screenshot --text BOOKS... --word bank --n 400 --out docs/img/explore.png
         Up to N sentences with WORD from the text files (round-robin over the files); senses
         induced from them with the default model (spacy_elmo.induction.induce, what `spacy elmo
-        explore CORPUS --word WORD` runs; --representation as there), or with --kmeans K the
-        older stand-in: spherical k-means clusters of the top layer's vectors, named by their most
-        distinctive context words. Writes the page and a screenshot of it with one point clicked
-        and another hovered.
+        explore CORPUS --word WORD` runs; --representation as there). Writes the page and a
+        screenshot of it with one point clicked and another hovered.
 
 Text files: plain text or .gz, paragraphs separated by blank lines. Needs plotly, selenium and
 Chromium (apt-get install chromium chromium-driver).
@@ -21,7 +19,6 @@ Chromium (apt-get install chromium chromium-driver).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import shutil
@@ -29,27 +26,24 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Iterator, List, Sequence, Tuple
 
 import numpy as np
 from bench_common import REPO, RESULTS, machine, timed, write_results
 
+from spacy_elmo.assets import open_text
+
 from spacy_elmo.explore.page import WEBGL_FROM, write_explore_page
 from spacy_elmo.induction.induced import Occurrence, Sense, WordSenses, save_word_senses
 
 
-def paragraphs(files: Sequence[Path]) -> Iterator[Tuple[str, str]]:
-    """(source, paragraph) of each text file, lines of a paragraph joined."""
-    for path in files:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as handle:
-            text = handle.read()
-        for number, block in enumerate(re.split(r"\n\s*\n", text)):
-            block = " ".join(block.split())
-            if block:
-                yield f"{path.name}:{number}", block
+def paragraphs(path: Path) -> Iterator[Tuple[str, str]]:
+    """(source, paragraph) of a text file (or .gz), lines of a paragraph joined."""
+    with open_text(path) as handle:
+        for number, block in enumerate(re.split(r"\n\s*\n", handle.read())):
+            if block.strip():
+                yield f"{path.name}:{number}", " ".join(block.split())
 
 
 def sentences_with(files: Sequence[Path], word: str, n: int, max_chars: int = 300) -> List[Tuple[str, str]]:
@@ -62,7 +56,7 @@ def sentences_with(files: Sequence[Path], word: str, n: int, max_chars: int = 30
     per_file = []
     for path in files:
         found, seen = [], set()
-        for source, block in paragraphs([path]):
+        for source, block in paragraphs(path):
             if not pattern.search(block):
                 continue
             for sent in splitter(block).sents:
@@ -84,98 +78,22 @@ def occurrence(source: str, text: str, word: str) -> Occurrence:
 
 
 def synthetic_senses(pairs: List[Tuple[str, str]], word: str, n: int, dim: int, k: int, seed: int = 0) -> WordSenses:
-    """``n`` occurrences (the sentences reused in turn if there are fewer), vectors in ``k`` clusters."""
+    """``n`` occurrences (the sentences reused in turn if there are fewer), vectors in ``k`` clusters,
+    each weighted by a softmax (temperature 0.05) of its cosines to the clusters' centres."""
     rng = np.random.default_rng(seed)
     occurrences = [occurrence(*pairs[i % len(pairs)], word) for i in range(n)]
     centres = rng.normal(size=(k, dim)).astype(np.float32)
-    labels = rng.integers(0, k, size=n)
-    vectors = centres[labels] + rng.normal(scale=0.8, size=(n, dim)).astype(np.float32)
-    weights = soft_assign(vectors, centres)
-    return named_senses(word, occurrences, vectors, weights, [[f"sub{j}a", f"sub{j}b", f"sub{j}c"] for j in range(k)], "synthetic")
-
-
-def soft_assign(vectors: np.ndarray, centres: np.ndarray, temperature: float = 0.05) -> np.ndarray:
-    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    cunit = centres / np.linalg.norm(centres, axis=1, keepdims=True)
-    logits = unit @ cunit.T / temperature
-    logits -= logits.max(axis=1, keepdims=True)
-    weights = np.exp(logits)
-    return (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
-
-
-def named_senses(word, occurrences, vectors, weights, words: List[List[str]], representation: str) -> WordSenses:
-    labels = weights.argmax(axis=1)
-    senses = []
-    for j, top in enumerate(words):
-        members = np.flatnonzero(labels == j)
-        examples = members[np.argsort(-weights[members, j], kind="stable")][:10].tolist()
-        senses.append(Sense(j, f"{word}: {' / '.join(top[:3])}", top, len(members), examples))
-    return WordSenses(
-        word, sorted({o.text[o.start : o.end].lower() for o in occurrences}), occurrences, senses, weights, vectors, representation
-    )
-
-
-def kmeans(vectors: np.ndarray, k: int, seed: int = 0, iterations: int = 50) -> np.ndarray:
-    """Spherical k-means (k-means++ start): the k centroids."""
-    rng = np.random.default_rng(seed)
-    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    centres = [unit[rng.integers(len(unit))]]
-    for _ in range(k - 1):
-        distance = 1 - np.max(unit @ np.array(centres).T, axis=1)
-        centres.append(unit[rng.choice(len(unit), p=distance / distance.sum())])
-    c = np.array(centres)
-    for _ in range(iterations):
-        labels = np.argmax(unit @ c.T, axis=1)
-        new = np.array([unit[labels == j].mean(axis=0) if np.any(labels == j) else c[j] for j in range(k)])
-        new /= np.linalg.norm(new, axis=1, keepdims=True)
-        if np.allclose(new, c):
-            break
-        c = new
-    return c
-
-
-def distinctive_words(occurrences: List[Occurrence], labels: np.ndarray, k: int, top: int = 5) -> List[List[str]]:
-    """Per cluster, the context words (3 either side) most over-represented in it, by smoothed ratio."""
-    from spacy.lang.en.stop_words import STOP_WORDS
-
-    counts = [Counter() for _ in range(k)]
-    for o, label in zip(occurrences, labels):
-        left = re.findall(r"[a-z]+", o.text[: o.start].lower())[-3:]
-        right = re.findall(r"[a-z]+", o.text[o.end :].lower())[:3]
-        counts[label].update({w for w in left + right if w not in STOP_WORDS and len(w) > 2})
-    sizes = np.bincount(labels, minlength=k) + 1
-    out = []
+    vectors = centres[rng.integers(0, k, size=n)] + rng.normal(scale=0.8, size=(n, dim)).astype(np.float32)
+    logits = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)) @ (centres / np.linalg.norm(centres, axis=1, keepdims=True)).T / 0.05
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    weights = (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
+    labels, senses = weights.argmax(axis=1), []
     for j in range(k):
-        rest = sum((counts[i] for i in range(k) if i != j), Counter())
-        rest_size = sizes.sum() - sizes[j]
-        scored = sorted(
-            counts[j], key=lambda w: (-((counts[j][w] + 0.5) / sizes[j]) / ((rest[w] + 0.5) / rest_size) * (counts[j][w] >= 3), w)
-        )
-        out.append(scored[:top] or [f"cluster {j + 1}"])
-    return out
-
-
-def real_senses(pairs: List[Tuple[str, str]], word: str, k: int, layer: str) -> WordSenses:
-    """The default model's vectors of each occurrence; senses by k-means (see the module docstring)."""
-    import spacy
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"store_layers": layer != "mix"})
-    from spacy_elmo.senses.vectors import token_vector
-
-    occurrences, vectors = [], []
-    for (source, text), doc in zip(pairs, nlp.pipe(text for _, text in pairs)):
-        o = occurrence(source, text, word)
-        token = doc.char_span(o.start, o.end, alignment_mode="expand")[0]  # the token the word is in
-        occurrences.append(o)
-        vectors.append(token_vector(token, None if layer == "mix" else layer))
-    matrix = np.array(vectors, dtype=np.float32)
-    centres = kmeans(matrix, k)
-    weights = soft_assign(matrix, centres)
-    words = distinctive_words(occurrences, weights.argmax(axis=1), k)
-    ws = named_senses(word, occurrences, matrix, weights, words, f"default model, {layer}; k-means, k = {k}")
-    ws.note = "senses: k-means clusters of the vectors, named by their most distinctive context words (bench/explore.py)"
-    return ws
+        members, top = np.flatnonzero(labels == j), [f"sub{j}a", f"sub{j}b", f"sub{j}c"]
+        examples = members[np.argsort(-weights[members, j], kind="stable")][:10].tolist()
+        senses.append(Sense(j, f"{word}: {' / '.join(top)}", top, len(members), examples))
+    forms = sorted({o.text[o.start : o.end].lower() for o in occurrences})
+    return WordSenses(word, forms, occurrences, senses, weights, vectors, "synthetic")
 
 
 def induced_senses(pairs: List[Tuple[str, str]], word: str, representation: str) -> WordSenses:
@@ -278,7 +196,7 @@ def cmd_size(args) -> None:
 
 def cmd_screenshot(args) -> None:
     pairs = sentences_with(args.text, args.word, args.n, max_chars=220)
-    ws = real_senses(pairs, args.word, args.kmeans, args.layer) if args.kmeans else induced_senses(pairs, args.word, args.representation)
+    ws = induced_senses(pairs, args.word, args.representation)
     print(f"{len(ws.occurrences)} occurrences; senses: " + "; ".join(f"{s.name} ({s.count})" for s in ws.senses))
     page = args.page or Path(tempfile.mkdtemp(prefix="explore-bench-")) / f"explore-{args.word}.html"
     write_explore_page(ws, page, neighbours=10)
@@ -331,8 +249,6 @@ def main() -> None:
     shot.add_argument("--word", default="bank")
     shot.add_argument("--n", type=int, default=400)
     shot.add_argument("--representation", default="substitutes", help="what induction clusters: substitutes, vectors or both")
-    shot.add_argument("--kmeans", type=int, default=0, metavar="K", help="instead of induction: K k-means clusters of the vectors")
-    shot.add_argument("--layer", default="layer:2", help="with --kmeans: mix (token._.elmo) or a layer spec such as layer:2")
     shot.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "explore.png")
     shot.add_argument("--page", type=Path, default=None, help="where the page goes (default: a temporary folder)")
     shot.add_argument("--save", type=Path, default=None, help="also save the WordSenses here (NAME.json + NAME.npz)")

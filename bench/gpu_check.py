@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
-from bench_common import DATA, REPO, SAMPLE_BOOKS, Clock, machine, timed, ud_sentences, write_results
+from bench_common import DATA, REPO, SAMPLE_BOOKS, Clock, machine, timed, token_cosines, ud_sentences, write_results
 
 TAGGER_CONFIG = REPO / "project" / "configs" / "downstream" / "tagger-elmo.cfg"
 TINY_RECIPE = REPO / "project" / "configs" / "tiny.json"
@@ -63,13 +63,11 @@ def parity(device: str, work: Path, dry_run: bool) -> Dict[str, Any]:
     ref = cpu.embed_sentences(SENTENCES)
     gpu = load_bilm().to(device)
     out = gpu.embed_sentences(SENTENCES)
-    a, b = np.concatenate(ref, axis=1), np.concatenate(out, axis=1)
-    cos = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-30)
+    cos = token_cosines(ref, out)
     gpu.set_inference_precision("bfloat16")
-    fast = np.concatenate(gpu.embed_sentences(SENTENCES), axis=1)
-    cos16 = (a * fast).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(fast, axis=-1) + 1e-30)
+    cos16 = token_cosines(ref, gpu.embed_sentences(SENTENCES))
     assert gpu._bf16.lstm.conversions == 1, "the bfloat16 weights were not converted exactly once"
-    report = {"max_abs_diff_fp32": float(np.abs(a - b).max()), "min_cos_fp32": float(cos.min()), "min_cos_bf16": float(cos16.min())}
+    report = {"max_abs_diff_fp32": float(np.abs(np.concatenate(ref, axis=1) - np.concatenate(out, axis=1)).max()), "min_cos_fp32": float(cos.min()), "min_cos_bf16": float(cos16.min())}
     if device.startswith("cuda"):
         report["device_name"] = torch.cuda.get_device_name(device)
     assert report["min_cos_fp32"] > 0.9999, report

@@ -66,21 +66,10 @@ def cache(data: Path, folder: Path, context: int) -> Path:
     return path
 
 
-def _kmeans(x: np.ndarray, k: int, restarts: int = 4) -> np.ndarray:
-    from scipy.cluster.vq import kmeans2
-
-    best = None
-    for seed in range(restarts):
-        centres, labels = kmeans2(x, k, minit="++", seed=seed)
-        inertia = float(((x - centres[labels]) ** 2).sum())
-        if best is None or inertia < best[0]:
-            best = (inertia, labels)
-    assert best is not None
-    return best[1]
-
-
 def clusterer(spec: str) -> Callable[[np.ndarray], np.ndarray]:
     """``kmeans:K`` (on the leading 50 axes of the similarity matrix) or ``spectral:K`` (normalised affinity), from distances."""
+    from sense_set import best_kmeans  # bench/sense_set.py
+
     from spacy_elmo.induction.clustering import _relabel, unit_rows
 
     method, _, k_text = spec.partition(":")
@@ -90,14 +79,14 @@ def clusterer(spec: str) -> Callable[[np.ndarray], np.ndarray]:
         values, axes = np.linalg.eigh(1 - d)
         top = np.argsort(-values)[: min(50, len(d) - 1)]
         x = unit_rows((axes[:, top] * np.sqrt(np.clip(values[top], 0, None))).astype(np.float32)).astype(np.float64)
-        return _relabel(_kmeans(x, min(k, len(d))))
+        return _relabel(best_kmeans(x, min(k, len(d)), 4))
 
     def spectral(d: np.ndarray) -> np.ndarray:
         s = np.clip(1 - d, 0, None).astype(np.float64)
         np.fill_diagonal(s, 0)
         scale = 1 / np.sqrt(np.maximum(s.sum(1), 1e-12))
         _, axes = np.linalg.eigh(scale[:, None] * s * scale[None])
-        return _relabel(_kmeans(unit_rows(axes[:, -k:].astype(np.float32)).astype(np.float64), min(k, len(d))))
+        return _relabel(best_kmeans(unit_rows(axes[:, -k:].astype(np.float32)).astype(np.float64), min(k, len(d)), 4))
 
     if method not in ("kmeans", "spectral"):
         raise SystemExit(f"cluster={spec!r}: use kmeans:K or spectral:K")

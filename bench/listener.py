@@ -18,13 +18,11 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import spacy
-import torch
-from bench_common import REPO, RESULTS, Clock, add_threads, machine, timed, ud_path, use_threads, write_results
+from bench_common import REPO, RESULTS, WORK, Clock, add_threads, elmo_nlp, machine, random_weights, timed, ud_path, use_threads, write_results
 from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.training.batchers import minibatch_by_words
@@ -46,24 +44,8 @@ def load_docs(split: str, limit: int) -> List[Doc]:
     return docs
 
 
-def original_weights(work: Path) -> str:
-    """Random weights in the published original shapes (native format)."""
-    from spacy_elmo import BiLM, BiLMConfig, save_native
-
-    path = work / "original"
-    if not (path / "config.json").exists():
-        torch.manual_seed(0)
-        model = BiLM(BiLMConfig())
-        with torch.no_grad():
-            for p in model.parameters():
-                p.uniform_(-0.05, 0.05)
-        save_native(model, path)
-    return str(path)
-
-
 def pipeline(weights: Optional[str], tagger: Optional[Dict[str, Any]], train_docs: List[Doc]) -> spacy.Language:
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"weights": weights, "set_hooks": False})
+    nlp = elmo_nlp(weights=weights, set_hooks=False)
     if tagger is not None:
         component = nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": tagger}})
         examples = [Example(nlp.make_doc(" ".join(t.text for t in d)), d) for d in train_docs[:50]]
@@ -126,7 +108,7 @@ def main() -> None:
     parser.add_argument("--original", action="store_true")
     parser.add_argument("--parts", nargs="+", default=["prediction", "training"], choices=["prediction", "training"],
                         help="what to measure; the other part of an existing --output file is kept")
-    parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "spacy-elmo-bench"), help="folder for the random original-shape weights")
+    parser.add_argument("--work", default=str(WORK), help="folder for the random original-shape weights")
     parser.add_argument("--output", default=str(RESULTS / "listener.json"))
     args = parser.parse_args()
     use_threads(args.threads)
@@ -137,7 +119,7 @@ def main() -> None:
     n_tokens = sum(len(d) for d in test_docs)
     models: Dict[str, Optional[str]] = {"default": None}
     if args.original:
-        models["original"] = original_weights(work)
+        models["original"] = str(random_weights("elmo-original", work / "elmo-original"))  # the shapes of the paper, seed 1
     output = Path(args.output)
     previous = json.loads(output.read_text()) if output.exists() else {}
     results: Dict[str, Any] = {

@@ -27,21 +27,20 @@ SETTINGS = {
     "mmap (float32, untouched)": "dict(mmap=True)",
 }
 CHILD = """
-import json, resource, sys, time, torch
+import json, sys, torch
 from pathlib import Path
+from bench_common import peak_rss_mb, timed
 from spacy_elmo.hub.lm_head import read_hdf5_head
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-folder = Path(sys.argv[1])
-start = time.perf_counter()
-head = read_hdf5_head(folder / "softmax.hdf5", folder / "vocab.txt", dim=512, **{value})
-seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"words": len(head.vocab), "dtype": str(head.weight.dtype), "seconds": round(seconds, 2), "grew_mb": round((peak - base) / 1024), "peak_mb": round(peak / 1024)}))
+base, folder = peak_rss_mb(), Path(sys.argv[1])
+head, seconds = timed(read_hdf5_head, folder / "softmax.hdf5", folder / "vocab.txt", dim=512, **{value})
+peak = peak_rss_mb()
+print(json.dumps({"words": len(head.vocab), "dtype": str(head.weight.dtype), "seconds": round(seconds, 2), "grew_mb": round(peak - base), "peak_mb": round(peak)}))
 """
 
 SUBSTITUTES = {"1,024-row chunks (before)": "1024", "default budget (1 GiB of scores)": "None"}
 SUBSTITUTES_CHILD = """
-import json, time, torch
+import json, os, torch
+from bench_common import proc_kb, timed
 from spacy_elmo.induction.substitutes import LMHead, score_rows
 torch.manual_seed(0)
 rows, dim = ROWS_DIM
@@ -49,17 +48,11 @@ head = LMHead([f"w{i}" for i in range(rows)], torch.randn(rows, dim) / dim**0.5,
 states, prior = torch.randn(1024, dim), torch.log_softmax(torch.randn(rows), -1)
 exclude = torch.zeros(rows, dtype=torch.bool)
 exclude[:3] = True
-
-def status(key):  # kB, from the kernel's accounting of this process
-    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key + ":"))
-
 with open("/proc/self/clear_refs", "w") as handle:  # reset the peak (VmHWM) to what is resident now
     handle.write("5")
-base = status("VmRSS")
-start = time.perf_counter()
-ids, _ = head.top_substitutes(states, 10, exclude, prior, 0.75, chunk={value})
-seconds = time.perf_counter() - start
-peak = status("VmHWM")
+base = proc_kb(os.getpid(), "VmRSS")  # kB, from the kernel's accounting of this process
+_, seconds = timed(head.top_substitutes, states, 10, exclude, prior, 0.75, chunk={value})
+peak = proc_kb(os.getpid(), "VmHWM")
 chunk = {value} or score_rows(rows)
 print(json.dumps({"chunk_rows": chunk, "states": 1024, "seconds": round(seconds, 2), "grew_mb": round((peak - base) / 1024), "peak_mb": round(peak / 1024)}))
 """.replace("ROWS_DIM", f"{ROWS}, {DIM}")

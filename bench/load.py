@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import numpy as np
-from bench_common import DATA, RESULTS, book_paragraphs, children, machine, rss_mb, write_results
+from bench_common import DATA, RESULTS, book_paragraphs, children, elmo_nlp, machine, rss_mb, write_results
 
 from tests.test_hostile import TEXTS as HOSTILE  # the hostile-text corpus of the tests
 
@@ -42,15 +42,6 @@ def paragraphs(max_tokens: int) -> Iterator[str]:
         seen += len(unit.split())
         if seen >= max_tokens:
             return
-
-
-def make_nlp(threads: int = 1) -> Any:
-    import spacy
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    nlp.add_pipe("elmo", config={"threads": threads})
-    return nlp
 
 
 def tree_rss_mb() -> Dict[str, float]:
@@ -89,7 +80,7 @@ def growth_after_warmup(samples: List[Dict[str, Any]], key: str, warm: float = 0
 
 def pipe(args: argparse.Namespace) -> Dict[str, Any]:
     texts = list(paragraphs(args.tokens))
-    nlp = make_nlp()
+    nlp = elmo_nlp(True, threads=1)
     work = Path(tempfile.mkdtemp(prefix="spacy-elmo-load-"))
     runs: Dict[str, Any] = {}
     reference: Any = None
@@ -133,7 +124,7 @@ def pipe(args: argparse.Namespace) -> Dict[str, Any]:
 def soak(args: argparse.Namespace) -> Dict[str, Any]:
     texts = list(paragraphs(200_000))
     hostile = list(HOSTILE.values())
-    nlp = make_nlp()
+    nlp = elmo_nlp(True, threads=1)
     probe = nlp(PROBE).tensor.copy()
     stop = time.time() + 60 * args.minutes
     lock = threading.Lock()

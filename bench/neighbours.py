@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import numpy as np
-from bench_common import DATA, RESULTS, book_paragraphs, machine, timed, use_threads, write_results
+from bench_common import DATA, RESULTS, book_paragraphs, elmo_nlp, machine, timed, use_threads, write_results
 
 BOOKS = DATA / "gutenberg_en_books"
 CACHE = Path(tempfile.gettempdir()) / "spacy_elmo_cache" / "neighbours"
@@ -36,12 +36,7 @@ N_QUERIES = 1000
 
 
 def pipeline(layer=None):
-    import spacy
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    nlp.add_pipe("elmo", config={"store_layers": layer is not None})
-    return nlp
+    return elmo_nlp(True, store_layers=layer is not None)
 
 
 def index_folder(cache: Path, layer) -> Path:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
-from bench_common import machine
+from bench_common import machine, write_results
 from scipy import sparse
 
 from spacy_elmo.induction.clustering import (
@@ -431,11 +431,10 @@ def main() -> None:
         if name == names[0]:  # each condition, for the first rule (the default)
             result["rules"][name]["conditions"] = table  # type: ignore[index]
     table = markdown(result["rules"], args.small) if args.cache is not None else ""  # type: ignore[arg-type]
-    print(table)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        if table:
-            args.json.with_suffix(".md").write_text(f"`{result['command']}`\n\n{table}", encoding="utf-8")
+    if args.json:  # the table, its command above it, beside the JSON (and printed)
+        write_results(args.json, result, f"`{result['command']}`\n\n{table}" if table else None)
+    else:
+        print(table)
 
 
 if __name__ == "__main__":

@@ -39,16 +39,15 @@ does: the component's setting has to govern all of its work. Reads the project's
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
-from bench_common import RESULTS, WORK, Clock, ProcessMemory, machine, median_run, peak_rss_mb, write_results
+from bench_common import RESULTS, WORK, Clock, ProcessMemory, command, elmo_nlp, interleaved, machine, median_run, peak_rss_mb, sentence_doc
 from bench_common import run_worker as run_script_worker
+from bench_common import serve_worker, write_results
 
 MODELS = {"en_default": "the embedded default model", "original": "random weights of the original shapes (seed 1)"}
 MAX_BATCH_TOKENS = 4096  # the component's default budget, given to the raw biLM too
@@ -89,22 +88,14 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
 
     if kind == "split":
         return split_worker(task, sentences)
-    import spacy
-    from spacy.tokens import Doc
-
-    nlp = spacy.blank("en")
-    if kind != "docs":
-        nlp.add_pipe("sentencizer")
-    config = {"weights": task["weights"], "token_cache_size": 0, "precision": task["precision"], "threads": threads,
-              "max_batch_tokens": MAX_BATCH_TOKENS}
-    nlp.add_pipe("elmo", config=config)
+    nlp = elmo_nlp(kind != "docs", weights=task["weights"], token_cache_size=0, precision=task["precision"], threads=threads,
+                   max_batch_tokens=MAX_BATCH_TOKENS)
     nlp.get_pipe("elmo").initialize()
 
-    def docs(items: List[List[str]]) -> Iterator[Doc]:
-        for words in items:
-            yield Doc(nlp.vocab, words=words, sent_starts=[True] + [False] * (len(words) - 1))
+    def docs(items: List[List[str]]) -> Iterator[Any]:
+        return (sentence_doc(nlp.vocab, words) for words in items)
 
-    def count(stream: Iterator[Doc]) -> int:
+    def count(stream: Iterator[Any]) -> int:
         return sum(len(doc) for doc in stream)  # the Docs are dropped as they come
 
     n_process = task.get("n_process", 0)
@@ -131,9 +122,7 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
 def split_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, Any]:
     """In one process: the raw biLM and ``nlp.pipe`` over Docs, alternated, each with the CPU time
     spent inside ``BiLM.forward`` counted apart; what is left is the work around the biLM, per Doc."""
-    import spacy
     import torch
-    from spacy.tokens import Doc
 
     from spacy_elmo.bilm.model import BiLM
 
@@ -150,9 +139,7 @@ def split_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, 
 
     BiLM.forward = timed_forward  # type: ignore[method-assign]
     batch = task["batch_size"]
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"weights": task["weights"], "token_cache_size": 0, "precision": task["precision"],
-                                 "threads": task["threads"], "max_batch_tokens": MAX_BATCH_TOKENS})
+    nlp = elmo_nlp(weights=task["weights"], token_cache_size=0, precision=task["precision"], threads=task["threads"], max_batch_tokens=MAX_BATCH_TOKENS)
     component = nlp.get_pipe("elmo")
     component.initialize()
     bilm = component.bilm
@@ -162,7 +149,7 @@ def split_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, 
             pass
 
     def pipe() -> None:
-        made = [Doc(nlp.vocab, words=w, sent_starts=[True] + [False] * (len(w) - 1)) for w in sentences]
+        made = [sentence_doc(nlp.vocab, w) for w in sentences]
         start = time.process_time()
         for _ in nlp.pipe(made, batch_size=batch):
             pass
@@ -217,8 +204,8 @@ def overheads(raw: List[Dict[str, Any]], pipe: List[Dict[str, Any]]) -> Dict[str
 
 
 def main() -> None:
+    serve_worker(worker)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--text", default="ud", choices=["ud", "books"], help="UD EWT test sentences or the Gutenberg test books")
     ap.add_argument("--sentences-file", type=Path, help="one space-tokenised sentence per line (instead of --text)")
     ap.add_argument("--sentences", type=int, default=1000)
@@ -233,9 +220,6 @@ def main() -> None:
     ap.add_argument("--work-dir", type=Path, default=WORK)
     ap.add_argument("--out", type=Path, help="JSON path (default bench/results/pipeline-TEXT.json); the table goes beside it as .md")
     args = ap.parse_args()
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))))
-        return
     args.work_dir.mkdir(parents=True, exist_ok=True)
     models = args.models.split(",")
     unknown = [m for m in models if m not in MODELS]
@@ -249,7 +233,7 @@ def main() -> None:
     lines = _read_sentences(str(sentences), args.sentences)
     source = str(args.sentences_file) if args.sentences_file else args.text
     results: Dict[str, Any] = {
-        "command": "python bench/pipeline.py " + " ".join(sys.argv[1:]),
+        "command": command("pipeline.py"),
         "machine": machine(args.threads, spacy=__import__("spacy").__version__),
         "text": {"source": source, "sentences": len(lines), "tokens": sum(map(len, lines)), "types": len({w for s in lines for w in s})},
         "repeats": args.repeats, "max_batch_tokens": MAX_BATCH_TOKENS, "configs": {},
@@ -269,11 +253,7 @@ def main() -> None:
             if args.mp_batch_size:
                 for n in (1, 2):
                     tasks[f"text_b{args.mp_batch_size}_np{n}"] = {**base, "kind": "text", "batch_size": args.mp_batch_size, "n_process": n}
-            runs: Dict[str, List[Dict[str, Any]]] = {key: [] for key in tasks}
-            for repeat in range(args.repeats):  # interleaved: every configuration once per repeat
-                for key, task in tasks.items():
-                    runs[key].append(run_worker(task))
-                    print(f"{model} {precision} repeat {repeat + 1} {key}: {runs[key][-1]['tokens_per_s']:.0f} tokens/s", flush=True)
+            runs = interleaved({key: lambda task=task: run_worker(task) for key, task in tasks.items()}, args.repeats, f"{model} {precision} ")
             r: Dict[str, Any] = {key: median_run(measured) for key, measured in runs.items()}
             r["all_runs"] = runs
             for b in batch_sizes:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import numpy as np
-import spacy
+from bench_common import elmo_nlp
 
 from spacy_elmo.senses import SenseInventory
 
@@ -73,15 +73,6 @@ def overall_accuracy(report: Dict[str, Dict[str, float]]) -> float:
     return sum(r["nearest_centroid_accuracy"] * 2 * len(SENSES[w][0][1]) for w, r in report.items()) / total
 
 
-def pipeline(weights, mix: str):
-    nlp = spacy.blank("en")
-    config = {"mix": mix}
-    if weights:
-        config["weights"] = weights
-    nlp.add_pipe("elmo", config=config)
-    return nlp
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights", help="model path (default: the embedded default model)")
@@ -90,7 +81,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.summary:
-        rows = {mix: evaluate(pipeline(args.weights, mix)) for mix in ("top", "average", "layer:1")}
+        rows = {mix: evaluate(elmo_nlp(mix=mix, weights=args.weights or None)) for mix in ("top", "average", "layer:1")}
         if args.json:
             print(json.dumps({mix: {"overall_accuracy": overall_accuracy(r), "words": r} for mix, r in rows.items()}, indent=1))
             return
@@ -102,7 +93,7 @@ def main() -> None:
             n = sum(2 * len(SENSES[w][0][1]) for w in r)
             print(f"| {mix} | {len(r)} | {n} | {overall_accuracy(r):.1%} | {within:.2f} / {across:.2f} |")
         return
-    report = evaluate(pipeline(args.weights, args.mix))
+    report = evaluate(elmo_nlp(mix=args.mix, weights=args.weights or None))
     if args.json:
         print(json.dumps({"overall_accuracy": overall_accuracy(report), "words": report}, indent=1))
         return

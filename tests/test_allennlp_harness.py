@@ -1,8 +1,8 @@
-"""bench/allennlp_ref.py's contract with bench/compare_allennlp.py and bench/bench.py (one array per
-input line in input order, blank lines as zero tokens, the ``ref ...`` speed line), checked here
-with a stand-in for AllenNLP's ELMo built on our own biLM: the real reference needs AllenNLP's
+"""``bench/reference.py allennlp``'s contract with ``bench/parity.py allennlp`` and bench/bench.py (one
+array per input line in input order, blank lines as zero tokens, the ``ref ...`` speed line), checked
+here with a stand-in for AllenNLP's ELMo built on our own biLM: the real reference needs AllenNLP's
 virtualenv (docs/benchmarks.md), which CI does not have. What this cannot check is AllenNLP's
-numbers; bench/compare_allennlp.py measures those."""
+numbers; ``bench/parity.py allennlp`` measures those."""
 from __future__ import annotations
 
 import json
@@ -80,7 +80,7 @@ def test_the_reference_harness_writes_every_line_in_order(tmp_path):
     text = tmp_path / "s.txt"
     text.write_text("".join(line + "\n" for line in lines))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "fake"), str(REPO)])}
-    cmd = [sys.executable, str(REPO / "bench" / "allennlp_ref.py"), "--options", str(options), "--weights", str(weights),
+    cmd = [sys.executable, str(REPO / "bench" / "reference.py"), "allennlp", "--options", str(options), "--weights", str(weights),
            "--input", str(text), "--batch-size", "2"]
     out = subprocess.run([*cmd, "--out", str(tmp_path / "ref.npz"), "--bench"], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -1,6 +1,6 @@
 """ELMoForManyLangs models: the authors' folder read exactly, converted once, refused when unsafe,
 and run by the component. Parity with their package is checked against the outputs it gave on the
-stored fixture (tests/data/efml, written by bench/efml_parity.py --write-fixture): the package
+stored fixture (tests/data/efml, written by bench/parity.py efml --write-fixture): the package
 itself is never needed here."""
 from __future__ import annotations
 
@@ -370,13 +370,13 @@ STAND_IN = """
 
 
 def test_the_reference_harness_writes_every_sentence_in_order(folder, tmp_path):
-    """bench/efml_ref.py's contract with bench/efml_parity.py, with a stand-in for their package."""
+    """``bench/reference.py efml``'s contract with ``bench/parity.py efml``, with a stand-in for their package."""
     package = tmp_path / "fake" / "elmoformanylangs"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(textwrap.dedent(STAND_IN))
     (tmp_path / "s.json").write_text(json.dumps(SENTENCES, ensure_ascii=False), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "fake"), str(REPO)])}
-    cmd = [sys.executable, str(REPO / "bench" / "efml_ref.py"), "--model", str(folder), "--input", str(tmp_path / "s.json"), "--batch-size", "2"]
+    cmd = [sys.executable, str(REPO / "bench" / "reference.py"), "efml", "--model", str(folder), "--input", str(tmp_path / "s.json"), "--batch-size", "2"]
     out = subprocess.run([*cmd, "--out", str(tmp_path / "ref.npz"), "--bench", "--double"], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     every = load_efml(folder).double().sents2elmo(SENTENCES, output_layer=-2)

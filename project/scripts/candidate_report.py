@@ -7,7 +7,7 @@
 Each measure runs through the package's own command or the repository's bench script, so the
 figures are the ones those commands print: held-out perplexity (``python -m spacy_elmo evaluate``,
 exact full softmax, forward / backward / average) on UD EWT's, the modern text's and the books'
-test split; WiC (``bench/wic.py``: threshold on train, layer or mix on dev, accuracy on test);
+test split; WiC (``spacy_elmo wic``: threshold on train, layer or mix on dev, accuracy on test);
 all-words WSD (``python -m spacy_elmo wsd``: nearest sense centroid, with and without the sense
 prior, layer or mix on dev); the hand-written sense probe (``bench/senses.py``); the labelled
 sense set (``bench/sense_set.py``: ARI with the number of senses fixed at the gold number); UD
@@ -75,7 +75,7 @@ def perplexity(model: str, corpus: Path, threads: int, common_with: Optional[str
 
 
 def wic(model: str, data: Path, threads: int) -> Dict[str, Any]:
-    return _json_of([sys.executable, str(REPO / "bench" / "wic.py"), "--weights", model, "--data", str(data), "--threads", str(threads)], "--json")
+    return _json_of([sys.executable, "-m", "spacy_elmo", "wic", "--weights", model, "--data", str(data), "--threads", str(threads)], "--output")
 
 
 def wsd(model: str, data: Path, threads: int) -> Dict[str, Any]:
