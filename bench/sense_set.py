@@ -3,8 +3,9 @@
 
     OMP_NUM_THREADS=1 python bench/sense_set.py [--weights PATH] [--json bench/results/sense-set.json]
 
-Two measurements, per word and on average over the set's 8 words (2 or 3 senses each, 21
-hand-written sentences per sense):
+Measurements per word and on average over the set's 8 ambiguous words (2 or 3 senses each, 21
+hand-written sentences per sense); its 5 one-sense control words (42 sentences each) are read by
+induction only:
 
 - **vectors, k fixed at gold**: each occurrence's ELMo vector under a mix (the average of the
   two LSTM layers, the top layer, layer 1, and the context-free layer 0 as the floor), clustered
@@ -17,7 +18,8 @@ hand-written sentences per sense):
 - **induction**: ``induce`` with its default settings (its own number of senses): mean ARI,
   senses per word, and the share of the senses holding >= 15% of a word's occurrences that are
   named by a word a person accepts for their majority gold sense (``names.json``, written before
-  any output was looked at).
+  any output was looked at); and the number-of-senses rule's two promises: the share of the
+  controls given exactly one sense, and the share of the ambiguous words given two or more.
 """
 
 from __future__ import annotations
@@ -131,10 +133,15 @@ def features(items, bilm, head) -> Dict[str, Dict[str, float]]:
     }
 
 
+def _rate(value) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--weights", default=None, help="the biLM (default: the embedded default)")
-    parser.add_argument("--words", nargs="*", default=None, help="only these words of the set")
+    parser.add_argument("--words", nargs="*", default=None, help="only these words of the set (ambiguous or controls)")
+    parser.add_argument("--no-controls", action="store_true", help="induce on the ambiguous words only, not the one-sense controls")
     parser.add_argument("--skip-induce", action="store_true", help="only the fixed-k vector measurement")
     parser.add_argument("--representation", default=None, help="induce with this representation (default: induce's own)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
@@ -143,17 +150,23 @@ def main() -> None:
     from spacy_elmo.hub.load import load_bilm
     from spacy_elmo.induction.induce import InductionSettings, induce, load_head
 
-    items = load_labelled(words=args.words)
+    found = load_labelled(words=args.words, kind="all")
+    if args.words is not None and not found:
+        raise SystemExit(f"none of {' '.join(args.words)} is a word of the labelled set")
+    items = [i for i in found if not i.is_control]  # every figure but the controls' rate is theirs
+    controls = [] if args.no_controls else [i for i in found if i.is_control]
     bilm = load_bilm(args.weights)
     clock = Clock().start()
-    fixed = fixed_k(items, bilm)
+    fixed = fixed_k(items, bilm) if items else {}
     result: Dict[str, object] = {
         "model": args.weights or "en_default (embedded)",
         "machine": machine(1),
         "command": "OMP_NUM_THREADS=1 python bench/sense_set.py"
         + (f" --weights {args.weights}" if args.weights else "")
-        + (f" --representation {args.representation}" if args.representation else ""),
+        + (f" --representation {args.representation}" if args.representation else "")
+        + (" --no-controls" if args.no_controls else ""),
         "words": {i.word: i.n_senses for i in items},
+        "controls": [i.word for i in controls],
         "fixed_k": {
             mix: {algo: {"mean_ari": float(np.mean(list(v.values()))), "per_word": v} for algo, v in per.items()}
             for mix, per in fixed.items()
@@ -163,7 +176,7 @@ def main() -> None:
     for mix, per in result["fixed_k"].items():  # type: ignore[union-attr]
         print(f"  {mix:8s} k-means {per['kmeans']['mean_ari']:.3f}  average linkage {per['average_linkage']['mean_ari']:.3f}")
     head = load_head(args.weights)
-    if head is not None:
+    if head is not None and items:
         result["features"] = features(items, bilm, head)
         print("features, k-means at gold (mean ARI against the senses / against the surface forms):")
         for name, v in result["features"].items():  # type: ignore[union-attr]
@@ -173,17 +186,23 @@ def main() -> None:
         per_word: List[Dict[str, object]] = []
         settings = InductionSettings(representation=args.representation) if args.representation else InductionSettings()
         result["representation"] = settings.representation
-        for item in items:
+        for item in [*items, *controls]:
             (ws,) = induce(item.sentences, {item.word: item.forms}, bilm=bilm, head=head, progress=False, settings=settings)
             s = score_word(item, ws)
             scores.append(s)
             per_word.append({**s.__dict__, "check": ws.extra.get("check")})
-            print(f"  {s.word:8s} ARI {s.ari:.3f}  senses {s.n_senses} (gold {s.gold_senses})  named {s.named}/{s.large}  {s.names}")
+            ari = "control  " if s.ari is None else f"ARI {s.ari:.3f}"
+            print(f"  {s.word:9s} {ari}  senses {s.n_senses} (gold {s.gold_senses})  named {s.named}/{s.large}  {s.names}")
         result["induce"] = {**summary(scores), "per_word": per_word}
         ind = result["induce"]
+        if items:
+            print(
+                f"induce (own number of senses): mean ARI {ind['mean_ari']:.3f}, {ind['senses_per_word']:.2f} senses per word, "
+                f"named share {ind['named_share']:.2f} of {ind['large_senses']} large senses"
+            )
         print(
-            f"induce (own number of senses): mean ARI {ind['mean_ari']:.3f}, {ind['senses_per_word']:.2f} senses per word, "
-            f"named share {ind['named_share']:.2f} of {ind['large_senses']} large senses"
+            f"the rule's promises: {_rate(ind['controls_one_sense'])} of {ind['controls']} controls given one sense, "
+            f"{_rate(ind['ambiguous_two_or_more'])} of {ind['ambiguous_words']} ambiguous words given two or more"
         )
     result["seconds"] = round(clock.elapsed, 1)
     if args.json:

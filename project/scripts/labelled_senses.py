@@ -3,6 +3,11 @@
 Each word has a file ``WORD.txt`` (``sense<TAB>sentence``, one occurrence of the word per
 sentence) and ``names.json`` lists, per sense, the words a person accepts as its name. Used by
 ``bench/sense_set.py`` (the figures) and ``tests/test_sense_set.py`` (the assertions).
+
+The set holds ambiguous words (two or three senses) and one-sense controls (``is_control``).
+ARI, senses per word and the named share are figures of the ambiguous words only (the ARI of a
+one-sense word against its single gold label is degenerate); the controls are measured by the
+number-of-senses rule's first promise: one sense for a one-sense word (``promise_rates``).
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Literal, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,6 +25,8 @@ from spacy_elmo.induction.substitutes import inflection_bases
 
 LABELLED = Path(__file__).resolve().parents[2] / "tests" / "data" / "senses" / "labelled"
 IRREGULAR = {"mouse": ["mice"]}  # forms the regular inflections do not find
+Kind = Literal["ambiguous", "controls", "all"]
+KINDS = ("ambiguous", "controls", "all")
 
 
 @dataclass
@@ -39,6 +46,11 @@ class LabelledWord:
     def n_senses(self) -> int:
         return len(set(self.senses))
 
+    @property
+    def is_control(self) -> bool:
+        """A one-sense control word (one gold sense), not an ambiguous one."""
+        return self.n_senses == 1
+
     def tokens(self) -> Tuple[List[List[str]], List[int]]:
         """Each sentence's tokens (as induction reads them) and the position of the word in it."""
         from spacy_elmo.induction.corpus import read_sentences
@@ -52,18 +64,27 @@ class LabelledWord:
         return tokens, positions
 
 
-def load_labelled(folder: Path = LABELLED, words: Optional[Iterable[str]] = None) -> List[LabelledWord]:
-    """Every word of the set (or ``words``), in file-name order."""
+def load_labelled(folder: Path = LABELLED, words: Optional[Iterable[str]] = None, kind: Kind = "ambiguous") -> List[LabelledWord]:
+    """The words of the set of one ``kind`` (or only those of ``words`` among them), in file-name order.
+
+    ``kind``: "ambiguous" (the default: the words of two or more senses, which every figure averages
+    over), "controls" (the one-sense control words) or "all".
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
     names = json.loads((folder / "names.json").read_text(encoding="utf-8"))
+    wanted = None if words is None else set(words)
     out = []
     for path in sorted(folder.glob("*.txt")):
-        if words is not None and path.stem not in set(words):
+        if wanted is not None and path.stem not in wanted:
             continue
         rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         bad = [i + 1 for i, row in enumerate(rows) if len(row) != 2 or row[0] not in names[path.stem]]
         if bad:
             raise ValueError(f"{path}: lines {bad[:5]} are not 'sense<TAB>sentence' with a sense listed in names.json")
-        out.append(LabelledWord(path.stem, [r[1] for r in rows], [r[0] for r in rows], names[path.stem], IRREGULAR.get(path.stem, [])))
+        item = LabelledWord(path.stem, [r[1] for r in rows], [r[0] for r in rows], names[path.stem], IRREGULAR.get(path.stem, []))
+        if kind == "all" or item.is_control == (kind == "controls"):
+            out.append(item)
     return out
 
 
@@ -87,16 +108,20 @@ def named(shown: Sequence[str], accepted: Sequence[str]) -> bool:
 @dataclass
 class WordScore:
     word: str
-    ari: float
+    ari: Optional[float]  # None for a control: the ARI against a single gold label is degenerate
     n_senses: int
     gold_senses: int
     named: int  # large senses named by an accepted word of their majority gold sense
     large: int  # senses holding >= 15% of the occurrences
     names: List[str]
 
+    @property
+    def is_control(self) -> bool:
+        return self.gold_senses == 1
+
 
 def score_word(item: LabelledWord, result: WordSenses, min_share: float = 0.15) -> WordScore:
-    """ARI of the induced senses against gold, and how many of the large senses carry an accepted name."""
+    """ARI of the induced senses against gold (None for a control), and how many of the large senses carry an accepted name."""
     gold = occurrence_gold(item, result)
     labels = result.labels
     gold_names = sorted(set(item.senses))
@@ -109,15 +134,34 @@ def score_word(item: LabelledWord, result: WordSenses, min_share: float = 0.15) 
         majority = gold_names[int(np.bincount(gold[members], minlength=len(gold_names)).argmax())]
         shown = [*sense.substitutes, *getattr(sense, "context", [])]
         hit += named(shown, item.accepted[majority])
-    return WordScore(item.word, adjusted_rand(gold, labels), len(result.senses), item.n_senses, hit, large, [s.name for s in result.senses])
+    ari = None if item.is_control else adjusted_rand(gold, labels)
+    return WordScore(item.word, ari, len(result.senses), item.n_senses, hit, large, [s.name for s in result.senses])
 
 
-def summary(scores: Sequence[WordScore]) -> Dict[str, float]:
-    """Mean ARI, senses per word and the named share of the large senses over ``scores``."""
-    large = sum(s.large for s in scores)
+def _share(flags: Sequence[bool]) -> Optional[float]:
+    return float(np.mean(flags)) if len(flags) else None
+
+
+def promise_rates(scores: Sequence[WordScore]) -> Dict[str, Optional[float]]:
+    """The number-of-senses rule's two promises: the share of the controls given exactly one sense, and
+    the share of the ambiguous words given two or more (None where ``scores`` hold no word of that kind)."""
     return {
-        "mean_ari": float(np.mean([s.ari for s in scores])),
-        "senses_per_word": float(np.mean([s.n_senses for s in scores])),
-        "named_share": float(sum(s.named for s in scores) / large) if large else 0.0,
+        "controls_one_sense": _share([s.n_senses == 1 for s in scores if s.is_control]),
+        "ambiguous_two_or_more": _share([s.n_senses >= 2 for s in scores if not s.is_control]),
+    }
+
+
+def summary(scores: Sequence[WordScore]) -> Dict[str, Optional[float]]:
+    """Over the ambiguous words of ``scores``: mean ARI, senses per word and the named share of the large
+    senses (None without ambiguous words); with the counts of each kind and ``promise_rates``."""
+    ambiguous = [s for s in scores if not s.is_control]
+    large = sum(s.large for s in ambiguous)
+    return {
+        "mean_ari": float(np.mean([s.ari for s in ambiguous])) if ambiguous else None,
+        "senses_per_word": float(np.mean([s.n_senses for s in ambiguous])) if ambiguous else None,
+        "named_share": float(sum(s.named for s in ambiguous) / large) if large else 0.0,
         "large_senses": large,
+        "ambiguous_words": len(ambiguous),
+        "controls": len(scores) - len(ambiguous),
+        **promise_rates(scores),
     }
