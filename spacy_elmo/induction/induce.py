@@ -38,8 +38,8 @@ from scipy import sparse
 
 from ..bilm import BiLM
 from ..bilm.batching import plan_batches
-from ..senses.inventory import SenseInventory
 from ..lang import language
+from ..senses.inventory import SenseInventory
 from .clustering import cosine_distances, cut_senses, remove_form, substitute_bags, tfidf, unit_rows
 from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
