@@ -192,7 +192,7 @@ def test_the_german_config_is_the_english_defaults_shape():
     assert {k: german[k] for k in shape} == {k: english[k] for k in shape}
     assert {k: german[k] for k in ("precision", "lr", "warmup_steps", "max_steps", "max_tokens", "max_length", "checkpoint_every",
                                    "eval_every", "threads", "seed")} == {
-        "precision": "auto", "lr": 0.002, "warmup_steps": 200, "max_steps": 3600, "max_tokens": 4096, "max_length": 50,
+        "precision": "auto", "lr": 0.002, "warmup_steps": 200, "max_steps": 4000, "max_tokens": 4096, "max_length": 50,
         "checkpoint_every": 50, "eval_every": 500, "threads": 1, "seed": 0}
     from spacy_elmo.training.trainer import TrainConfig
 
