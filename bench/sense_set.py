@@ -137,6 +137,20 @@ def _rate(value) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def _fields(pairs: List[str]) -> Dict[str, object]:
+    """``FIELD=VALUE`` pairs as InductionSettings keyword arguments (numbers parsed)."""
+    out: Dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {pair!r}: write FIELD=VALUE")
+        try:
+            out[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--weights", default=None, help="the biLM (default: the embedded default)")
@@ -144,6 +158,8 @@ def main() -> None:
     parser.add_argument("--no-controls", action="store_true", help="induce on the ambiguous words only, not the one-sense controls")
     parser.add_argument("--skip-induce", action="store_true", help="only the fixed-k vector measurement")
     parser.add_argument("--representation", default=None, help="induce with this representation (default: induce's own)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="an InductionSettings field for induce (repeatable): significance=0.5")
+    parser.add_argument("--induce-only", action="store_true", help="leave out the fixed-k and feature measurements")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
     use_threads(1)
@@ -157,13 +173,15 @@ def main() -> None:
     controls = [] if args.no_controls else [i for i in found if i.is_control]
     bilm = load_bilm(args.weights)
     clock = Clock().start()
-    fixed = fixed_k(items, bilm) if items else {}
+    fixed = fixed_k(items, bilm) if items and not args.induce_only else {}
     result: Dict[str, object] = {
         "model": args.weights or "en_default (embedded)",
         "machine": machine(1),
         "command": "OMP_NUM_THREADS=1 python bench/sense_set.py"
         + (f" --weights {args.weights}" if args.weights else "")
         + (f" --representation {args.representation}" if args.representation else "")
+        + "".join(f" --set {kv}" for kv in args.set)
+        + (" --induce-only" if args.induce_only else "")
         + (" --no-controls" if args.no_controls else ""),
         "words": {i.word: i.n_senses for i in items},
         "controls": [i.word for i in controls],
@@ -176,7 +194,7 @@ def main() -> None:
     for mix, per in result["fixed_k"].items():  # type: ignore[union-attr]
         print(f"  {mix:8s} k-means {per['kmeans']['mean_ari']:.3f}  average linkage {per['average_linkage']['mean_ari']:.3f}")
     head = load_head(args.weights)
-    if head is not None and items:
+    if head is not None and items and not args.induce_only:
         result["features"] = features(items, bilm, head)
         print("features, k-means at gold (mean ARI against the senses / against the surface forms):")
         for name, v in result["features"].items():  # type: ignore[union-attr]
@@ -184,7 +202,7 @@ def main() -> None:
     if not args.skip_induce:
         scores = []
         per_word: List[Dict[str, object]] = []
-        settings = InductionSettings(representation=args.representation) if args.representation else InductionSettings()
+        settings = InductionSettings(**({"representation": args.representation} if args.representation else {}), **_fields(args.set))
         result["representation"] = settings.representation
         for item in [*items, *controls]:
             (ws,) = induce(item.sentences, {item.word: item.forms}, bilm=bilm, head=head, progress=False, settings=settings)
