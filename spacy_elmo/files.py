@@ -118,6 +118,15 @@ def write_json(path: PathLike, data: Any, indent: Optional[int] = 1) -> Path:
     return write_bytes(path, (json.dumps(data, indent=indent) + "\n").encode("utf-8"))  # ASCII: lone surrogates stay escaped
 
 
+def read_record(path: PathLike) -> Dict[str, Any]:
+    """The JSON object in ``path``; ``{}`` when it is missing, unreadable or not an object."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def save_npy(path: PathLike, array: Any) -> Path:
     """``numpy.save`` to ``path`` atomically (no pickles)."""
     import numpy as np

@@ -13,7 +13,6 @@ never sees half of one and concurrent first uses do not clash.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -23,7 +22,7 @@ from ..bilm.efml_folder import RECORD_NAME, check_efml_folder, convert_efml, sou
 from ..bilm.errors import WeightsError
 from ..bilm.weights import CONFIG_NAME
 from ..cache import cache_root
-from ..files import temporary_name
+from ..files import read_record, temporary_name
 
 EFML_CACHE = "efml"
 
@@ -35,11 +34,7 @@ def converted_folder(source: Path) -> Path:
 
 
 def _record(folder: Path) -> Dict[str, Any]:
-    try:
-        record = json.loads((folder / RECORD_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
+    return read_record(folder / RECORD_NAME)
 
 
 def is_current(folder: Path, source: Path) -> bool:

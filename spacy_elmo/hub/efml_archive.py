@@ -22,7 +22,7 @@ from typing import Any, Dict, List
 from ..bilm.efml_folder import CHAR_DIC, ENCODER_PKL, RECORD_NAME, SETTINGS_NAME, TOKEN_EMBEDDER_PKL, check_efml_folder, convert_efml
 from ..bilm.errors import WeightsError
 from ..bilm.weights import CONFIG_NAME
-from ..files import temporary_name, write_json
+from ..files import read_record, temporary_name, write_json
 from .archive import check_members, member_path, unpack
 from .published import PublishedModel
 
@@ -52,11 +52,7 @@ def check_archive(path: Path) -> PurePosixPath:
 
 
 def _record(folder: Path) -> Dict[str, Any]:
-    try:
-        record = json.loads((folder / ARCHIVE_RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
+    return read_record(folder / ARCHIVE_RECORD)
 
 
 def is_current(folder: Path, digest: str) -> bool:
