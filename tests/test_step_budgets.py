@@ -48,6 +48,15 @@ def test_the_shipped_default_followed_the_v2_legs_config():
     assert lr_at(snapshot["step"] - 1, legs) == pytest.approx(0.1 * legs.lr, rel=1e-3)
 
 
+def test_a_continuing_leg_is_a_warm_restart_on_a_step_budget():
+    """`default-v2-continue` (one more leg for the shipped default): the v2 corpus's vocabulary, a
+    short warm-up, a cosine decay that reaches 10% of its peak at its last step, no clock schedule."""
+    leg = TrainConfig(**json.loads((CONFIGS / "default-v2-continue.json").read_text()))
+    assert leg.vocab_from == "corpus" and leg.max_minutes == 0 and leg.time_cap_minutes > 0 and not leg.lr_horizons
+    assert lr_at(leg.warmup_steps, leg) == pytest.approx(leg.lr)
+    assert lr_at(leg.max_steps - 1, leg) == pytest.approx(0.1 * leg.lr, rel=1e-3)
+
+
 def test_every_stage_of_the_full_workflow_has_a_step_budget_and_no_clock_schedule():
     """Stage 1 runs the 2,028 steps the shipped stage 1 ran; no config of the `full` and
     `default-model` workflows decays over wall time (a time cap only stops, and says so)."""
