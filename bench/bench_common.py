@@ -4,8 +4,8 @@ measure memory and write its results, and the texts the scripts read.
 * folders: ``REPO``, ``RESULTS`` (bench/results), ``DATA`` (the spaCy project's assets),
   ``SAMPLE_BOOKS`` (the in-repo sample), ``WORK`` (scratch space outside the clone);
 * options: :func:`add_threads` / :func:`use_threads` (torch's intra-op threads);
-* timing: :class:`Clock` (wall and CPU seconds of a block), :func:`timed`, :func:`per_call_us`,
-  :func:`median_run`, :func:`interleaved` (configurations in turn, round after round);
+* timing: :class:`Clock` (wall and CPU seconds of a block), :func:`timed`, :func:`median_run`,
+  :func:`interleaved` (configurations in turn, round after round);
 * the machine: :func:`machine` (CPU model, the instruction-set flags the kernels and torch's
   routes depend on, cores, threads, GPU, versions, load average);
 * memory: :func:`peak_rss_mb`, :func:`rss_mb` (one process), :class:`ProcessMemory` (a process
@@ -19,9 +19,8 @@ measure memory and write its results, and the texts the scripts read.
   :func:`ud_sentences`, :func:`synthetic` (seeded English-like sentences) and :data:`EDGE_CASES`.
 
 A script imports it as ``from bench_common import ...`` (``python bench/NAME.py`` puts ``bench/``
-first on ``sys.path``; a module loaded from elsewhere puts it there itself), before the package:
-importing it puts this checkout first on ``sys.path``, so that the scripts measure the package
-beside them. Nothing here imports torch or spaCy at import time.
+first on ``sys.path``), before the package: importing it puts this checkout first on
+``sys.path``, so that the scripts measure the package beside them. Nothing here imports torch or spaCy at import time.
 """
 from __future__ import annotations
 
@@ -112,17 +111,6 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Tuple[Any, float
     start = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - start
-
-
-def per_call_us(fn: Callable[[], Any], values: int) -> float:
-    """Microseconds per call of ``fn`` after 3 warm-up calls, over about 4e7 / ``values`` calls (at least 10)."""
-    for _ in range(3):
-        fn()
-    reps = max(10, int(4e7 / values))
-    start = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - start) / reps * 1e6
 
 
 def gemm_gflops(m: int, k: int, n: int, dtype: str = "float32", routed: bool = False) -> float:
