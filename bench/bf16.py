@@ -12,7 +12,7 @@
   tagger trained on float32 features of UD EWT train sentences and scored on UD EWT test with
   float32 and with bfloat16 features; nearest-neighbour recall@10 of bfloat16 token vectors
   against float32 ones (the text's tokens, average of the layers, exact cosine search); WiC test
-  accuracy (``spacy_elmo.evaluation.wic``) and the sense probe (``bench/senses.py``) per precision.
+  accuracy (``spacy_elmo.evaluation.wic``) and the sense probe (``spacy_elmo.evaluation.sense_probe``) per precision.
 
 ``--text``: ``books`` (the Gutenberg test books of the project's assets, else the project's in-repo
 general sample), ``ud`` (UD English EWT test), or a path (one whitespace-tokenised sentence per
@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from bench_common import DATA, add_threads, book_sentences, elmo_nlp, machine, timed, token_cosines, ud_path, use_threads, write_results
+from bench_common import DATA, add_threads, book_sentences, machine, timed, token_cosines, ud_path, use_threads, write_results
 from bench_common import ud_sentences as conllu_sentences
 
 
@@ -124,9 +124,9 @@ def tagger_accuracy(bilm, train_sentences: int, test_sentences: int) -> Dict[str
 
 
 def sense_probe(weights: Optional[str], precision: str) -> float:
-    from senses import evaluate, overall_accuracy  # bench/senses.py
+    from spacy_elmo.evaluation.sense_probe import evaluate, probe_pipeline
 
-    return 100 * overall_accuracy(evaluate(elmo_nlp(mix="average", precision=precision, weights=weights or None)))
+    return 100 * evaluate(probe_pipeline(weights or None, "average", precision))["overall_accuracy"]
 
 
 def main() -> None:
