@@ -27,22 +27,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from bench_common import DATA, add_threads, book_sentences, machine, timed, token_cosines, ud_path, use_threads, write_results
+from bench_common import DATA, add_threads, machine, text_sentences, timed, token_cosines, ud_path, use_threads, write_results
 from bench_common import ud_sentences as conllu_sentences
-
-
-def load_sentences(text: str, n: int) -> List[List[str]]:
-    if text == "books":
-        return book_sentences(n)
-    if text == "ud":
-        return conllu_sentences(ud_path("test"), n)
-    path = Path(text)
-    if not path.is_file():
-        raise SystemExit(f"--text {text!r}: not 'books', 'ud' or a file")
-    if path.name.endswith((".conllu", ".conllu.gz")):
-        return conllu_sentences(path, n)
-    lines = [line.split() for line in path.read_text(encoding="utf-8").splitlines()]
-    return [words for words in lines if words][:n]
 
 
 def run_precision(bilm, sentences: Sequence[Sequence[str]], precision: str, batch: int) -> Dict[str, Any]:
@@ -145,7 +131,7 @@ def main() -> None:
     from spacy_elmo import load_bilm
 
     bilm = load_bilm(args.weights) if args.weights else load_bilm()
-    sentences = load_sentences(args.text, args.sentences)
+    sentences = text_sentences(args.text, args.sentences)
     report: Dict[str, Any] = {
         "weights": Path(args.weights).name if args.weights else "en_default",  # the folder's name: no machine paths
         "text": args.text,
@@ -185,8 +171,7 @@ def main() -> None:
         report["wic_rows_test"] = {p: {k: 100 * v["test"] for k, v in r["rows"].items()} for p, r in wic.items()}
         report["sense_probe"] = {p: sense_probe(args.weights, p) for p in ("float32", "bfloat16")}
     print(markdown(report))
-    if args.json:
-        write_results(args.json, report)
+    write_results(args.json, report)
 
 
 def markdown(r: Dict[str, Any]) -> str:

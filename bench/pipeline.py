@@ -57,6 +57,7 @@ from bench_common import (
     peak_rss_mb,
     sentence_doc,
     serve_worker,
+    text_sentences,
     write_results,
 )
 from bench_common import run_worker as run_script_worker
@@ -68,17 +69,12 @@ MAX_BATCH_TOKENS = 4096  # the component's default budget, given to the raw biLM
 # ------------------------------------------------------------------------------------------ worker
 
 
-def _read_sentences(path: str, limit: int) -> List[List[str]]:
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return [line.split() for line in lines if line.strip()][:limit]
-
-
 def worker(task: Dict[str, Any]) -> Dict[str, Any]:
     """One measurement in this (fresh) process."""
     import torch
 
     kind, batch, threads = task["kind"], task["batch_size"], task["threads"]
-    sentences = _read_sentences(task["sentences"], task["limit"])
+    sentences = text_sentences(task["sentences"], task["limit"])
     warm = sentences[: min(batch, 64)]
     if kind == "raw":
         from spacy_elmo import load_bilm
@@ -185,7 +181,7 @@ def main() -> None:
     paths = make_inputs(args.work_dir, [m for m in models if m != "en_default"], args.sentences, None if args.sentences_file else args.text)
     sentences = args.sentences_file or paths["sentences"]
     weights = {"en_default": "en_default", **({"original": str(paths["original"])} if "original" in models else {})}
-    lines = _read_sentences(str(sentences), args.sentences)
+    lines = text_sentences(str(sentences), args.sentences)
     source = str(args.sentences_file) if args.sentences_file else args.text
     results: Dict[str, Any] = {
         "command": command("pipeline.py"),

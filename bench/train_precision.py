@@ -119,8 +119,7 @@ def main() -> None:
     s.add_argument("--json", type=Path)
     args = parser.parse_args()
     result = speed(args)
-    if args.json:
-        write_results(args.json, result)
+    write_results(args.json, result)
     summary = {k: v for k, v in result.items() if k != "steps"}
     summary["first_step"] = {k: v for k, v in summary["first_step"].items() if k != "gradients"}
     print(json.dumps(summary, indent=1))
