@@ -4,8 +4,8 @@ measure memory and write its results, and the texts the scripts read.
 * folders: ``REPO``, ``RESULTS`` (bench/results), ``DATA`` (the spaCy project's assets),
   ``SAMPLE_BOOKS`` (the in-repo sample), ``WORK`` (scratch space outside the clone);
 * options: :func:`add_threads` / :func:`use_threads` (torch's intra-op threads);
-* timing: :class:`Clock` (wall and CPU seconds of a block), :func:`timed`, :func:`per_call_us`,
-  :func:`median_run`, :func:`interleaved` (configurations in turn, round after round);
+* timing: :class:`Clock` (wall and CPU seconds of a block), :func:`timed`, :func:`median_run`,
+  :func:`interleaved` (configurations in turn, round after round);
 * the machine: :func:`machine` (CPU model, the instruction-set flags the kernels and torch's
   routes depend on, cores, threads, GPU, versions, load average);
 * memory: :func:`peak_rss_mb`, :func:`rss_mb` (one process), :class:`ProcessMemory` (a process
@@ -16,12 +16,11 @@ measure memory and write its results, and the texts the scripts read.
 * the package: :func:`elmo_nlp` (a blank pipeline with the ``elmo`` component), :func:`sentence_doc`,
   :func:`token_cosines` (per-token cosines of two runs' outputs);
 * inputs: :func:`random_weights`; texts: :func:`book_sentences`, :func:`book_paragraphs`, :func:`ud_path`,
-  :func:`ud_sentences`, :func:`synthetic` (seeded English-like sentences) and :data:`EDGE_CASES`.
+  :func:`ud_sentences`, :func:`text_sentences` (any of them, or a file), :func:`synthetic` (seeded English-like sentences) and :data:`EDGE_CASES`.
 
 A script imports it as ``from bench_common import ...`` (``python bench/NAME.py`` puts ``bench/``
-first on ``sys.path``; a module loaded from elsewhere puts it there itself), before the package:
-importing it puts this checkout first on ``sys.path``, so that the scripts measure the package
-beside them. Nothing here imports torch or spaCy at import time.
+first on ``sys.path``), before the package: importing it puts this checkout first on
+``sys.path``, so that the scripts measure the package beside them. Nothing here imports torch or spaCy at import time.
 """
 from __future__ import annotations
 
@@ -112,17 +111,6 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Tuple[Any, float
     start = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - start
-
-
-def per_call_us(fn: Callable[[], Any], values: int) -> float:
-    """Microseconds per call of ``fn`` after 3 warm-up calls, over about 4e7 / ``values`` calls (at least 10)."""
-    for _ in range(3):
-        fn()
-    reps = max(10, int(4e7 / values))
-    start = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - start) / reps * 1e6
 
 
 def gemm_gflops(m: int, k: int, n: int, dtype: str = "float32", routed: bool = False) -> float:
@@ -282,9 +270,13 @@ class ProcessMemory:
 # ----------------------------------------------------------------------------------------- results
 
 
-def write_results(path: Path, results: Mapping[str, Any], table: Optional[str] = None, **dump: Any) -> None:
+def write_results(path: Optional[Path], results: Mapping[str, Any], table: Optional[str] = None, **dump: Any) -> None:
     """Write ``results`` as JSON to ``path`` (its folder made; ``dump``: json.dumps options, ``indent=1``
-    unless given), and ``table`` (markdown) to the ``.md`` beside it, which is also printed."""
+    unless given), and ``table`` (markdown) to the ``.md`` beside it, which is also printed (only
+    printed when ``path`` is None: a script's ``--json`` not given)."""
+    if path is None:
+        print(table or "", end="")
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, **{"indent": 1, **dump}) + "\n", encoding="utf-8")
@@ -432,6 +424,19 @@ def ud_path(split: str) -> Path:
     if not path.is_file():
         raise SystemExit(f"UD English EWT not found at {path}: run `spacy project assets project/` and `spacy project run data project/`")
     return path
+
+
+def text_sentences(text: str, n: int) -> List[List[str]]:
+    """``n`` tokenised sentences of ``text``: ``books`` (:func:`book_sentences`), ``ud`` (UD EWT test), or
+    a file: ``.conllu``/``.conllu.gz``, else one whitespace-tokenised sentence per line."""
+    if text in ("books", "ud"):
+        return book_sentences(n) if text == "books" else ud_sentences(ud_path("test"), n)
+    path = Path(text)
+    if not path.is_file():
+        raise SystemExit(f"{text!r}: not 'books', 'ud' or a file")
+    if path.name.endswith((".conllu", ".conllu.gz")):
+        return ud_sentences(path, n)
+    return [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:n]
 
 
 def ud_sentences(path: Path, n: Optional[int] = None, with_tags: bool = False, max_tokens: Optional[int] = None) -> List[Any]:

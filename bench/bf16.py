@@ -12,7 +12,7 @@
   tagger trained on float32 features of UD EWT train sentences and scored on UD EWT test with
   float32 and with bfloat16 features; nearest-neighbour recall@10 of bfloat16 token vectors
   against float32 ones (the text's tokens, average of the layers, exact cosine search); WiC test
-  accuracy (``spacy_elmo.evaluation.wic``) and the sense probe (``bench/senses.py``) per precision.
+  accuracy (``spacy_elmo.evaluation.wic``) and the sense probe (``spacy_elmo.evaluation.sense_probe``) per precision.
 
 ``--text``: ``books`` (the Gutenberg test books of the project's assets, else the project's in-repo
 general sample), ``ud`` (UD English EWT test), or a path (one whitespace-tokenised sentence per
@@ -21,29 +21,14 @@ line, or a ``.conllu``/``.conllu.gz`` file). Writes ``--json`` and prints a mark
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from bench_common import DATA, add_threads, book_sentences, elmo_nlp, machine, timed, token_cosines, ud_path, use_threads, write_results
+from bench_common import DATA, add_threads, machine, text_sentences, timed, token_cosines, ud_path, use_threads, write_results
 from bench_common import ud_sentences as conllu_sentences
-
-
-def load_sentences(text: str, n: int) -> List[List[str]]:
-    if text == "books":
-        return book_sentences(n)
-    if text == "ud":
-        return conllu_sentences(ud_path("test"), n)
-    path = Path(text)
-    if not path.is_file():
-        raise SystemExit(f"--text {text!r}: not 'books', 'ud' or a file")
-    if path.name.endswith((".conllu", ".conllu.gz")):
-        return conllu_sentences(path, n)
-    lines = [line.split() for line in path.read_text(encoding="utf-8").splitlines()]
-    return [words for words in lines if words][:n]
 
 
 def run_precision(bilm, sentences: Sequence[Sequence[str]], precision: str, batch: int) -> Dict[str, Any]:
@@ -125,40 +110,28 @@ def tagger_accuracy(bilm, train_sentences: int, test_sentences: int) -> Dict[str
 
 
 def sense_probe(weights: Optional[str], precision: str) -> float:
-    from senses import evaluate, overall_accuracy  # bench/senses.py
+    from spacy_elmo.evaluation.sense_probe import evaluate, probe_pipeline
 
-    return 100 * overall_accuracy(evaluate(elmo_nlp(mix="average", precision=precision, weights=weights or None)))
-
-
-def add_model_options(ap: argparse.ArgumentParser, sentences: int) -> None:
-    """The model, the text, the batch, the threads and the JSON report (see :func:`load_model_and_sentences`)."""
-    ap.add_argument("--weights", help="model directory (default: the embedded default model)")
-    ap.add_argument("--text", default="books", help="books, ud or a file (see bench/bf16.py)")
-    ap.add_argument("--sentences", type=int, default=sentences)
-    ap.add_argument("--batch", type=int, default=64)
-    add_threads(ap)
-    ap.add_argument("--json", type=Path, help="also write the report here")
-
-
-def load_model_and_sentences(args: argparse.Namespace) -> Any:
-    """Set the threads, load ``--weights`` (or the default) and ``--sentences`` of ``--text``."""
-    use_threads(args.threads)
-    from spacy_elmo import load_bilm
-
-    bilm = load_bilm(args.weights) if args.weights else load_bilm()
-    return bilm, load_sentences(args.text, args.sentences)
+    return 100 * evaluate(probe_pipeline(weights or None, "average", precision))["overall_accuracy"]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_options(ap, sentences=500)
+    ap.add_argument("--weights", help="model directory (default: the embedded default model)")
+    ap.add_argument("--text", default="books", help="books, ud or a file (see above)")
+    ap.add_argument("--sentences", type=int, default=500)
+    ap.add_argument("--batch", type=int, default=64)
+    add_threads(ap)
+    ap.add_argument("--json", type=Path, help="also write the report here")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--downstream", action="store_true", help="tagger, neighbours, WiC and sense probe")
     ap.add_argument("--tagger-train", type=int, default=2000, help="UD EWT train sentences for the tagger")
-    ap.add_argument("--perturb", type=float, default=0.0,
-                    help="also float32 with every weight scaled by 1 + U(-e, e): how far such noise alone moves the outputs")
     args = ap.parse_args()
-    bilm, sentences = load_model_and_sentences(args)
+    use_threads(args.threads)
+    from spacy_elmo import load_bilm
+
+    bilm = load_bilm(args.weights) if args.weights else load_bilm()
+    sentences = text_sentences(args.text, args.sentences)
     report: Dict[str, Any] = {
         "weights": Path(args.weights).name if args.weights else "en_default",  # the folder's name: no machine paths
         "text": args.text,
@@ -185,16 +158,6 @@ def main() -> None:
     report["median_pair_speedup"] = float(np.median(pairs))
     report["cosine"] = layer_cosines(outputs["float32"], outputs["bfloat16"])
     report["cosine_by_length"] = cosine_by_length(sentences, outputs["float32"], outputs["bfloat16"])
-    if args.perturb:  # the model's own sensitivity: float32 with every weight scaled by 1 + U(-e, e)
-        noisy = copy.deepcopy(bilm)
-        noisy.set_inference_precision("float32")
-        generator = torch.Generator().manual_seed(0)
-        with torch.no_grad():
-            for param in noisy.parameters():
-                param.mul_(1 + args.perturb * (torch.rand(param.shape, generator=generator) * 2 - 1))
-        noisy.clear_token_cache()
-        report["perturbed_float32"] = {"relative_noise": args.perturb,
-                                       "cosine": layer_cosines(outputs["float32"], noisy.embed_sentences(sentences, batch_size=args.batch))}
     if args.downstream:
         report["neighbour_recall_at_10"] = neighbour_recall(outputs["float32"], outputs["bfloat16"])
         report["tagger"] = tagger_accuracy(bilm, args.tagger_train, 1000)
@@ -208,8 +171,7 @@ def main() -> None:
         report["wic_rows_test"] = {p: {k: 100 * v["test"] for k, v in r["rows"].items()} for p, r in wic.items()}
         report["sense_probe"] = {p: sense_probe(args.weights, p) for p in ("float32", "bfloat16")}
     print(markdown(report))
-    if args.json:
-        write_results(args.json, report)
+    write_results(args.json, report)
 
 
 def markdown(r: Dict[str, Any]) -> str:
@@ -228,11 +190,6 @@ def markdown(r: Dict[str, Any]) -> str:
     for b in r.get("cosine_by_length", []):
         lines.append(f"| sentences of {b['lengths'][0]}-{b['lengths'][1]} tokens ({b['tokens']} tokens): cosine 1st percentile per layer | | "
                      f"{' / '.join(f'{x:.5f}' for x in b['p1'])} | p1 >= 0.99 |")
-    if "perturbed_float32" in r:
-        e = r["perturbed_float32"]
-        for k, c in enumerate(e["cosine"]):
-            lines.append(f"| layer {k}: float32 with weights scaled by 1 + U(-{e['relative_noise']}, {e['relative_noise']}), cosine mean / p1 / min | "
-                         f"{c['mean']:.5f} / {c['p1']:.5f} / {c['min']:.4f} | | |")
     if "tagger" in r:
         g = r["tagger"]
         lines.append(f"| POS tagger trained on float32 features: UD EWT test accuracy | {g['float32']:.2f} | {g['bfloat16']:.2f} ({g['bfloat16'] - g['float32']:+.2f}) | loss <= 0.1 |")

@@ -97,8 +97,7 @@ def main() -> None:
         "command": "python bench/change.py --books BOOKS --modern MODERN/wikipedia.train.txt.gz --threads 1 --json bench/results/change-speed.json",
     }
     print(json.dumps(result, indent=1))
-    if args.json:
-        write_results(args.json, result)
+    write_results(args.json, result)
 
 
 if __name__ == "__main__":

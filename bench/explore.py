@@ -1,10 +1,4 @@
-"""The explore page: its size and load time at scale, and a screenshot of it on real data.
-
-    python bench/explore.py size --text BOOKS... --word time --n 5000
-        5,000 occurrences (sentences of WORD from the text files, vectors synthetic: 1,024 dims in
-        6 clusters): writes the page, then loads it 5 times in headless Chromium with the network
-        off; reports the file size, the time to write it and, per load, the time from navigation
-        to the chart drawn and wired (median). bench/results/explore-size.json.
+"""The explore page on real data, and a screenshot of it (docs/img/explore.png).
 
     python bench/explore.py screenshot --text BOOKS... --word bank --n 400 --out docs/img/explore.png
         Up to N sentences with WORD from the text files (round-robin over the files); senses
@@ -19,23 +13,18 @@ Chromium (apt-get install chromium chromium-driver).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Iterator, List, Sequence, Tuple
 
-import numpy as np
-from bench_common import REPO, RESULTS, machine, timed, write_results
+from bench_common import REPO
 
 from spacy_elmo.assets import open_text
-
-from spacy_elmo.explore.page import WEBGL_FROM, write_explore_page
-from spacy_elmo.induction.induced import Occurrence, Sense, WordSenses, save_word_senses
+from spacy_elmo.explore.page import write_explore_page
+from spacy_elmo.induction.induced import WordSenses, save_word_senses
 
 
 def paragraphs(path: Path) -> Iterator[Tuple[str, str]]:
@@ -71,31 +60,6 @@ def sentences_with(files: Sequence[Path], word: str, n: int, max_chars: int = 30
     return out[:n]
 
 
-def occurrence(source: str, text: str, word: str) -> Occurrence:
-    match = re.search(rf"\b{re.escape(word)}\b", text, re.IGNORECASE)
-    assert match is not None
-    return Occurrence(text, match.start(), match.end(), source)
-
-
-def synthetic_senses(pairs: List[Tuple[str, str]], word: str, n: int, dim: int, k: int, seed: int = 0) -> WordSenses:
-    """``n`` occurrences (the sentences reused in turn if there are fewer), vectors in ``k`` clusters,
-    each weighted by a softmax (temperature 0.05) of its cosines to the clusters' centres."""
-    rng = np.random.default_rng(seed)
-    occurrences = [occurrence(*pairs[i % len(pairs)], word) for i in range(n)]
-    centres = rng.normal(size=(k, dim)).astype(np.float32)
-    vectors = centres[rng.integers(0, k, size=n)] + rng.normal(scale=0.8, size=(n, dim)).astype(np.float32)
-    logits = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)) @ (centres / np.linalg.norm(centres, axis=1, keepdims=True)).T / 0.05
-    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
-    weights = (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
-    labels, senses = weights.argmax(axis=1), []
-    for j in range(k):
-        members, top = np.flatnonzero(labels == j), [f"sub{j}a", f"sub{j}b", f"sub{j}c"]
-        examples = members[np.argsort(-weights[members, j], kind="stable")][:10].tolist()
-        senses.append(Sense(j, f"{word}: {' / '.join(top)}", top, len(members), examples))
-    forms = sorted({o.text[o.start : o.end].lower() for o in occurrences})
-    return WordSenses(word, forms, occurrences, senses, weights, vectors, "synthetic")
-
-
 def induced_senses(pairs: List[Tuple[str, str]], word: str, representation: str) -> WordSenses:
     """The senses ``induce`` finds for ``word`` in the sentences (default model), each occurrence's
     source the book and paragraph it came from."""
@@ -129,69 +93,12 @@ def chromium(width: int = 1400, height: int = 1000):
     return driver
 
 
-def load(driver, path: Path) -> dict:
+def load(driver, path: Path) -> None:
+    """Open the page and wait until its chart is drawn and wired."""
     driver.get("about:blank")
     driver.get(path.resolve().as_uri())
     while not driver.execute_script("return Boolean(window.spacyElmoExplorer)"):
         time.sleep(0.01)
-    return driver.execute_script(
-        "const t = performance.getEntriesByType('navigation')[0];"
-        "return {ready_ms: window.spacyElmoExplorer.ready, dom_content_loaded_ms: t.domContentLoadedEventEnd, load_ms: t.loadEventEnd,"
-        " points: document.getElementById('explore-map')._fullData.reduce((n, tr) => n + tr.x.length, 0)}"
-    )
-
-
-def command_line() -> str:
-    """The arguments, with the text files named by their folder's last part (no machine paths)."""
-    out, skipping = [], False
-    for arg in sys.argv[2:]:
-        if arg == "--text":
-            out.append("--text BOOKS/*")
-            skipping = True
-        elif skipping and not arg.startswith("--"):
-            continue
-        else:
-            skipping = False
-            out.append(arg)
-    return " ".join(out)
-
-
-def cmd_size(args) -> None:
-    pairs = sentences_with(args.text, args.word, args.n)
-    ws = synthetic_senses(pairs, args.word, args.n, args.dim, args.senses)
-    out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="explore-bench-"))
-    out = out_dir / f"explore-{args.n}.html"
-    _, write_s = timed(write_explore_page, ws, out, neighbours=args.neighbours)
-    driver = chromium()
-    try:
-        loads = [load(driver, out) for _ in range(args.loads)]
-        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-    finally:
-        driver.quit()
-    assert all(run["points"] == args.n for run in loads), loads
-    report = {
-        "command": "python bench/explore.py size " + command_line(),
-        "text_files": len(args.text),
-        "occurrences": args.n,
-        "distinct_sentences": len(pairs),
-        "mean_sentence_chars": round(float(np.mean([len(o.text) for o in ws.occurrences])), 1),
-        "dim": args.dim,
-        "senses": args.senses,
-        "neighbours": args.neighbours,
-        "bytes": out.stat().st_size,
-        "write_s": round(write_s, 2),
-        "loads": loads,
-        "median_ready_ms": round(statistics.median(run["ready_ms"] for run in loads), 1),
-        "fastest_ready_ms": round(min(run["ready_ms"] for run in loads), 1),
-        "trace_type": "scattergl" if args.n >= WEBGL_FROM else "scatter",
-        "median_load_event_ms": round(statistics.median(run["load_ms"] for run in loads), 1),
-        "console_errors": len(errors),
-        "browser": driver.capabilities.get("browserVersion"),
-        "machine": machine(1),
-    }
-    print(json.dumps(report, indent=1))
-    if args.json:
-        write_results(args.json, report)
 
 
 def cmd_screenshot(args) -> None:
@@ -234,16 +141,6 @@ def cmd_screenshot(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    size = sub.add_parser("size", help="size and load time of a page of N occurrences")
-    size.add_argument("--text", type=Path, nargs="+", required=True, help="text files the sentences come from")
-    size.add_argument("--word", default="time")
-    size.add_argument("--n", type=int, default=5000)
-    size.add_argument("--dim", type=int, default=1024)
-    size.add_argument("--senses", type=int, default=6)
-    size.add_argument("--neighbours", type=int, default=10)
-    size.add_argument("--loads", type=int, default=7)
-    size.add_argument("--out-dir", type=Path, default=None, help="where the page goes (default: a temporary folder)")
-    size.add_argument("--json", type=Path, default=RESULTS / "explore-size.json")
     shot = sub.add_parser("screenshot", help="the page on real data, and a screenshot of it")
     shot.add_argument("--text", type=Path, nargs="+", required=True)
     shot.add_argument("--word", default="bank")
@@ -255,7 +152,7 @@ def main() -> None:
     shot.add_argument("--width", type=int, default=1400)
     shot.add_argument("--height", type=int, default=900)
     args = parser.parse_args()
-    {"size": cmd_size, "screenshot": cmd_screenshot}[args.command](args)
+    cmd_screenshot(args)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ Induces the senses of all 100 SemEval-2010 words from their 8,915 test instances
 embedded default biLM on ``--threads`` threads (default 1), and reports the wall time (loading
 the model, the biLM and its LM head over every instance, clustering, naming, graded weights)
 beside F-S, V-M, AVG and clusters per word, for each representation asked for. The second set is
-``bench/senses.py``'s 24 hand-written ambiguous words (two senses, six sentences each): words
-that took no part in choosing any setting, scored with the same scorer. Writes
+the sense probe's 24 hand-written ambiguous words (``python -m spacy_elmo sense-probe``; two
+senses, six sentences each): words that took no part in choosing any setting, scored with the
+same scorer. Writes
 bench/results/induce.json and bench/results/induce.md.
 """
 
@@ -22,14 +23,13 @@ from bench_common import RESULTS, Clock, add_threads, machine, use_threads, writ
 
 
 def probe(representation: str, temperature: float, prior_weight: float, pattern: str | None, weights: str | None = None) -> dict:
-    """Induction on the hand-written probe sentences of bench/senses.py, scored against their two senses."""
-    from senses import SENSES
-
+    """Induction on the hand-written probe sentences (``spacy_elmo.evaluation.sense_probe``), scored against their two senses."""
+    from spacy_elmo.evaluation.sense_probe import probe_senses
     from spacy_elmo.evaluation.wsi_score import score
     from spacy_elmo.induction.induce import InductionSettings, induce
 
-    sentences, gold = [], {}
-    for word, pairs in SENSES.items():
+    sentences, gold, senses = [], {}, probe_senses()
+    for word, pairs in senses.items():
         for sense, texts in pairs:
             for text in texts:
                 gold.setdefault(word, {})[f"text {len(sentences)}"] = sense
@@ -38,7 +38,7 @@ def probe(representation: str, temperature: float, prior_weight: float, pattern:
         representation=representation, min_occurrences=4, temperature=temperature, prior_weight=prior_weight, pattern=pattern
     )
     with Clock() as clock:
-        results = induce(sentences, list(SENSES), weights=weights, settings=settings, progress=False)
+        results = induce(sentences, list(senses), weights=weights, settings=settings, progress=False)
         system = {r.word: {o.source: str(c) for o, c in zip(r.occurrences, r.labels)} for r in results}
         result = score(system, gold)
     return {**result.as_dict(), "seconds": round(clock.seconds, 1)}

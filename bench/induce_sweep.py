@@ -2,7 +2,7 @@
 """Sense induction settings over cached LM states: SemEval-2010 Task 14 variants in seconds, not minutes.
 
     python bench/induce_sweep.py cache --data project/assets/data/wsi_semeval2010 [--context 0]
-    python bench/induce_sweep.py run "prior_weight=0" "prior_weight=0.75 pattern=and" "cluster=kmeans:7" ...
+    python bench/induce_sweep.py run "prior_weight=0" "prior_weight=0.75 pattern=and" ...
 
 ``cache`` runs the embedded default biLM once over every instance, reading the pattern sentence
 (``w1 .. X and X .. wn``), which gives the plain and the pattern states and the vector in one run,
@@ -10,8 +10,7 @@ and keeps them (a few tens of MB) in ``--cache`` (default: the system's temporar
 ``run`` takes settings, each a space-separated list of ``key=value``: any
 :class:`~spacy_elmo.induction.induce.InductionSettings` field (``prior_weight``, ``pattern``
 (``and`` or ``none``), ``top_k``, ``temperature``, ``significance``, ``min_share``, ``max_senses``, ``n_senses``,
-``n_representatives``, ``representation`` ...) and ``cluster=kmeans:K`` or ``cluster=spectral:K``
-to replace average linkage. It fills the package's own ``Inducer`` with the cached states, so
+``n_representatives``, ``representation`` ...). It fills the package's own ``Inducer`` with the cached states, so
 what it scores is what ``wsi-eval`` computes (up to the float16 rounding of the states), and
 prints F-S / V-M / AVG / clusters per word on the 50 tuning (even-numbered) words, the 50
 held-out (odd) words and all 100; ``--out`` appends each result as a JSON line.
@@ -26,7 +25,7 @@ import tempfile
 import time
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable, Dict
+from typing import Any, Dict
 
 import numpy as np
 import torch
@@ -66,46 +65,16 @@ def cache(data: Path, folder: Path, context: int) -> Path:
     return path
 
 
-def clusterer(spec: str) -> Callable[[np.ndarray], np.ndarray]:
-    """``kmeans:K`` (on the leading 50 axes of the similarity matrix) or ``spectral:K`` (normalised affinity), from distances."""
-    from sense_set import best_kmeans  # bench/sense_set.py
-
-    from spacy_elmo.induction.clustering import _relabel, unit_rows
-
-    method, _, k_text = spec.partition(":")
-    k = int(k_text)
-
-    def kmeans(d: np.ndarray) -> np.ndarray:
-        values, axes = np.linalg.eigh(1 - d)
-        top = np.argsort(-values)[: min(50, len(d) - 1)]
-        x = unit_rows((axes[:, top] * np.sqrt(np.clip(values[top], 0, None))).astype(np.float32)).astype(np.float64)
-        return _relabel(best_kmeans(x, min(k, len(d)), 4))
-
-    def spectral(d: np.ndarray) -> np.ndarray:
-        s = np.clip(1 - d, 0, None).astype(np.float64)
-        np.fill_diagonal(s, 0)
-        scale = 1 / np.sqrt(np.maximum(s.sum(1), 1e-12))
-        _, axes = np.linalg.eigh(scale[:, None] * s * scale[None])
-        return _relabel(best_kmeans(unit_rows(axes[:, -k:].astype(np.float32)).astype(np.float64), min(k, len(d)), 4))
-
-    if method not in ("kmeans", "spectral"):
-        raise SystemExit(f"cluster={spec!r}: use kmeans:K or spectral:K")
-    return kmeans if method == "kmeans" else spectral
-
-
 def run(path: Path, spec: str, data: Path) -> Dict[str, Any]:
     """Score one setting over the cached states."""
-    import spacy_elmo.induction.induce as induce_module
     from spacy_elmo.evaluation.wsi_eval import GOLD_KEY, instance_key
     from spacy_elmo.evaluation.wsi_score import read_key, score
     from spacy_elmo.hub.load import load_bilm
-    from spacy_elmo.induction.clustering import cut_senses
     from spacy_elmo.induction.induce import Inducer, InductionSettings, _Store, load_head
     from spacy_elmo.induction.induced import Occurrence
 
     states = pickle.loads(path.read_bytes())
     options = dict(item.split("=", 1) for item in spec.split())
-    cluster = options.pop("cluster", None)
     types = {f.name: f.type for f in fields(InductionSettings)}
     kwargs: Dict[str, Any] = {}
     for key, value in options.items():
@@ -131,13 +100,7 @@ def run(path: Path, spec: str, data: Path) -> Dict[str, Any]:
         store.occurrences.append(Occurrence(" ".join(tokens), start, start + len(tokens[position]), states["id"][i]))
         store.seen += 1
         store.rows.append((states["vectors"][i], *(states[k][i] for k in names)))
-    if cluster:
-        method = clusterer(cluster)
-        induce_module.cut_senses = lambda d, *_, **__: method(d) if len(d) >= 3 else np.zeros(len(d), np.int64)  # type: ignore[assignment]
-    try:
-        results = inducer.senses(sorted(inducer.stores))
-    finally:
-        induce_module.cut_senses = cut_senses
+    results = inducer.senses(sorted(inducer.stores))
     system, gold = instance_key(results), read_key(data / GOLD_KEY)
     words = sorted(inducer.stores)
     out: Dict[str, Any] = {"settings": spec}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Nearest-neighbour search over token occurrences: corpus embedding, ANN library comparison,
-exact vs approximate at 1M occurrences, and the paper's "play" example.
+"""Nearest-neighbour search over token occurrences: corpus embedding, exact vs approximate at 1M
+occurrences, and the paper's "play" example.
 
 The corpus: paragraphs of the Gutenberg books (the project's assets, project/assets/data/gutenberg_en_books, training books in
 manifest order), tokenised by spaCy's English tokenizer, split by the sentencizer and embedded
@@ -9,7 +9,6 @@ cached in the system temp folder (not in the repository). Queries are the first 
 of paragraphs that come after the indexed ones (not in the index).
 
     python bench/neighbours.py embed --tokens 1000000        # once: cache the corpus vectors
-    python bench/neighbours.py compare --n 200000            # hnswlib vs faiss vs usearch vs exact
     python bench/neighbours.py measure --n 1000000           # exact vs hnswlib (the chosen one)
     python bench/neighbours.py play                          # the "play" nearest-neighbour table
     python bench/neighbours.py embed --layer layer:2         # the same corpus indexed by the top layer
@@ -89,85 +88,6 @@ def _latency(search_one, queries: np.ndarray, n: int = 200) -> float:
     return float(np.median(times))
 
 
-def ann_libraries(matrix: np.ndarray, queries: np.ndarray, k: int, M: int, ef_construction: int, ef: int) -> Dict[str, Dict[str, object]]:
-    """Build each library's HNSW index (one thread, same M / ef parameters) and time it."""
-    from spacy_elmo.senses.vectors import normalise
-
-    out: Dict[str, Dict[str, object]] = {}
-    dim = matrix.shape[1]
-    queries = normalise(queries)
-    try:
-        import hnswlib
-
-        def build_hnswlib():
-            index = hnswlib.Index(space="ip", dim=dim)
-            index.init_index(max_elements=len(matrix), ef_construction=ef_construction, M=M, random_seed=0)
-            index.add_items(matrix, np.arange(len(matrix)), num_threads=1)
-            index.set_ef(ef)
-            return index
-
-        index, seconds = timed(build_hnswlib)
-        search = lambda q: index.knn_query(q, k=k, num_threads=1)[0]  # noqa: E731
-        out["hnswlib"] = {"build_s": seconds, "ids": search(queries), "latency_s": _latency(search, queries)}
-    except ImportError:
-        pass
-    try:
-        import faiss
-
-        faiss.omp_set_num_threads(1)
-
-        def build_faiss():
-            index = faiss.IndexHNSWFlat(dim, M, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = ef_construction
-            index.add(np.ascontiguousarray(matrix))
-            index.hnsw.efSearch = ef
-            return index
-
-        index_f, seconds = timed(build_faiss)
-        search_f = lambda q: index_f.search(np.ascontiguousarray(q), k)[1]  # noqa: E731
-        out["faiss-cpu"] = {"build_s": seconds, "ids": search_f(queries), "latency_s": _latency(search_f, queries)}
-    except ImportError:
-        pass
-    try:
-        from usearch.index import Index
-
-        def build_usearch():
-            index = Index(ndim=dim, metric="ip", dtype="f32", connectivity=M, expansion_add=ef_construction, expansion_search=ef)
-            index.add(np.arange(len(matrix)), np.ascontiguousarray(matrix), threads=1)
-            return index
-
-        index_u, seconds = timed(build_usearch)
-        search_u = lambda q: index_u.search(np.ascontiguousarray(q), k, threads=1).keys  # noqa: E731
-        out["usearch"] = {"build_s": seconds, "ids": np.asarray(search_u(queries)).reshape(len(queries), k), "latency_s": _latency(search_u, queries)}
-    except ImportError:
-        pass
-    return out
-
-
-def compare(n: int, cache: Path, k: int, M: int, ef_construction: int, ef: int) -> Dict[str, object]:
-    from spacy_elmo.search.index import TokenIndex, exact_search, recall_at_k
-
-    index = TokenIndex.load(cache / "exact", mmap=True)
-    matrix = np.ascontiguousarray(index._matrix[:n], dtype=np.float32)
-    queries = np.load(cache / "queries.npy")
-    from spacy_elmo.senses.vectors import normalise
-
-    (scores, exact_ids), exact_s = timed(exact_search, matrix, normalise(queries), k)
-    rows: Dict[str, Dict[str, float]] = {
-        "exact (numpy, blocks of 65,536)": {
-            "build_s": 0.0,
-            "latency_ms": 1000 * _latency(lambda q: exact_search(matrix, normalise(q), k), queries, 50),
-            "batch_ms_per_query": 1000 * exact_s / len(queries),
-            "recall_at_k": 1.0,
-        }
-    }
-    for name, r in ann_libraries(matrix, queries, k, M, ef_construction, ef).items():
-        rows[name] = {"build_s": r["build_s"], "latency_ms": 1000 * r["latency_s"], "recall_at_k": recall_at_k(np.asarray(r["ids"]), exact_ids)}
-        print(name, rows[name], flush=True)
-    return {"occurrences": n, "dim": int(matrix.shape[1]), "queries": len(queries), "k": k, "M": M, "ef_construction": ef_construction, "ef_search": ef,
-            "threads": 1, "rows": rows}
-
-
 def measure(n: int, cache: Path, k: int, M: int, ef_construction: int, ef_values: List[int]) -> Dict[str, object]:
     """Exact vs the chosen ANN backend through TokenIndex: build, save, load, query, recall."""
     from spacy_elmo.search.index import TokenIndex, recall_at_k
@@ -225,9 +145,9 @@ def play(cache: Path, k: int, layer=None) -> Dict[str, object]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=("embed", "compare", "measure", "play"))
+    ap.add_argument("step", choices=("embed", "measure", "play"))
     ap.add_argument("--tokens", type=int, default=1_000_000, help="embed: occurrences to index")
-    ap.add_argument("--n", type=int, default=200_000, help="compare/measure: occurrences")
+    ap.add_argument("--n", type=int, default=200_000, help="measure: occurrences")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--M", type=int, default=16)
     ap.add_argument("--ef-construction", type=int, default=100)
@@ -243,10 +163,7 @@ def main() -> None:
     if args.step == "embed":
         embed(args.tokens, args.cache, args.books, args.layer)
         return
-    if args.step == "compare":
-        report = compare(args.n, args.cache, args.k, args.M, args.ef_construction, args.ef[0])
-        default = RESULTS / f"neighbours-compare-{args.n}.json"
-    elif args.step == "measure":
+    if args.step == "measure":
         report = measure(args.n, args.cache, args.k, args.M, args.ef_construction, args.ef)
         default = RESULTS / "neighbours-1m.json"
     else:

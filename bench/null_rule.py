@@ -431,10 +431,8 @@ def main() -> None:
         if name == names[0]:  # each condition, for the first rule (the default)
             result["rules"][name]["conditions"] = table  # type: ignore[index]
     table = markdown(result["rules"], args.small) if args.cache is not None else ""  # type: ignore[arg-type]
-    if args.json:  # the table, its command above it, beside the JSON (and printed)
-        write_results(args.json, result, f"`{result['command']}`\n\n{table}" if table else None)
-    else:
-        print(table)
+    # the table, its command above it, beside the JSON and printed (only printed without --json)
+    write_results(args.json, result, (f"`{result['command']}`\n\n{table}" if args.json else table) if table else None)
 
 
 if __name__ == "__main__":

@@ -41,13 +41,26 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
-from bench_common import RESULTS, WORK, Clock, ProcessMemory, command, elmo_nlp, interleaved, machine, median_run, peak_rss_mb, sentence_doc
+from bench_common import (
+    RESULTS,
+    WORK,
+    Clock,
+    ProcessMemory,
+    command,
+    elmo_nlp,
+    interleaved,
+    machine,
+    median_run,
+    peak_rss_mb,
+    sentence_doc,
+    serve_worker,
+    text_sentences,
+    write_results,
+)
 from bench_common import run_worker as run_script_worker
-from bench_common import serve_worker, write_results
 
 MODELS = {"en_default": "the embedded default model", "original": "random weights of the original shapes (seed 1)"}
 MAX_BATCH_TOKENS = 4096  # the component's default budget, given to the raw biLM too
@@ -56,17 +69,12 @@ MAX_BATCH_TOKENS = 4096  # the component's default budget, given to the raw biLM
 # ------------------------------------------------------------------------------------------ worker
 
 
-def _read_sentences(path: str, limit: int) -> List[List[str]]:
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return [line.split() for line in lines if line.strip()][:limit]
-
-
 def worker(task: Dict[str, Any]) -> Dict[str, Any]:
     """One measurement in this (fresh) process."""
     import torch
 
     kind, batch, threads = task["kind"], task["batch_size"], task["threads"]
-    sentences = _read_sentences(task["sentences"], task["limit"])
+    sentences = text_sentences(task["sentences"], task["limit"])
     warm = sentences[: min(batch, 64)]
     if kind == "raw":
         from spacy_elmo import load_bilm
@@ -86,8 +94,6 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
             tokens = run(sentences)
         return _result(tokens, clock)
 
-    if kind == "split":
-        return split_worker(task, sentences)
     nlp = elmo_nlp(kind != "docs", weights=task["weights"], token_cache_size=0, precision=task["precision"], threads=threads,
                    max_batch_tokens=MAX_BATCH_TOKENS)
     nlp.get_pipe("elmo").initialize()
@@ -117,59 +123,6 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
     result.update(processes=len(memory.peaks_kb), peak_rss_sum_mb=sum(memory.peaks_kb.values()) / 1024,
                   max_pss_total_mb=memory.max_pss_kb / 1024)
     return result
-
-
-def split_worker(task: Dict[str, Any], sentences: List[List[str]]) -> Dict[str, Any]:
-    """In one process: the raw biLM and ``nlp.pipe`` over Docs, alternated, each with the CPU time
-    spent inside ``BiLM.forward`` counted apart; what is left is the work around the biLM, per Doc."""
-    import torch
-
-    from spacy_elmo.bilm.model import BiLM
-
-    torch.set_num_threads(task["threads"])
-    inside = [0.0]
-    forward = BiLM.forward
-
-    def timed_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
-        start = time.process_time()
-        try:
-            return forward(self, *args, **kwargs)
-        finally:
-            inside[0] += time.process_time() - start
-
-    BiLM.forward = timed_forward  # type: ignore[method-assign]
-    batch = task["batch_size"]
-    nlp = elmo_nlp(weights=task["weights"], token_cache_size=0, precision=task["precision"], threads=task["threads"], max_batch_tokens=MAX_BATCH_TOKENS)
-    component = nlp.get_pipe("elmo")
-    component.initialize()
-    bilm = component.bilm
-
-    def raw() -> None:
-        for _ in bilm.iter_embeddings(sentences, batch_size=batch, max_batch_tokens=MAX_BATCH_TOKENS, window=batch):
-            pass
-
-    def pipe() -> None:
-        made = [sentence_doc(nlp.vocab, w) for w in sentences]
-        start = time.process_time()
-        for _ in nlp.pipe(made, batch_size=batch):
-            pass
-        return time.process_time() - start  # type: ignore[return-value]
-
-    raw()
-    pipe()
-    rounds = []
-    for _ in range(task.get("rounds", 3)):
-        inside[0], start = 0.0, time.process_time()
-        raw()
-        raw_total, raw_inside = time.process_time() - start, inside[0]
-        inside[0] = 0.0
-        pipe_total = pipe()
-        pipe_inside = inside[0]
-        rounds.append({"raw_cpu_s": raw_total, "raw_forward_cpu_s": raw_inside, "pipe_cpu_s": pipe_total, "pipe_forward_cpu_s": pipe_inside,
-                       "raw_around_us_per_doc": 1e6 * (raw_total - raw_inside) / len(sentences),
-                       "pipe_around_us_per_doc": 1e6 * (pipe_total - pipe_inside) / len(sentences)})
-    middle = sorted(rounds, key=lambda r: r["pipe_around_us_per_doc"])[(len(rounds) - 1) // 2]
-    return {**middle, "rounds": rounds, "docs": len(sentences), "tokens": sum(map(len, sentences))}
 
 
 def _result(tokens: int, clock: Clock) -> Dict[str, Any]:
@@ -213,8 +166,6 @@ def main() -> None:
     ap.add_argument("--precisions", default="float32,bfloat16")
     ap.add_argument("--batch-sizes", default="64,1000", help="nlp.pipe batch sizes (1000 = spaCy's default)")
     ap.add_argument("--mp-batch-size", type=int, default=64, help="nlp.pipe batch for n_process=2 against 1 (0: skip)")
-    ap.add_argument("--around", action="store_true",
-                    help="only the work around the biLM: raw biLM and nlp.pipe over Docs in one process, BiLM.forward's CPU time counted apart (per Doc)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--work-dir", type=Path, default=WORK)
@@ -230,7 +181,7 @@ def main() -> None:
     paths = make_inputs(args.work_dir, [m for m in models if m != "en_default"], args.sentences, None if args.sentences_file else args.text)
     sentences = args.sentences_file or paths["sentences"]
     weights = {"en_default": "en_default", **({"original": str(paths["original"])} if "original" in models else {})}
-    lines = _read_sentences(str(sentences), args.sentences)
+    lines = text_sentences(str(sentences), args.sentences)
     source = str(args.sentences_file) if args.sentences_file else args.text
     results: Dict[str, Any] = {
         "command": command("pipeline.py"),
@@ -242,10 +193,6 @@ def main() -> None:
     for model in models:
         for precision in args.precisions.split(","):
             base = {"weights": weights[model], "precision": precision, "sentences": str(sentences), "limit": args.sentences, "threads": args.threads}
-            if args.around:
-                results["configs"][f"{model}/{precision}"] = {
-                    f"around_b{b}": run_worker({**base, "kind": "split", "batch_size": b, "rounds": args.repeats}) for b in batch_sizes}
-                continue
             tasks: Dict[str, Dict[str, Any]] = {}
             for b in batch_sizes:
                 for kind in ("raw", "docs", "text"):
@@ -272,8 +219,6 @@ def _median(r: Dict[str, Any], key: str) -> float:
 
 def markdown(results: Dict[str, Any], batch_sizes: List[int], mp_batch: int) -> str:
     m, t = results["machine"], results["text"]
-    if any(key.startswith("around_") for r in results["configs"].values() for key in r):
-        return markdown_around(results, batch_sizes)
     lines = [
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} thread(s), torch {m['torch']}, spaCy {m['spacy']}; "
         f"load average {m['load_average'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the end.",
@@ -318,24 +263,6 @@ def markdown(results: Dict[str, Any], batch_sizes: List[int], mp_batch: int) -> 
     lines += ["", "Overhead = raw tokens/s / component tokens/s - 1, the median over the repeats' pairs (each pair ran back to back); "
               "the CPU columns take tokens per CPU second (user + system, the process and its finished workers) instead of per second: "
               "on a shared machine they move far less than wall time. All runs are in the JSON."]
-    return "\n".join(lines) + "\n"
-
-
-def markdown_around(results: Dict[str, Any], batch_sizes: List[int]) -> str:
-    m, t = results["machine"], results["text"]
-    lines = [
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} thread(s), torch {m['torch']}, spaCy {m['spacy']}. "
-        f"Text: {t['source']}, {t['sentences']:,} sentences, {t['tokens']:,} tokens. Command: `{results['command']}`",
-        "",
-        "| model | precision | nlp.pipe batch | CPU µs per Doc around the biLM: raw biLM / component (median round) | component's extra, share of the raw biLM's CPU time |",
-        "| --- | --- | ---: | ---: | ---: |",
-    ]
-    for name, r in results["configs"].items():
-        model, precision = name.split("/")
-        for b in batch_sizes:
-            a = r[f"around_b{b}"]
-            extra = (a["pipe_around_us_per_doc"] - a["raw_around_us_per_doc"]) * a["docs"] / 1e6 / a["raw_cpu_s"]
-            lines.append(f"| {model} | {precision} | {b} | {a['raw_around_us_per_doc']:.0f} / {a['pipe_around_us_per_doc']:.0f} | {100 * extra:+.1f}% |")
     return "\n".join(lines) + "\n"
 
 

@@ -67,8 +67,8 @@ def main() -> None:
 
     use_threads(1)
     from spacy_elmo import load_bilm
-    from spacy_elmo.hub import download, published
     from spacy_elmo.bilm.layout import check_hdf5
+    from spacy_elmo.hub import download, published
     from tests.loopback_http import LoopbackServer
 
     served = args.work_dir / "served"

@@ -46,11 +46,7 @@ MIXES = {"average": (0.0, 1.0, 1.0), "top": (0.0, 0.0, 1.0), "layer1": (0.0, 1.0
 
 def kmeans_labels(vectors: np.ndarray, k: int, restarts: int = 10) -> np.ndarray:
     """k-means on unit rows: the best of ``restarts`` seeded k-means++ runs (lowest inertia)."""
-    return best_kmeans(unit_rows(vectors).astype(np.float64), k, restarts)
-
-
-def best_kmeans(x: np.ndarray, k: int, restarts: int) -> np.ndarray:
-    """The labels of the best of ``restarts`` seeded k-means++ runs on ``x`` (lowest inertia)."""
+    x = unit_rows(vectors).astype(np.float64)
     best, best_inertia = np.zeros(len(x), dtype=np.int64), np.inf
     for seed in range(restarts):
         centroids, labels = kmeans2(x, k, minit="++", seed=seed)
@@ -223,8 +219,7 @@ def main() -> None:
             f"{_rate(ind['ambiguous_two_or_more'])} of {ind['ambiguous_words']} ambiguous words given two or more"
         )
     result["seconds"] = round(clock.elapsed, 1)
-    if args.json:
-        write_results(args.json, result, default=str)
+    write_results(args.json, result, default=str)
 
 
 if __name__ == "__main__":

@@ -63,8 +63,7 @@ def main() -> None:
         files = sorted(folder.glob("*.txt.gz"))[:limit]
         print(f"{name}: {len(files)} files")
         result[name] = run(files, args.weights, args.pairs, args.per_word, args.representation)
-    if args.json:
-        write_results(args.json, result)
+    write_results(args.json, result)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ The biLM's recurrent steps are many small matrix products, one after another. Ea
 split across torch's intra-op threads and waits for the slowest of them, so a thread that shares
 its core with other work (another process, another thread of ours) stalls every step. On an idle
 machine a second thread buys little; on a busy one it costs a lot (see the README's "Threads"
-section for measured numbers, made by ``bench/threads.py``). Hence the default of one thread, and
+section for measured numbers, made by ``bench/threads.py``, removed since: ``git show
+6025c3d:bench/threads.py``). Hence the default of one thread, and
 a warning when ``threads x processes`` exceeds the cores this process may run on.
 
 This module imports no spaCy: the component, the CLI and plain biLM scripts all use it.

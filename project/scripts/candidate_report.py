@@ -9,7 +9,7 @@ figures are the ones those commands print: held-out perplexity (``python -m spac
 exact full softmax, forward / backward / average) on UD EWT's, the modern text's and the books'
 test split; WiC (``spacy_elmo wic``: threshold on train, layer or mix on dev, accuracy on test);
 all-words WSD (``python -m spacy_elmo wsd``: nearest sense centroid, with and without the sense
-prior, layer or mix on dev); the hand-written sense probe (``bench/senses.py``); the labelled
+prior, layer or mix on dev); the hand-written sense probe (``python -m spacy_elmo sense-probe``); the labelled
 sense set (``bench/sense_set.py``: ARI with the number of senses fixed at the gold number); UD
 EWT POS trained on 1% of its sentences (``scripts/downstream.py``'s 1% plan, seeds 0-2, after
 ``downstream.py prepare``; the CNN baseline's runs do not read the biLM, so its recorded score
@@ -92,7 +92,7 @@ def wsd(model: str, data: Path, threads: int) -> Dict[str, Any]:
 
 
 def sense_probe(model: str) -> Dict[str, Any]:
-    return json.loads(_run([sys.executable, str(REPO / "bench" / "senses.py"), "--weights", model, "--mix", "top", "--json"]))
+    return _json_of([sys.executable, "-m", "spacy_elmo", "sense-probe", "--weights", model, "--mix", "top"], "--output")
 
 
 def sense_set(model: str) -> Dict[str, Any]:

@@ -5,8 +5,8 @@
         --output metrics/default-compare.md
 
 Both models are measured by the same commands (``python -m spacy_elmo evaluate``: exact held-out
-perplexity, forward / backward / average, on the books' and UD EWT's test text; ``bench/senses.py
---json --mix top``: the hand-written sense probe), so the table compares like with like; it also
+perplexity, forward / backward / average, on the books' and UD EWT's test text; ``python -m
+spacy_elmo sense-probe --mix top``: the hand-written sense probe), so the table compares like with like; it also
 names the figures the model card records for the shipped model. Prints a markdown table and writes
 it to ``--output`` (and the raw figures beside it as JSON).
 """
@@ -20,7 +20,6 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-REPO = Path(__file__).resolve().parent.parent.parent
 # the model card's figures for the shipped default (docs/model-card.md, "Metrics")
 MODEL_CARD = {"books": 106.5, "ud": 143.6, "senses": 0.799}
 
@@ -35,8 +34,10 @@ def perplexity(model: str, corpus: Path, threads: int, limit: int) -> Dict[str, 
 
 
 def sense_probe(model: str) -> float:
-    cmd = [sys.executable, str(REPO / "bench" / "senses.py"), "--weights", model, "--mix", "top", "--json"]
-    return float(json.loads(run(cmd))["overall_accuracy"])
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "probe.json"
+        run([sys.executable, "-m", "spacy_elmo", "sense-probe", "--weights", model, "--mix", "top", "--output", str(out)])
+        return float(json.loads(out.read_text(encoding="utf-8"))["overall_accuracy"])
 
 
 def run(cmd: List[str]) -> str:

@@ -1,4 +1,4 @@
-"""Commands ``wic``, ``wsd``, ``index`` and ``neighbours`` (registered on spacy-elmo's command line)."""
+"""Commands ``wic``, ``wsd``, ``sense-probe``, ``index`` and ``neighbours`` (registered on spacy-elmo's command line)."""
 
 from __future__ import annotations
 
@@ -107,6 +107,32 @@ def wsd_cli(
     report = wsd.evaluate(_weights(weights), data, cache_dir=cache_dir, save_inventory=inventory, log=msg.info)
     msg.text(wsd.table(report))
     _write_json(output, report)
+
+
+@app.command("sense-probe")
+@user_errors
+def sense_probe_cli(
+    # fmt: off
+    weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
+    mix: str = Opt("average", "--mix", "-m", help="The vectors compared: average, top, layer:N or one weight per layer"),
+    summary: bool = Opt(False, "--summary", help="The mixes top, average and layer:1, overall accuracy only. Default: off"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
+    output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here (--summary: per mix). Default: none"),
+    # fmt: on
+) -> None:
+    """The hand-written sense probe: 24 ambiguous words, two senses, six sentences each; cosine within and across senses, leave-one-out nearest-centroid accuracy."""
+    from ..evaluation import sense_probe
+
+    apply_threads(threads)
+    mixes = sense_probe.SUMMARY_MIXES if summary else (mix_spec(mix),)
+    reports = {str(m): sense_probe.evaluate(sense_probe.probe_pipeline(_weights(weights), m, threads=threads)) for m in mixes}
+    if summary:
+        msg.text(sense_probe.summary_table(reports))
+        _write_json(output, reports)
+    else:
+        report = next(iter(reports.values()))
+        msg.text(sense_probe.table(report))
+        _write_json(output, report)
 
 
 def _paragraphs(paths: List[Path]) -> Iterator[str]:

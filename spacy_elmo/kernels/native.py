@@ -50,7 +50,8 @@ ENV = "SPACY_ELMO_NATIVE_KERNELS"  # "0" turns the compiled kernels off
 #: row's scratch comes from the heap (at most 4 x 65,536 floats per thread), never a thread's stack
 MAX_WIDTH = 65536
 #: values (rows x width) of elementwise work that pay for one more thread: starting and joining
-#: one costs about as much as one thread's pass over this many (measured: bench/kernel_threads.py)
+#: one costs about as much as one thread's pass over this many (measured: bench/kernel_threads.py,
+#: removed since: git show 6025c3d:bench/kernel_threads.py)
 PARALLEL_GRAIN = 1 << 20
 
 
