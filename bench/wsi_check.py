@@ -61,6 +61,8 @@ def main() -> None:
         if folder is None:
             continue
         files = sorted(folder.glob("*.txt.gz"))[:limit]
+        if not files:
+            parser.error(f"--{name}: no *.txt.gz files in {folder}")
         print(f"{name}: {len(files)} files")
         result[name] = run(files, args.weights, args.pairs, args.per_word, args.representation)
     write_results(args.json, result)
