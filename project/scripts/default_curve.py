@@ -24,13 +24,14 @@ from typing import List, Optional, Tuple
 CONTEXT_FEATURE = "context words, with the LM head's output embeddings (the context representation)"
 
 
-def validation_points(metrics: Path) -> List[Tuple[float, float]]:
-    """(tokens, average validation perplexity) for each evaluation of the run, in order."""
+def validation_points(metrics: Path, offset: float = 0) -> List[Tuple[float, float]]:
+    """(tokens, average validation perplexity) for each evaluation of the run, in order; ``offset``
+    tokens are added (a leg that continues a model which had already seen them)."""
     points = []
     for line in metrics.read_text(encoding="utf-8").splitlines():
         record = json.loads(line) if line.strip() else {}
         if "valid_ppl_avg" in record:
-            points.append((record["tokens"], record["valid_ppl_avg"]))
+            points.append((record["tokens"] + offset, record["valid_ppl_avg"]))
     return points
 
 
@@ -59,7 +60,7 @@ def plot(valid: List[Tuple[float, float]], ari: List[Tuple[float, float, int]], 
     alone = not ari and shipped_ari is None  # nothing for the ARI panel: the validation perplexity alone
     if alone:
         fig, top = plt.subplots(figsize=(7, 3.6))
-        top.set_xlabel("training tokens seen in this run (millions)")
+        top.set_xlabel("training tokens seen (millions)")
     else:
         fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
     top.plot([t / 1e6 for t, _ in valid], [p for _, p in valid], "o-", markersize=3)
@@ -72,10 +73,10 @@ def plot(valid: List[Tuple[float, float]], ari: List[Tuple[float, float, int]], 
     for tokens, value, step in ari:
         bottom.annotate(f"step {step:,}", (tokens / 1e6, value), textcoords="offset points", xytext=(4, -12), fontsize=8)
     if shipped_ari is not None:
-        bottom.axhline(shipped_ari, color="grey", linestyle="--", label=f"stage-4 default ({shipped_ari:.2f})")
+        bottom.axhline(shipped_ari, color="grey", linestyle="--", label=f"the previous default ({shipped_ari:.2f})")
     bottom.set_ylim(0, 1)
     bottom.set_ylabel("labelled set ARI, context vectors")
-    bottom.set_xlabel("training tokens seen in this run (millions)")
+    bottom.set_xlabel("training tokens seen (millions)")
     bottom.legend(loc="lower right")
     return _save(fig, out)
 
@@ -96,6 +97,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("reports", type=Path, nargs="*", help="candidate_report.py outputs of the run's snapshots")
     ap.add_argument("--shipped", type=Path, default=None, help="the previous default's report, drawn as a line")
     ap.add_argument("--title", default=TITLE, help="the plot's title (default: the English default's v2 run)")
+    ap.add_argument("--offset-tokens", type=float, default=0, help="tokens the run's starting model had seen (a continuing leg)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     if not args.metrics.is_file():
@@ -104,7 +106,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.shipped is not None:
         feature = json.loads(args.shipped.read_text(encoding="utf-8")).get("sense_set", {}).get("features", {}).get(CONTEXT_FEATURE)
         shipped = None if feature is None else feature["ari_gold"]
-    print(plot(validation_points(args.metrics), ari_points(args.reports), args.out, shipped, args.title))
+    print(plot(validation_points(args.metrics, args.offset_tokens), ari_points(args.reports), args.out, shipped, args.title))
     return 0
 
 
