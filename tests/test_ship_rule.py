@@ -38,6 +38,19 @@ def test_better_on_either_gate_and_no_worse_ships():
     assert ship_rule(report(context=0.64), BASE)[0]
 
 
+def test_modern_perplexity_over_different_common_words_is_not_compared():
+    """Perplexity over the words both vocabularies hold means nothing across two different word sets
+    (a candidate scored with --common-with its own vocabulary against a baseline scored with stage 4's)."""
+    candidate, baseline = copy.deepcopy(report(modern=60.0)), copy.deepcopy(BASE)
+    candidate["modern_test"]["common"]["common_types"] = 49997
+    baseline["modern_test"]["common"]["common_types"] = 24141
+    ships, failing, passing = ship_rule(candidate, baseline)
+    assert not ships and any("better on modern perplexity" in row for row in failing)
+    assert any("not compared" in row and "49997" in row for row in passing)
+    candidate["modern_test"]["common"]["common_types"] = 24141
+    assert ship_rule(candidate, baseline)[0]
+
+
 def test_no_better_gate_fails():
     ships, failing, _ = ship_rule(report(), BASE)
     assert not ships and any("better on modern perplexity" in row for row in failing)

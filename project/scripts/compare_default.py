@@ -25,19 +25,20 @@ MODEL_CARD = {"books": 106.5, "ud": 143.6, "senses": 0.799}
 
 
 def perplexity(model: str, corpus: Path, threads: int, limit: int) -> Dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "ppl.json"
-        cmd = [sys.executable, "-m", "spacy_elmo", "evaluate", model, str(corpus), "--split", "test", "--threads", str(threads),
-               "--limit", str(limit), "--output", str(out)]
-        run(cmd)
-        return json.loads(out.read_text(encoding="utf-8"))
+    return json_of([sys.executable, "-m", "spacy_elmo", "evaluate", model, str(corpus), "--split", "test", "--threads", str(threads),
+                    "--limit", str(limit)])
 
 
 def sense_probe(model: str) -> float:
+    return float(json_of([sys.executable, "-m", "spacy_elmo", "sense-probe", "--weights", model, "--mix", "top"])["overall_accuracy"])
+
+
+def json_of(cmd: List[str]) -> Dict:
+    """Run a spacy_elmo command with ``--output`` in a temporary folder and return what it wrote."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "probe.json"
-        run([sys.executable, "-m", "spacy_elmo", "sense-probe", "--weights", model, "--mix", "top", "--output", str(out)])
-        return float(json.loads(out.read_text(encoding="utf-8"))["overall_accuracy"])
+        out = Path(tmp) / "out.json"
+        run(cmd + ["--output", str(out)])
+        return json.loads(out.read_text(encoding="utf-8"))
 
 
 def run(cmd: List[str]) -> str:
