@@ -58,9 +58,10 @@ class LabelledWord:
 
         forms = target_forms({self.word: self.forms})
         tokens, positions = [], []
-        for sentence in read_sentences(self.sentences):
-            tokens.append(sentence.tokens)
-            positions.append(next(i for i, t in enumerate(sentence.tokens) if match_target(t, forms)))
+        for line in self.sentences:  # one item a line, even where the tokenizer reads two sentences in it
+            words = [t for sentence in read_sentences([line]) for t in sentence.tokens]
+            tokens.append(words)
+            positions.append(next(i for i, t in enumerate(words) if match_target(t, forms)))
         return tokens, positions
 
 

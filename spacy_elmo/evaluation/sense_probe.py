@@ -21,6 +21,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .items import item_string
+
 PROBE = Path(__file__).with_name("sense_probe.json")
 SUMMARY_MIXES = ("top", "average", "layer:1")
 
@@ -59,7 +61,7 @@ def evaluate(nlp: Any) -> Dict[str, Any]:
     ``within_sense_cos``, ``across_sense_cos`` and ``nearest_centroid_accuracy``."""
     from ..senses import SenseInventory
 
-    words, correct_all, total = {}, 0, 0
+    words, correct_all, total, outcomes = {}, 0, 0, []
     for word, ((sense_a, sents_a), (sense_b, sents_b)) in probe_senses().items():
         va, vb = _vectors(nlp, word, sents_a), _vectors(nlp, word, sents_b)
         within = [_cosine(x, y) for v in (va, vb) for x, y in itertools.combinations(v, 2)]
@@ -72,7 +74,9 @@ def evaluate(nlp: Any) -> Dict[str, Any]:
             inventory = SenseInventory()
             inventory.add_vectors([word] * len(rest), [labels[j] for j in rest], vectors[rest])
             prediction = inventory.disambiguate_vector(word, vectors[i])
-            correct += int(prediction is not None and prediction.sense == labels[i])
+            hit = prediction is not None and prediction.sense == labels[i]
+            correct += int(hit)
+            outcomes.append(hit)
         words[word] = {
             "senses": f"{sense_a} / {sense_b}",
             "within_sense_cos": float(np.mean(within)),
@@ -80,7 +84,8 @@ def evaluate(nlp: Any) -> Dict[str, Any]:
             "nearest_centroid_accuracy": correct / len(labels),
         }
         correct_all, total = correct_all + correct, total + len(labels)
-    return {"overall_accuracy": correct_all / total, "words": words}
+    # one character per sentence, words and senses in the probe's order ("1" correct): paired comparisons
+    return {"overall_accuracy": correct_all / total, "correct": item_string(outcomes), "words": words}
 
 
 def table(report: Dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 from ..assets import ASSETS_DATA
 from ..bilm.scalar_mix import apply_mix, spec_weights
 from ..senses.vectors import candidate_mixes
+from .items import item_string
 
 DEFAULT_WIC_DIR = ASSETS_DATA / "wic"
 SPLITS = ("train", "dev", "test")
@@ -88,7 +89,8 @@ def evaluate(
     data = {split: read_split(folder, split) for split in SPLITS}
     vectors = {split: target_vectors(bilm, pairs, batch_tokens) for split, (pairs, _) in data.items()}
     n_layers = vectors["train"][0].shape[1]
-    rows = {}
+    rows: Dict[str, Dict[str, Any]] = {}
+    correct: Dict[str, str] = {}
     for name, spec in candidate_mixes(n_layers).items():
         w = spec_weights(spec, n_layers)
         scores = {split: cosines(*vectors[split], w) for split in SPLITS}
@@ -99,12 +101,15 @@ def evaluate(
             "dev": float(((scores["dev"] > threshold) == data["dev"][1]).mean()),
             "test": float(((scores["test"] > threshold) == data["test"][1]).mean()),
         }
+        correct[name] = item_string((scores["test"] > threshold) == data["test"][1])
     chosen = max(rows, key=lambda k: (rows[k]["dev"], rows[k]["train"]))
     return {
         "weights": weights or "en_default",
         "chosen_on_dev": chosen,
         "test_accuracy": rows[chosen]["test"],
         "dev_accuracy": rows[chosen]["dev"],
+        # one character per test pair, in file order ("1" correct): paired comparisons of two models
+        "test_correct": correct[chosen],
         "rows": rows,
         "pairs": {split: int(len(data[split][1])) for split in SPLITS},
         "seconds": time.time() - start,

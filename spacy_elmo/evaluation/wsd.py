@@ -24,6 +24,7 @@ import numpy as np
 from ..bilm.scalar_mix import apply_mix, spec_weights
 from ..senses.inventory import SenseInventory
 from ..senses.vectors import candidate_mixes
+from .items import item_string
 from .wsd_data import DEFAULT_WSD_DIR, DEV_SET, EVAL_SETS, WsdSentence, iter_instances, load_corpus
 
 TEST_SETS = tuple(s for s in EVAL_SETS if s != "ALL")
@@ -207,7 +208,13 @@ def evaluate(
             if f1 > best_dev + 1e-9:
                 best_w, best_dev = float(weight), f1
         predicted = inventories[name].predict(test_keys, apply_mix(test_x, w, layer_axis=1), prior_weight=best_w)
-        prior_rows[name] = {"prior_weight": best_w, "scores": by_set([p.sense if p is not None else None for p in predicted])}
+        answers = [p.sense if p is not None else None for p in predicted]
+        prior_rows[name] = {
+            "prior_weight": best_w,
+            "scores": by_set(answers),
+            # one character per ALL instance, in file order ("1" correct): paired comparisons
+            "test_correct": item_string(a is not None and a in g for a, g in zip(answers, gold)),
+        }
         log(f"{name} + {best_w} * log prior (chosen on {DEV_SET}): ALL F1 {prior_rows[name]['scores']['ALL']['F1']:.1f}")
     prior_chosen = max(prior_rows, key=lambda k: prior_rows[k]["scores"][DEV_SET]["F1"])
     if save_inventory is not None:
