@@ -168,7 +168,8 @@ def test_the_record_carries_the_counts_the_binary_call_used():
     change = compare_word(ws, 10, ChangeSettings(min_occurrences=2, vectors="elmo", n_resamples=10), (10, 20), ("A", "B"))
     assert [s.count_b for s in change.senses] == [15, 5]  # what each corpus holds
     assert change.binary_counts_a == [8, 2] and change.binary_counts_b == [8, 2]  # what the rule compared (7.5 and 2.5 rounded to even)
-    assert change.changed is False
+    assert not any(s.status in ("appeared", "vanished") for s in change.senses)
+    assert change.changed == (change.p_value <= 0.05)  # alone, the test's own p-value (q = p for one word)
 
 
 # ---------------------------------------------------------------------------------------------- sampling
@@ -247,3 +248,47 @@ def test_the_benchmark_scores_a_measure_over_the_lemmas_it_was_computed_for():
     scores = synthetic.score(pairs, changes, BinaryRule())
     assert scores["all"]["lemmas"] == 6 and scores["all"]["spearman"]["mahal"] == pytest.approx(1.0)
     assert synthetic.threshold_call(pairs, changes, "mahal", BinaryRule())["measure"] == "mahal"
+
+
+def test_permutation_test_holds_its_level_and_finds_a_shift():
+    """One population split at random: p-values roughly uniform (few below 0.05); a real shift of
+    the mean along one axis: p at its floor."""
+    from spacy_elmo.change.measures import permutation_pvalue
+
+    rng = np.random.default_rng(3)
+    weights = np.ones((40, 1))
+    nulls = []
+    for draw in range(20):
+        x = rng.standard_normal((80, 32)) + 3.0
+        nulls.append(permutation_pvalue(x[:40], x[40:], weights, weights, "mahal", 199, seed=draw))
+    assert sum(p <= 0.05 for p in nulls) <= 3 and min(nulls) >= 1 / 200
+    a = rng.standard_normal((40, 32)) + 3.0
+    b = rng.standard_normal((40, 32)) + 3.0
+    b[:, 0] += 1.5
+    assert permutation_pvalue(a, b, weights, weights, "mahal", 199) == pytest.approx(1 / 200)
+
+
+def test_benjamini_hochberg_matches_its_definition():
+    from spacy_elmo.change.measures import benjamini_hochberg
+
+    q = benjamini_hochberg([0.01, 0.04, 0.03, float("nan"), 0.5])
+    # sorted p 0.01, 0.03, 0.04, 0.5 over m = 4: 0.04, 0.06, 0.0533 -> running minimum from the top
+    assert q[0] == pytest.approx(0.04) and q[2] == pytest.approx(0.0533333) and q[1] == pytest.approx(0.0533333)
+    assert np.isnan(q[3]) and q[4] == pytest.approx(0.5)
+
+
+def test_the_binary_call_is_the_adjusted_test():
+    from spacy_elmo.change.detect import WordChange, call_changes
+
+    changes = [WordChange(f"w{i}", 20, 20, 20, 20, {"mahal": 1.0}, p_value=p) for i, p in enumerate([0.001, 0.02, 0.3])]
+    changes.append(WordChange("unmeasured", 3, 3, 3, 3))
+    call_changes(changes, 0.05)
+    assert [c.changed for c in changes] == [True, True, False, None]
+    assert changes[1].q_value == pytest.approx(0.03)
+
+
+def test_share_change_within_noise():
+    from spacy_elmo.change.measures import share_change_pvalue
+
+    assert share_change_pvalue(11, 22, 12, 22) > 0.5  # 50% -> 55% of 22: noise
+    assert share_change_pvalue(18, 22, 4, 22) < 0.001  # the flip the report must not call stable

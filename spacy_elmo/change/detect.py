@@ -30,11 +30,14 @@ from ..induction.substitutes import LMHead
 from .measures import (
     MEASURES,
     BinaryRule,
+    benjamini_hochberg,
     bootstrap,
     measure_all,
     non_finite_rows,
+    permutation_pvalue,
     sense_counts,
     sense_shares,
+    share_change_pvalue,
     unit,
     whitened,
 )
@@ -56,8 +59,13 @@ class ChangeSettings:
 
     max_occurrences: occurrences sampled per word and corpus (a uniform sample beyond: bounded memory).
     min_occurrences: a word with fewer in either corpus is reported without measures.
-    rule: the binary call's counts (a sense with at most ``rule.at_most`` occurrences in one
-        corpus and at least ``rule.at_least`` in the other was gained or lost).
+    alpha / n_permutations: the binary call is a permutation test of ``measure`` (the corpus labels
+        of the word's occurrences shuffled ``n_permutations`` times), a word called changed when its
+        Benjamini-Hochberg q-value over the words measured together is at most ``alpha`` (the
+        expected share of false calls among the words called changed); a sense's share change is
+        within noise when Fisher's exact test of its counts gives p > ``alpha``.
+    rule: SemEval-2020 Task 1's counts (a sense with at most ``rule.at_most`` occurrences in one
+        corpus and at least ``rule.at_least`` in the other was gained or lost): a sense's status.
     n_resamples / confidence: the bootstrap's replicates and interval.
     measure: what the ranking sorts by (one of :data:`.measures.MEASURES`).
     vectors: what APD, APD-c, PRT and MAHAL compare: ``elmo`` (each occurrence's ELMo vector),
@@ -68,6 +76,8 @@ class ChangeSettings:
 
     max_occurrences: int = 200
     min_occurrences: int = 10
+    alpha: float = 0.05
+    n_permutations: int = 999
     rule: BinaryRule = field(default_factory=BinaryRule)
     n_resamples: int = 200
     confidence: float = 0.95
@@ -88,6 +98,8 @@ class ChangeSettings:
             )
         if self.min_occurrences > self.max_occurrences:
             raise ValueError(f"min_occurrences ({self.min_occurrences}) is above max_occurrences ({self.max_occurrences})")
+        if not 0 < self.alpha < 1 or self.n_permutations < 1:
+            raise ValueError(f"alpha must be in (0, 1) and n_permutations >= 1, got {self.alpha} and {self.n_permutations}")
         if self.n_resamples < 1 or not 0 < self.confidence < 1:
             raise ValueError(f"n_resamples must be >= 1 and confidence in (0, 1), got {self.n_resamples} and {self.confidence}")
 
@@ -106,6 +118,8 @@ class SenseChange:
     status: str  # appeared, vanished, grew, shrank or stable (A -> B)
     examples_a: List[int]  # indices into WordChange.word_senses.occurrences, most representative first
     examples_b: List[int]
+    share_p: Optional[float] = None  # Fisher's exact test of the sense's counts in A against B (None: not tested)
+    within_noise: Optional[bool] = None  # the share moved by no more than sampling gives (share_p > alpha)
 
 
 @dataclass
@@ -120,6 +134,8 @@ class WordChange:
     measures: Dict[str, float] = field(default_factory=dict)
     intervals: Dict[str, Tuple[float, float]] = field(default_factory=dict)
     changed: Optional[bool] = None  # the binary call (None: too few occurrences to measure)
+    p_value: Optional[float] = None  # the permutation test of the ranking measure (None: not measured)
+    q_value: Optional[float] = None  # its Benjamini-Hochberg adjustment over the words measured together
     binary_counts_a: List[int] = field(default_factory=list)  # per sense id: the counts the binary call used (equal_size_counts)
     binary_counts_b: List[int] = field(default_factory=list)
     senses: List[SenseChange] = field(default_factory=list)
@@ -213,10 +229,13 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
         axes = whitened(a, b)[0].shape[1]
         last = ", ranked last" if settings.measure == "mahal" else ""
         change.note = f"{ws.word!r}: too few occurrences for MAHAL ({n_a} + {n_b} < its {axes} axes + 2): not computed{last}"
+    tested = settings.measure if settings.measure in change.measures else next(k for k in ("apd_c", "prt") if k in change.measures)
+    change.p_value = permutation_pvalue(a, b, wa, wb, tested, settings.n_permutations, settings.seed)
+    if np.isfinite(change.p_value):  # alone, the word's own test; compare_samples adjusts over the words measured together
+        change.q_value, change.changed = change.p_value, bool(change.p_value <= settings.alpha)
     counts_a, counts_b = sense_counts(wa), sense_counts(wb)
     used_a, used_b = equal_size_counts(counts_a, counts_b)
     gained, lost = settings.rule.changes(used_a, used_b)
-    change.changed = bool(gained or lost)
     change.binary_counts_a, change.binary_counts_b = [int(c) for c in used_a], [int(c) for c in used_b]
     shares_a, shares_b = sense_shares(wa), sense_shares(wb)
     members_a, members_b = np.arange(n_a), np.arange(n_a, n_a + n_b)
@@ -236,7 +255,9 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
                 _examples(weights, members_b, s, settings.n_examples),
             )
         )
-    ws.extra["change"] = {"measures": change.measures, "changed": change.changed}
+        p = share_change_pvalue(int(counts_a[s]), n_a, int(counts_b[s]), n_b)
+        change.senses[-1].share_p, change.senses[-1].within_noise = p, p > settings.alpha
+    ws.extra["change"] = {"measures": change.measures, "changed": change.changed, "p_value": change.p_value}
     ws.extra["shares"] = [[float(shares_a[s]), float(shares_b[s])] for s in range(len(ws.senses))]
     return change
 
@@ -306,7 +327,19 @@ def compare_samples(
             ws.extra["context_vectors"] = inducer.context_vectors(ws.occurrences, ws.forms).astype(np.float16)
         counts = (seen or {}).get(word, (len(in_a), len(in_b)))
         out.append(compare_word(ws, len(in_a), settings, counts, names))
+    call_changes(out, settings.alpha)
     return out
+
+
+def call_changes(changes: Sequence[WordChange], alpha: float) -> None:
+    """The binary call of every measured word of ``changes``: its permutation p-value adjusted over
+    them all (Benjamini-Hochberg), changed when the q-value is at most ``alpha``."""
+    tested = [c for c in changes if c.p_value is not None and np.isfinite(c.p_value)]
+    for change, q in zip(tested, benjamini_hochberg([float(c.p_value) for c in tested])):
+        change.q_value = float(q)
+        change.changed = bool(q <= alpha)
+        if change.word_senses is not None:
+            change.word_senses.extra["change"] = {"measures": change.measures, "changed": change.changed, "p_value": change.p_value, "q_value": q}
 
 
 def candidate_words(corpus_a: Corpus, corpus_b: Corpus, n: int, min_count: int, lang: str = "en") -> Dict[str, List[str]]:

@@ -327,3 +327,61 @@ def bootstrap(
         shift = float(v.mean() - estimates[name]) if name in CENTRED else 0.0
         out[name] = (float(np.percentile(v, tail)) - shift, float(np.percentile(v, 100 - tail)) - shift)
     return out
+
+
+def permutation_pvalue(
+    a: np.ndarray,
+    b: np.ndarray,
+    weights_a: np.ndarray,
+    weights_b: np.ndarray,
+    measure: str = "mahal",
+    n_permutations: int = 999,
+    seed: int = 0,
+) -> float:
+    """The p-value of ``measure`` under the null that A and B are one population: the occurrences'
+    corpus labels shuffled ``n_permutations`` times (the sizes kept), each shuffle measured as the
+    samples are (MAHAL's axes are the pooled occurrences', so they do not move with the labels), and
+    ``p = (1 + shuffles at least as large) / (1 + n_permutations)`` (Phipson & Smyth 2010: never 0).
+    NaN where the measure is not computed (MAHAL on too few occurrences)."""
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {', '.join(MEASURES)}, got {measure!r}")
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be 1 or more, got {n_permutations}")
+    ua, ub, wa, wb, za, zb = _prepared(a, b, weights_a, weights_b)
+    observed = float(_measures(ua, ub, wa, wb, za, zb)[measure][0])
+    if not np.isfinite(observed):
+        return float("nan")
+    u, w, z, n_a = np.vstack([ua, ub]), np.vstack([wa, wb]), np.vstack([za, zb]), len(ua)
+    rng = np.random.default_rng(seed)
+    exceed = 0
+    for _ in range(n_permutations):
+        order = rng.permutation(len(u))
+        first, second = order[:n_a], order[n_a:]
+        value = float(_measures(u[first], u[second], w[first], w[second], z[first], z[second])[measure][0])
+        exceed += value >= observed - 1e-12 * max(abs(observed), 1.0)
+    return (1 + exceed) / (1 + n_permutations)
+
+
+def benjamini_hochberg(p_values: List[float]) -> List[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values) of the finite ``p_values`` (NaN stays NaN):
+    calling the words with ``q <= alpha`` changed keeps the expected share of false calls among them
+    at most ``alpha``."""
+    p = np.asarray(p_values, dtype=np.float64)
+    q = np.full(len(p), np.nan)
+    finite = np.flatnonzero(np.isfinite(p))
+    if len(finite) == 0:
+        return q.tolist()
+    order = finite[np.argsort(p[finite], kind="stable")]
+    m = len(order)
+    scaled = p[order] * m / np.arange(1, m + 1)
+    q[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    return q.tolist()
+
+
+def share_change_pvalue(count_a: int, n_a: int, count_b: int, n_b: int) -> float:
+    """Fisher's exact test (two-sided) of one sense's share in A (``count_a`` of ``n_a``) against B:
+    a share that moved by less than its sampling noise has a large p-value."""
+    from scipy.stats import fisher_exact
+
+    table = [[count_a, n_a - count_a], [count_b, n_b - count_b]]
+    return float(fisher_exact(table)[1])

@@ -65,6 +65,8 @@ def word_json(change: WordChange) -> Dict[str, Any]:
         "measures": {k: _round(v) for k, v in change.measures.items()},
         "intervals": {k: [_round(lo), _round(hi)] for k, (lo, hi) in change.intervals.items()},
         "changed": change.changed,
+        "p_value": change.p_value,  # the permutation test of the ranking measure
+        "q_value": change.q_value,  # adjusted over the words measured together (Benjamini-Hochberg)
         "binary_counts_a": counts[0] if counts else None,  # what the binary call compared (samples of equal size)
         "binary_counts_b": counts[1] if counts else None,
         "note": change.note,
@@ -129,6 +131,13 @@ def _status(sense: Any, counts: Optional[Tuple[List[int], List[int]]], size: int
     return f"{sense.status}: {counts[0][sense.id]} -> {counts[1][sense.id]} in samples of {size}"
 
 
+def _test(change: WordChange) -> str:
+    """`` (p = 0.001, q = 0.004)``: the permutation test behind the binary call, where it ran."""
+    if change.p_value is None or change.q_value is None:
+        return ""
+    return f" (permutation p = {change.p_value:.2g}, q = {change.q_value:.2g})"
+
+
 def explain(change: WordChange, names: Any = ("A", "B"), width: int = 90, min_share: float = 0.05) -> List[str]:
     """Lines a person can check: the word's measures, then each sense with its shares and an example
     from each corpus (senses under ``min_share`` of both corpora that neither appeared nor vanished
@@ -140,13 +149,14 @@ def explain(change: WordChange, names: Any = ("A", "B"), width: int = 90, min_sh
         f"{MEASURE_NAMES[k]} {m[k]:.3f} [{change.intervals[k][0]:.3f}, {change.intervals[k][1]:.3f}]" for k in MEASURES if k in m
     )
     counts = binary_counts(change)
-    binary = f"binary: {'changed' if change.changed else 'no change'} ({change.n_a} in {names[0]}, {change.n_b} in {names[1]})"
+    binary = f"binary: {'changed' if change.changed else 'no change'}{_test(change)} ({change.n_a} in {names[0]}, {change.n_b} in {names[1]})"
     lines = [f"{head}; {binary}"]
     size = min(change.n_a, change.n_b)
     ws = change.word_senses
     shown = [s for s in change.senses if max(s.share_a, s.share_b) >= min_share or s.status in ("appeared", "vanished")]
     for s in shown:
-        lines.append(f"   {s.name}: {s.share_a:.0%} of {names[0]} -> {s.share_b:.0%} of {names[1]} ({_status(s, counts, size)})")
+        noise = "" if s.share_p is None else (f"; within noise, p = {s.share_p:.2f}" if s.within_noise else f"; p = {s.share_p:.2g}")
+        lines.append(f"   {s.name}: {s.share_a:.0%} of {names[0]} -> {s.share_b:.0%} of {names[1]} ({_status(s, counts, size)}{noise})")
         for label, examples in ((names[0], s.examples_a), (names[1], s.examples_b)):
             if examples and ws is not None:
                 text = " ".join(ws.occurrences[examples[0]].text.split())
@@ -174,6 +184,8 @@ def page_change(change: WordChange, report: ChangeReport) -> Dict[str, Any]:
         "intervals": {k: [_round(lo), _round(hi)] for k, (lo, hi) in change.intervals.items()},
         "confidence": report.settings.get("confidence"),
         "changed": change.changed,
+        "p_value": change.p_value,
+        "q_value": change.q_value,
         "sample": [change.n_a, change.n_b],
         "binary_counts": [counts[0], counts[1]] if counts else None,
         "statuses": statuses,
