@@ -121,6 +121,31 @@ def test_a_failed_change_run_leaves_the_previous_output(tmp_path, monkeypatch, c
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "out"]
 
 
+def test_without_plotly_change_writes_everything_but_the_pages(tmp_path, monkeypatch, capsys):
+    """Plotly is asked for before any work: without it the run still writes its report and senses,
+    says the pages were skipped and how to add them; explore, whose page is all it writes, stops at once."""
+    import torch
+
+    from spacy_elmo.cli.main import main
+    from spacy_elmo.explore import page as explore
+
+    from .test_cli_inputs import SENTENCES
+
+    torch.set_num_threads(1)
+    monkeypatch.setattr(explore, "plotly_available", lambda: False)
+    corpus, out = tmp_path / "a.txt", tmp_path / "out"
+    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    args = ["change", str(corpus), str(corpus), "--words", "bank", "--out", str(out), "--min-occurrences", "5", "--resamples", "5"]
+    assert main(args + ["--max-senses", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "pages will be skipped" in err and "pages/ skipped" in err and "pip install" in err
+    assert (out / "report.json").is_file() and (out / "report.tsv").is_file() and (out / "senses").is_dir()
+    assert not (out / "pages").exists()
+    assert main(["explore", str(corpus), "--word", "bank"]) == 2
+    assert "needs Plotly" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "out"]
+
+
 # ---------------------------------------------------------------------------------------------- the binary call's counts
 
 

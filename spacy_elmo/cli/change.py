@@ -121,6 +121,7 @@ def change_cli(
     bootstrap intervals, a ranking, SemEval-2020 Task 1's binary call, and each word's senses with their shares in A and B."""
     from ..change.detect import detect_change
     from ..change.report import explain, write_report
+    from ..explore.page import PLOTLY_MISSING, plotly_available
     from ..hub.load import load_bilm
     from ..induction.induce import load_head
     from ..induction.naming import plural
@@ -149,6 +150,10 @@ def change_cli(
     paths_a, paths_b = corpus_paths(corpus_a), corpus_paths(corpus_b)
     check_not_empty(paths_a, "A", corpus_a, lang)
     check_not_empty(paths_b, "B", corpus_b, lang)
+    skipped_pages = pages and not plotly_available()
+    if skipped_pages:  # asked before any work: the report is written all the same, without its pages
+        msg.warn(f"{PLOTLY_MISSING}: the explore pages will be skipped; report.json, report.tsv and senses/ are written")
+        pages = False
     apply_threads(threads)
     spec = _spec(weights)
     bilm, head = load_bilm(spec), load_head(spec)
@@ -173,6 +178,8 @@ def change_cli(
     msg.good(
         f"wrote {out}: report.json, report.tsv, senses/{', pages/' if 'pages' in written else ''} ({plural(measured, 'word')} measured, {report.seconds:.0f} s)"
     )
+    if skipped_pages:
+        msg.warn(f"pages/ skipped: {PLOTLY_MISSING}; then `spacy-elmo explore {out}/senses --word WORD` writes a word's page from what was saved")
 
 
 @app.command("change-eval")

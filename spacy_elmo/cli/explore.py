@@ -49,13 +49,15 @@ def explore_cli(
 ) -> None:
     """Write a page that shows a word's occurrences on a map coloured by sense: hover a point for
     its sentence, click it for its nearest occurrences. One file, opens offline."""
-    from ..explore.page import write_explore_page
+    from ..explore.page import PLOTLY_MISSING, plotly_available, write_explore_page
     from ..induction.induce import file_stem, holds_saved_senses, is_saved_word_senses, word_senses_from
     from ..induction.induced import word_senses_files
     from ..induction.naming import plural
 
     if neighbours < 1:
         raise UserError(f"--neighbours {neighbours}: must be 1 or more")
+    if not plotly_available():  # the page is all explore writes: say so before inducing anything
+        raise UserError(PLOTLY_MISSING)
     sources, output = _split_output(inputs)
     saved = is_saved_word_senses(sources[0]) or (len(sources) == 1 and holds_saved_senses(sources[0]))
     if saved and (representation != "substitutes" or n_senses or lang != "en" or str(weights) not in ("en_default", "default")):

@@ -186,6 +186,13 @@ def page_data(senses: WordSenses, indices: np.ndarray, cosines: np.ndarray, colo
 PLOTLY_FILE = "plotly.min.js"
 
 
+def plotly_available() -> bool:
+    """Whether Plotly (the ``explore`` extra) is installed: the commands ask before any work."""
+    import importlib.util
+
+    return importlib.util.find_spec("plotly") is not None
+
+
 def explore_page(senses: WordSenses, *, neighbours: int = 10, title: Optional[str] = None, shared_plotly: bool = False) -> str:
     """The explore page of ``senses`` as one HTML document (see :func:`write_explore_page`); with
     ``shared_plotly`` it loads Plotly from ``plotly.min.js`` beside it instead of carrying it."""
