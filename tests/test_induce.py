@@ -157,6 +157,28 @@ def test_saved_senses_round_trip(bank, tmp_path):
     assert np.array_equal(loaded.extra["elmo_vectors"], bank.extra["elmo_vectors"])
 
 
+def test_what_was_almost_found_is_kept_beside_one_sense(bilm, head, tmp_path, capsys):
+    """Where the rule keeps one sense, the best two-way split is still reported (its z against the
+    null, the z it needed, each side's size and name), saved with the senses and printed, never used
+    as senses; where the rule splits, there is none."""
+    from dataclasses import replace
+
+    from spacy_elmo.induction.induced import best_split_line
+
+    strict = replace(SETTINGS, significance=1e6)  # nothing passes: one sense
+    (one,) = induce(RIVER + MONEY, ["bank"], bilm=bilm, head=head, settings=strict, progress=False)
+    assert len(one.senses) == 1
+    split = one.extra["best_split"]
+    assert sum(split["sizes"]) == len(RIVER + MONEY) and len(split["names"]) == 2 and split["needed"] == -1e6
+    assert split["z"] > split["needed"] and all(name.startswith("bank") for name in split["names"])
+    line = best_split_line(one)
+    assert line is not None and line.startswith("not kept (one sense)") and f"z = {split['z']:.2f}" in line
+    (path,) = save_senses(tmp_path / "s", [one])
+    assert load_senses(tmp_path / "s")[0].extra["best_split"] == split
+    fixed = induce(RIVER + MONEY, ["bank"], bilm=bilm, head=head, settings=replace(SETTINGS, n_senses=2), progress=False)[0]
+    assert "best_split" not in fixed.extra and best_split_line(fixed) is None
+
+
 def test_induce_command(tmp_path, capsys):
     corpus = tmp_path / "texts"
     corpus.mkdir()

@@ -187,3 +187,21 @@ def test_induce_check_without_pairs_writes_valid_json(tmp_path, capsys):
     saved = strict_json(out / "pseudoword-check.json")
     assert saved["mean_ari"] is None and saved["pairs"] == [] and saved["asked"] == 2
     assert strict_json(out / "bank.json")["extra"]["check"] == saved  # the word's saved senses carry it as valid JSON too
+
+
+def test_examples_are_the_most_central_occurrences_first():
+    """A sense's examples start at its medoid and follow by similarity to it, not file order."""
+    import pytest
+
+    from spacy_elmo.induction.induce import central_first
+
+    points = np.array([[1.0, 0.0], [0.0, 1.0], [0.8, 0.6], [0.6, 0.8], [0.71, 0.71]])
+    unit = points / np.linalg.norm(points, axis=1, keepdims=True)
+    similarity = unit @ unit.T
+    order, typical = central_first(np.arange(5), similarity, np.ones(5))
+    assert order[0] == 4 and typical[0] == pytest.approx(1.0)  # the diagonal point is nearest all others
+    assert list(order[:3]) in ([4, 2, 3], [4, 3, 2]) and list(order[3:]) in ([0, 1], [1, 0])
+    assert np.all(np.diff(typical) <= 1e-12)
+    members = np.array([0, 2])
+    order, typical = central_first(members, None, np.array([0.2, 0.0, 0.9, 0.0, 0.0]))
+    assert list(order) == [2, 0] and np.isnan(typical).all()

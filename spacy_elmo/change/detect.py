@@ -334,12 +334,17 @@ def compare_samples(
 def call_changes(changes: Sequence[WordChange], alpha: float) -> None:
     """The binary call of every measured word of ``changes``: its permutation p-value adjusted over
     them all (Benjamini-Hochberg), changed when the q-value is at most ``alpha``."""
-    tested = [c for c in changes if c.p_value is not None and np.isfinite(c.p_value)]
-    for change, q in zip(tested, benjamini_hochberg([float(c.p_value) for c in tested])):
+    tested = [(c, c.p_value) for c in changes if c.p_value is not None and np.isfinite(c.p_value)]
+    for (change, _), q in zip(tested, benjamini_hochberg([p for _, p in tested])):
         change.q_value = float(q)
         change.changed = bool(q <= alpha)
         if change.word_senses is not None:
-            change.word_senses.extra["change"] = {"measures": change.measures, "changed": change.changed, "p_value": change.p_value, "q_value": q}
+            change.word_senses.extra["change"] = {
+                "measures": change.measures,
+                "changed": change.changed,
+                "p_value": change.p_value,
+                "q_value": q,
+            }
 
 
 def candidate_words(corpus_a: Corpus, corpus_b: Corpus, n: int, min_count: int, lang: str = "en") -> Dict[str, List[str]]:

@@ -149,7 +149,9 @@ def explain(change: WordChange, names: Any = ("A", "B"), width: int = 90, min_sh
         f"{MEASURE_NAMES[k]} {m[k]:.3f} [{change.intervals[k][0]:.3f}, {change.intervals[k][1]:.3f}]" for k in MEASURES if k in m
     )
     counts = binary_counts(change)
-    binary = f"binary: {'changed' if change.changed else 'no change'}{_test(change)} ({change.n_a} in {names[0]}, {change.n_b} in {names[1]})"
+    binary = (
+        f"binary: {'changed' if change.changed else 'no change'}{_test(change)} ({change.n_a} in {names[0]}, {change.n_b} in {names[1]})"
+    )
     lines = [f"{head}; {binary}"]
     size = min(change.n_a, change.n_b)
     ws = change.word_senses

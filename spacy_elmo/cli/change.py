@@ -179,7 +179,9 @@ def change_cli(
         f"wrote {out}: report.json, report.tsv, senses/{', pages/' if 'pages' in written else ''} ({plural(measured, 'word')} measured, {report.seconds:.0f} s)"
     )
     if skipped_pages:
-        msg.warn(f"pages/ skipped: {PLOTLY_MISSING}; then `spacy-elmo explore {out}/senses --word WORD` writes a word's page from what was saved")
+        msg.warn(
+            f"pages/ skipped: {PLOTLY_MISSING}; then `spacy-elmo explore {out}/senses --word WORD` writes a word's page from what was saved"
+        )
 
 
 @app.command("change-eval")

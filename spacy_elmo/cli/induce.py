@@ -131,6 +131,7 @@ def induce_cli(
     from ..hub.load import load_bilm
     from ..induction.corpus import corpus_files
     from ..induction.induce import build_inventory, induce, load_head
+    from ..induction.induced import best_split_line
     from ..induction.naming import plural
 
     settings = induction_settings(
@@ -164,6 +165,9 @@ def induce_cli(
         for sense in result.senses:
             example = result.occurrences[sense.examples[0]].text if sense.examples else ""
             msg.text(f"{sense.name}\t{sense.count}\t{example[:100]}")
+        almost = best_split_line(result)
+        if almost:
+            msg.text(f"  {almost}")
     report = None
     if check:
         from ..evaluation.wsi_check import pseudoword_check

@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..induction.induced import Occurrence, WordSenses, check_word_senses
+from ..induction.induced import Occurrence, WordSenses, best_split_line, check_word_senses
 from ..induction.naming import plural
 from .projection import nearest_occurrences, project_2d
 
@@ -307,6 +307,9 @@ def _summary(senses: WordSenses) -> str:
         f"clustered by {html.escape(senses.representation)}",
     ]
     note = f'<p class="note">{html.escape(senses.note)}</p>' if senses.note else ""
+    almost = best_split_line(senses)
+    if almost:
+        note += f'<p class="note almost">{html.escape(almost)}</p>'
     return f"<p>{' · '.join(parts)}</p>{note}{_check(senses.extra.get('check'))}"
 
 
@@ -411,18 +414,22 @@ def _sense_tables(senses: WordSenses, colours: Sequence[str]) -> str:
     out = []
     for sense, colour in zip(senses.senses, colours):
         size = int(np.sum(labels == sense.id))
+        typical = list(getattr(sense, "typicality", []) or [])
+        # the similarity to the sense's medoid where the senses recorded it (older files: the sense weight)
+        shown = typical if len(typical) >= min(len(sense.examples), TABLE_EXAMPLES) else [weights[i, sense.id] for i in sense.examples]
         rows = "".join(
-            f"<tr><td>{weights[i, sense.id]:.2f}</td><td>{marked_html(senses.occurrences[i], 200)}</td>"
+            f"<tr><td>{value:.2f}</td><td>{marked_html(senses.occurrences[i], 200)}</td>"
             f'<td class="source">{html.escape(senses.occurrences[i].source)}</td></tr>'
-            for i in sense.examples[:TABLE_EXAMPLES]
+            for i, value in zip(sense.examples[:TABLE_EXAMPLES], shown)
         )
+        column = "similarity to the sense's most central example" if shown is typical else "weight"
         substitutes = html.escape(", ".join(sense.substitutes)) or "–"
         context = html.escape(", ".join(getattr(sense, "context", []))) or "–"
         out.append(
             f'<section class="sense" data-sense="{sense.id}"><h3><span class="swatch" style="background:{colour}"></span>'
             f"{html.escape(sense.name)} <small>({plural(size, 'occurrence')})</small></h3>"
             f'<p class="substitutes">Context words: {context} · Substitutes: {substitutes}</p>'
-            f"<table><thead><tr><th>weight</th><th>example</th><th>source</th></tr></thead><tbody>{rows}</tbody></table></section>"
+            f"<table><thead><tr><th>{column}</th><th>example</th><th>source</th></tr></thead><tbody>{rows}</tbody></table></section>"
         )
     return "".join(out)
 

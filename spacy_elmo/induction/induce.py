@@ -40,7 +40,7 @@ from ..bilm import BiLM
 from ..bilm.batching import plan_batches
 from ..lang import language
 from ..senses.inventory import SenseInventory
-from .clustering import cosine_distances, cut_senses, remove_form, substitute_bags, tfidf, unit_rows
+from .clustering import cosine_distances, cut_senses, embed_distances, remove_form, split_score, substitute_bags, tfidf, unit_rows
 from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
 from .forms import target_forms
@@ -314,6 +314,34 @@ class Inducer:
                 s.representation,
                 f"{word!r}: no occurrences in the corpus",
             )
+        vectors, subs, bags, blocks, extra = self.representation(store, forms)
+        note = None
+        if n < s.min_occurrences:
+            labels = np.zeros(n, dtype=np.int64)
+            note = f"{word!r}: only {plural(n, 'occurrence')} (fewer than {s.min_occurrences}): one sense"
+        else:
+            distances = cosine_distances(blocks)
+            labels = cut_senses(distances, s.max_senses, s.n_senses, min_share=s.min_share, significance=s.significance, seed=s.seed)
+            if labels.max() == 0 and s.n_senses is None and s.max_senses >= 2:
+                extra["best_split"] = self._best_split(word, store, distances, bags, blocks, forms, extra.get("context_vectors"))
+        k = int(labels.max()) + 1
+        weights = self._weights(subs, labels, blocks, bags)
+        senses = self._describe(word, store, labels, weights, bags, blocks, forms, extra.get("context_vectors"))
+        shown = self._shown_vectors(blocks)
+        return WordSenses(
+            word, forms, list(store.occurrences), senses, weights, shown, s.representation, note,
+            extra={"elmo_vectors": vectors.astype(np.float16), "mix": list(s.mix), "seen": store.seen, "n_senses": k, **extra},
+        )  # fmt: skip
+
+    def representation(
+        self, store: _Store, forms: Sequence[str]
+    ) -> Tuple[
+        np.ndarray, Optional[List[Tuple[np.ndarray, np.ndarray]]], Optional[Tuple[sparse.csr_matrix, np.ndarray]], List[Any], Dict[str, Any]
+    ]:
+        """What the word's occurrences are clustered on: their ELMo vectors, substitutes and bags (None
+        without a head), the unit-row blocks of the settings' representation (compared by their mean
+        cosine), and extra arrays kept with the result (the context vectors)."""
+        s = self.settings
         vectors = np.stack([r[0] for r in store.rows]).astype(np.float32)
         subs = self._substitutes(store) if self.head is not None else None
         bags = self._bags(subs) if subs is not None else None
@@ -328,21 +356,37 @@ class Inducer:
             context = self.context_vectors(store.occurrences, forms)
             extra["context_vectors"] = context.astype(np.float16)
             blocks.append(unit_rows(context - context.mean(0, keepdims=True)))
-        note = None
-        if n < s.min_occurrences:
-            labels = np.zeros(n, dtype=np.int64)
-            note = f"{word!r}: only {plural(n, 'occurrence')} (fewer than {s.min_occurrences}): one sense"
-        else:
-            distances = cosine_distances(blocks)
-            labels = cut_senses(distances, s.max_senses, s.n_senses, min_share=s.min_share, significance=s.significance, seed=s.seed)
-        k = int(labels.max()) + 1
-        weights = self._weights(subs, labels, blocks, bags)
-        senses = self._describe(word, store, labels, weights, bags, blocks, forms, extra.get("context_vectors"))
-        shown = self._shown_vectors(blocks)
-        return WordSenses(
-            word, forms, list(store.occurrences), senses, weights, shown, s.representation, note,
-            extra={"elmo_vectors": vectors.astype(np.float16), "mix": list(s.mix), "seen": store.seen, "n_senses": k, **extra},
-        )  # fmt: skip
+        return vectors, subs, bags, blocks, extra
+
+    def _best_split(
+        self,
+        word: str,
+        store: _Store,
+        distances: np.ndarray,
+        bags: Optional[Tuple[sparse.csr_matrix, np.ndarray]],
+        blocks: List[Any],
+        forms: Sequence[str],
+        context: Optional[np.ndarray],
+    ) -> Dict[str, Any]:
+        """What was almost found where the rule kept one sense: the best two-way split of the
+        occurrences (the rule's own first split), its z-score against the null and the z it needed,
+        each side's size and name. Shown, marked as not kept; never used as senses."""
+        s = self.settings
+        halves, z = split_score(embed_distances(distances), np.random.default_rng(s.seed))
+        sizes = [int((halves == c).sum()) for c in (0, 1)]
+        if min(sizes) == 0:
+            return {"z": float(z), "needed": -s.significance, "sizes": sizes, "names": []}
+        onehot = np.eye(2, dtype=np.float32)[halves]
+        named = self._describe(word, store, halves, onehot, bags, blocks, forms, context)
+        order = sorted(range(2), key=lambda c: -sizes[c])
+        return {
+            "z": round(float(z), 3),
+            "needed": -s.significance,
+            "sizes": [sizes[c] for c in order],
+            "names": [named[c].name for c in order],
+            "examples": [named[c].examples[:2] for c in order],
+            "min_share_met": min(sizes) >= max(3, int(np.ceil(s.min_share * len(halves)))),
+        }
 
     def context_vectors(self, occurrences: Sequence[Occurrence], forms: Sequence[str] = ()) -> np.ndarray:
         """float32 ``[n, dim]``: the occurrences' context vectors (:mod:`.context`), read with the LM head's
@@ -449,14 +493,16 @@ class Inducer:
         # a word names one sense of the word only: the sense where it ranks highest in either kind
         owned = [set(words) for words in exclusive([ranked(list(a), list(b)) for a, b in zip(scored_subs, scored_context)])]
         limit = max(s.n_names * 2, 6)
+        similarity = 1.0 - cosine_distances(blocks) if blocks else None
         senses = []
         for c in range(k):
             subs = [w for w in scored_subs[c] if w in owned[c]][:limit]
             ctx = [w for w in scored_context[c] if w in owned[c]][:limit]
             members = np.flatnonzero(strongest == c)
-            order = members[np.argsort(-weights[members, c], kind="stable")]
+            order, typical = central_first(members, similarity, weights[:, c])
             name = sense_name(word, ctx, subs, s.n_names) if (ctx or subs) else f"{word}: sense {c + 1}"
-            senses.append(Sense(c, name, subs, int(len(members)), [int(i) for i in order[: s.n_examples]], ctx))
+            shown = [int(i) for i in order[: s.n_examples]]
+            senses.append(Sense(c, name, subs, int(len(members)), shown, ctx, [round(float(t), 4) for t in typical[: s.n_examples]]))
         return senses
 
     def _on_topic(self, scored: List[Dict[str, float]], context: np.ndarray, strongest: np.ndarray) -> List[Dict[str, float]]:
@@ -492,6 +538,21 @@ class Inducer:
             else:
                 parts.append(unit_rows(block))
         return (np.hstack(parts) / math.sqrt(len(parts))).astype(np.float32)
+
+
+def central_first(members: np.ndarray, similarity: Optional[np.ndarray], weights: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """A sense's occurrences ``members``, most central first: by cosine ``similarity`` to the sense's
+    medoid (the member with the highest mean similarity to the others), ties broken by the sense
+    weight; and those similarities. Without a similarity matrix, by weight alone (similarity NaN)."""
+    if len(members) == 0:
+        return members, np.zeros(0)
+    if similarity is None:
+        return members[np.argsort(-weights[members], kind="stable")], np.full(len(members), np.nan)
+    inside = similarity[np.ix_(members, members)]
+    medoid = int(np.argmax(inside.mean(1)))
+    to_medoid = inside[medoid]
+    order = np.lexsort((-weights[members], -to_medoid))
+    return members[order], to_medoid[order]
 
 
 # ---------------------------------------------------------------------------------------------- corpus level

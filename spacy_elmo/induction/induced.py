@@ -42,6 +42,21 @@ class Sense:
     count: int  # occurrences whose strongest sense this is
     examples: List[int]  # indices into WordSenses.occurrences, most representative first
     context: List[str] = field(default_factory=list)  # the most distinctive context words, best first
+    # per example: its cosine similarity to the sense's medoid (the occurrence nearest all the others
+    # of the sense) in the representation clustered; empty in senses saved before it was recorded
+    typicality: List[float] = field(default_factory=list)
+
+
+def best_split_line(ws: "WordSenses") -> Optional[str]:
+    """One line on the best two-way split where the rule kept one sense (``extra["best_split"]``), or None."""
+    split = ws.extra.get("best_split")
+    if not split or not split.get("names"):
+        return None
+    a, b = split["names"]
+    return (
+        f"not kept (one sense): the best two-way split, {a!r} ({split['sizes'][0]}) / {b!r} ({split['sizes'][1]}), "
+        f"z = {split['z']:.2f} against one Gaussian of the same spread (a split needs z < {split['needed']:.2f})"
+    )
 
 
 @dataclass
