@@ -74,8 +74,8 @@ def convert_archive(model: PublishedModel, archive: Path, digest: str) -> Path:
         root = check_archive(archive)
         unpack(archive, make_private_folders(unpacked), MAX_MEMBERS, MAX_BYTES)
         source = unpacked.joinpath(*root.parts)
-        check_efml_folder(source)
-        convert_efml(source, make_private_folders(work))
+        check_efml_folder(source, within=unpacked)
+        convert_efml(source, make_private_folders(work), within=unpacked)
         record = json.loads((work / RECORD_NAME).read_text(encoding="utf-8"))
         record["source"] = model.url(model.archive)  # not the unpacked folder, which is removed
         write_json(work / RECORD_NAME, record)
