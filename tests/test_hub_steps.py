@@ -99,7 +99,7 @@ def test_a_damaged_archive_is_removed_never_recorded_and_the_intact_one_then_dow
 
 
 def test_an_archive_whose_conversion_fails_is_removed_and_never_recorded(served, monkeypatch):
-    def broken(source, out):
+    def broken(source, out, within=None):
         raise WeightsError("the encoder's weights cannot be read")
 
     monkeypatch.setattr(efml_archive, "convert_efml", broken)
