@@ -11,12 +11,13 @@ the files are written, and :func:`finish_folder` writes the manifest last, with 
 size. :func:`check_folder` then refuses a partial folder with a message that names it.
 
 A command's whole output (several files and folders in a folder the user names) goes through
-:func:`write_into`: it is written into a scratch folder beside the target and moved in only when
-it is complete, so a failed run leaves the previous output as it was.
+:func:`write_into`: it is written into a scratch folder on the target's file system and moved in
+only when it is complete, so a failed run leaves the previous output as it was.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -224,33 +225,81 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
+def _rename(source: Path, target: Path) -> None:
+    """Rename ``source`` over ``target``; across file systems (EXDEV), copy it beside ``target``
+    first and rename the copy, so that ``target`` still changes in one step."""
+    try:
+        os.replace(source, target)
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+        copy = temporary_name(target)
+        try:
+            if source.is_dir() and not source.is_symlink():
+                shutil.copytree(source, copy, symlinks=True)
+            else:
+                shutil.copy2(source, copy, follow_symlinks=False)
+            os.replace(copy, target)
+        finally:
+            _remove(copy)
+        _remove(source)
+
+
 def _move_in(entry: Path, target: Path) -> None:
     """Put ``entry`` at ``target``: a file is renamed over the old one; a folder replaces the old one
-    whole (the old one renamed aside first, then removed), so none of the old folder's files stays."""
+    whole (the old one renamed aside first, then removed, or put back when the move fails), so none
+    of the old folder's files stays and a failed move loses nothing."""
     if entry.is_dir() and not entry.is_symlink() and (target.exists() or target.is_symlink()):
         aside = target.with_name(f".{target.name}.{uuid.uuid4().hex[:16]}.old")
         target.rename(aside)
-        entry.rename(target)
+        try:
+            _rename(entry, target)
+        except BaseException:
+            aside.rename(target)
+            raise
         _remove(aside)
         return
     if target.is_dir() and not target.is_symlink():
         _remove(target)
-    entry.replace(target)
+    _rename(entry, target)
+
+
+def output_folder(out: PathLike) -> Path:
+    """The folder ``out`` names, checked before any work: a link is followed to its target (a
+    dangling one to the path it names, when that path's folder exists; refused otherwise); a file
+    is refused."""
+    out = Path(out)
+    if out.is_symlink():
+        target = Path(os.path.realpath(out))
+        if not target.exists() and not target.parent.is_dir():
+            raise FileNotFoundError(f"{out} is a link to {target}, whose folder does not exist: create it, or give another output folder")
+        out = target
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out} is a file: give a folder to write into")
+    return out
+
+
+def scratch_parent(out: Path) -> Path:
+    """Where the scratch folder of ``out`` goes: beside it, on the file system ``out`` lives on;
+    inside it when ``out`` is on another file system than its parent (a mount point)."""
+    if out.is_dir() and os.stat(out).st_dev != os.stat(out.parent).st_dev:
+        return out
+    return out.parent
 
 
 def write_into(out: PathLike, write: Callable[[Path], T], owned: Iterable[str] = ()) -> T:
     """Fill the folder ``out`` whole or not at all, and return what ``write`` returns.
 
-    ``write(scratch)`` writes into a new folder beside ``out``; only when it returns is each entry
-    moved into ``out`` (files renamed over the old ones, JSON files last; folders replacing the old
-    ones whole), and each name of ``owned`` (what this writer makes in ``out``) that it did not make
-    this time is removed from ``out``. Anything else in ``out`` is left alone. If ``write`` raises,
-    ``out`` is as it was. The scratch folder is removed either way."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"{out} is a file: give a folder to write into")
+    ``out`` is checked first (:func:`output_folder`: a link is followed, a dangling one resolved or
+    refused, before any work). ``write(scratch)`` writes into a new folder on ``out``'s file system
+    (:func:`scratch_parent`); only when it returns is each entry moved into ``out`` (files renamed
+    over the old ones, JSON files last; folders replacing the old ones whole, the old one put back
+    if the move fails), and each name of ``owned`` (what this writer makes in ``out``) that it did
+    not make this time is removed from ``out``. Anything else in ``out`` is left alone. If ``write``
+    raises, ``out`` is as it was. The scratch folder is removed either way."""
+    out = output_folder(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=scratch_parent(out)))
     try:
         result = write(scratch)
         out.mkdir(parents=True, exist_ok=True)

@@ -178,6 +178,11 @@ def test_native_nan_weights_name_the_file_and_tensor(allennlp_bilm, tmp_path):
     state["lstm.layers.0.w_proj"][0, 1, 2] = float("nan")
     state["token_encoder.projection.bias"][0] = float("inf")
     torch.save(state, folder / "weights.pt")
+    with pytest.raises(WeightsError, match="not its SHA-256"):  # changed after the save: its recorded digest says so
+        load_bilm(folder)
+    meta = json.loads((folder / "config.json").read_text())
+    del meta["sha256"]  # as a folder saved before the digest was recorded: the tensors' own check names them
+    (folder / "config.json").write_text(json.dumps(meta))
     with pytest.raises(WeightsError, match=r"weights.pt: .*'token_encoder.projection.bias'.* NaN or infinite"):
         load_bilm(folder)
 

@@ -77,20 +77,27 @@ def is_efml_folder(path: PathLike) -> bool:
     return isinstance(data, dict) and "config_path" in data and "format" not in data
 
 
-def find_model_config(folder: PathLike) -> Tuple[Dict[str, Any], Optional[Path], str]:
-    """The model config of ``folder``: ``(config, its file or None for a shipped sample, a label)``."""
+def find_model_config(folder: PathLike, within: Optional[PathLike] = None) -> Tuple[Dict[str, Any], Optional[Path], str]:
+    """The model config of ``folder``: ``(config, its file or None for a shipped sample, a label)``.
+    ``within``: a folder (an unpacked archive) that ``config_path`` may not lead out of: a path
+    that resolves outside it is never read (the file of its name in ``folder``, or the sample
+    config of that name, is used instead; neither there: refused)."""
     folder = Path(folder)
     settings = _read_json(folder / SETTINGS_NAME, "ELMoForManyLangs settings")
     named = settings.get("config_path") if isinstance(settings, dict) else None
     if not isinstance(named, str) or not named:
         raise WeightsError(f"{folder / SETTINGS_NAME}: 'config_path' (the model config's file name) is missing or not a string")
-    for candidate in (Path(os.path.join(folder, named)), folder / os.path.basename(named)):
+    joined = Path(os.path.join(folder, named))
+    outside = within is not None and not joined.resolve().is_relative_to(Path(within).resolve())
+    for candidate in ([] if outside else [joined]) + [folder / os.path.basename(named)]:
         if candidate.is_file():
             config = _read_json(candidate, "ELMoForManyLangs model config")
             if not isinstance(config, dict):
                 raise WeightsError(f"ELMoForManyLangs model config {candidate} must hold a JSON object")
             return config, candidate, str(candidate)
     sample = SAMPLE_CONFIGS.get(os.path.basename(named))
+    if sample is None and outside:
+        raise WeightsError(f"{folder}: config_path {named!r} in {SETTINGS_NAME} resolves outside the archive: refused, nothing read there")
     if sample is None:
         raise WeightsError(
             f"{folder}: the model config {named!r} (config_path in {SETTINGS_NAME}) is neither in the folder nor a sample config"
@@ -210,11 +217,12 @@ def efml_architecture(model_config: Dict[str, Any], label: str) -> BiLMConfig:
     return _config(model_options(model_config, label), label)
 
 
-def efml_config(folder: PathLike, lexicons: bool = True) -> BiLMConfig:
+def efml_config(folder: PathLike, lexicons: bool = True, within: Optional[PathLike] = None) -> BiLMConfig:
     """The :class:`BiLMConfig` of an ELMoForManyLangs folder: with ``lexicons`` (to build the
-    model) the two ``.dic`` files are read into its ``efml`` section; without, the architecture only."""
+    model) the two ``.dic`` files are read into its ``efml`` section; without, the architecture
+    only. ``within``: see :func:`find_model_config`."""
     folder = Path(folder)
-    model_config, _, label = find_model_config(folder)
+    model_config, _, label = find_model_config(folder, within)
     options = model_options(model_config, label)
     if lexicons:
         section = options[EFML_KEY]
@@ -226,11 +234,12 @@ def efml_config(folder: PathLike, lexicons: bool = True) -> BiLMConfig:
     return _config(options, label)
 
 
-def check_efml_folder(folder: PathLike) -> None:
+def check_efml_folder(folder: PathLike, within: Optional[PathLike] = None) -> None:
     """Check an ELMoForManyLangs folder without reading its weights: the configs, and that the
-    lexicons and both ``.pkl`` files are there (one-line :class:`WeightsError`)."""
+    lexicons and both ``.pkl`` files are there (one-line :class:`WeightsError`). ``within``: see
+    :func:`find_model_config`."""
     folder = Path(folder)
-    config = efml_config(folder, lexicons=False)
+    config = efml_config(folder, lexicons=False, within=within)
     names = [CHAR_DIC, TOKEN_EMBEDDER_PKL, ENCODER_PKL] + ([WORD_DIC] if config.extra[EFML_KEY]["word_dim"] > 0 else [])
     missing = [name for name in names if not (folder / name).is_file()]
     if missing:
@@ -302,22 +311,23 @@ def _same_names(found: Dict[str, torch.Tensor], names: Dict[str, str], path: Pat
         raise WeightsError(f"{path} does not match its model config: it {' and '.join(parts)}")
 
 
-def load_efml(folder: PathLike, stateful: bool = False) -> EfmlBiLM:
-    """An :class:`EfmlBiLM` (eval mode, float32) straight from the authors' folder."""
+def load_efml(folder: PathLike, stateful: bool = False, within: Optional[PathLike] = None) -> EfmlBiLM:
+    """An :class:`EfmlBiLM` (eval mode, float32) straight from the authors' folder (``within``:
+    see :func:`find_model_config`)."""
     folder = Path(folder)
-    check_efml_folder(folder)
-    config = efml_config(folder)
+    check_efml_folder(folder, within)
+    config = efml_config(folder, within=within)
     state = state_from_efml(load_tensors(folder / TOKEN_EMBEDDER_PKL), load_tensors(folder / ENCODER_PKL), config, folder)
     model = model_from_state(config, state, folder, stateful=stateful)
     assert isinstance(model, EfmlBiLM)  # the config's efml section chooses the class
     return model
 
 
-def source_files(folder: PathLike) -> List[Path]:
+def source_files(folder: PathLike, within: Optional[PathLike] = None) -> List[Path]:
     """The files a model is read from: settings, model config (when a file), lexicons, weights."""
     folder = Path(folder)
-    _, config_file, _ = find_model_config(folder)
-    config = efml_config(folder, lexicons=False)
+    _, config_file, _ = find_model_config(folder, within)
+    config = efml_config(folder, lexicons=False, within=within)
     names = [SETTINGS_NAME, CHAR_DIC] + ([WORD_DIC] if config.extra[EFML_KEY]["word_dim"] > 0 else []) + [TOKEN_EMBEDDER_PKL, ENCODER_PKL]
     files = [folder / name for name in names]
     return files[:1] + ([config_file] if config_file is not None else []) + files[1:]
@@ -331,15 +341,15 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def describe_source(folder: PathLike) -> Dict[str, Any]:
+def describe_source(folder: PathLike, within: Optional[PathLike] = None) -> Dict[str, Any]:
     """The record of a source folder: its path and, per file read, its size, change time and SHA-256."""
     folder = Path(folder).resolve()
     files: Dict[str, Any] = {}
-    for path in source_files(folder):
+    for path in source_files(folder, within):
         stat = path.stat()
         key = os.path.relpath(path, folder) if path.is_relative_to(folder) else str(path)
         files[key] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_file(path)}
-    _, config_file, label = find_model_config(folder)
+    _, config_file, label = find_model_config(folder, within)
     return {
         "format": RECORD_FORMAT,
         "version": 1,
@@ -350,12 +360,13 @@ def describe_source(folder: PathLike) -> Dict[str, Any]:
     }
 
 
-def convert_efml(folder: PathLike, out_dir: PathLike) -> Path:
+def convert_efml(folder: PathLike, out_dir: PathLike, within: Optional[PathLike] = None) -> Path:
     """Write the model of an ELMoForManyLangs folder in our native format into ``out_dir``
     (``config.json`` + ``weights.pt``, read by :func:`.weights.load_native`), with
-    :data:`RECORD_NAME` naming the source folder and its files' digests. Returns ``out_dir``."""
-    record = describe_source(folder)
-    out = save_native(load_efml(folder), out_dir)
+    :data:`RECORD_NAME` naming the source folder and its files' digests. ``within``: the unpacked
+    archive ``config_path`` may not lead out of (:func:`find_model_config`). Returns ``out_dir``."""
+    record = describe_source(folder, within)
+    out = save_native(load_efml(folder, within=within), out_dir)
     write_json(out / RECORD_NAME, record)
     return out
 

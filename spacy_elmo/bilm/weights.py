@@ -14,6 +14,7 @@ below are the only place that knows.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any, Dict, Tuple, Union
@@ -170,15 +171,40 @@ def save_original(model: BiLM, out_dir: PathLike, weights_name: str = "weights.h
 def save_native(model: BiLM, out_dir: PathLike) -> Path:
     """Write ``weights.pt`` then ``config.json`` into ``out_dir`` (created if needed), each
     atomically. ``config.json`` is the manifest: an old one is removed before the weights are
-    replaced and the new one, with the weights file's size, is written last, so a folder is
-    either a complete model or refused by :func:`load_native` as incomplete."""
+    replaced and the new one, with the weights file's size and SHA-256, is written last, so a
+    folder is either a complete model or refused by :func:`load_native` as incomplete or damaged."""
     out = start_folder(out_dir, CONFIG_NAME)
     state = {k: v.detach().cpu().float().contiguous() for k, v in model.state_dict().items()}
     write_atomic(out / WEIGHTS_NAME, lambda handle: torch.save(state, handle))
-    finish_folder(
-        out, CONFIG_NAME, {"format": NATIVE_FORMAT, "version": NATIVE_VERSION, "options": model.config.to_options()}, [WEIGHTS_NAME]
-    )
+    manifest = {
+        "format": NATIVE_FORMAT,
+        "version": NATIVE_VERSION,
+        "options": model.config.to_options(),
+        "sha256": {WEIGHTS_NAME: file_sha256(out / WEIGHTS_NAME)},
+    }
+    finish_folder(out, CONFIG_NAME, manifest, [WEIGHTS_NAME])
     return out
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, as hex."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_saved_digest(weights_path: Path, meta: Dict[str, Any]) -> None:
+    """``weights.pt`` has the SHA-256 its ``config.json`` recorded at the save (folders saved
+    before the digest was recorded have only their size checked)."""
+    digests = meta.get("sha256")
+    expected = digests.get(WEIGHTS_NAME) if isinstance(digests, dict) else None
+    if expected is not None and file_sha256(weights_path) != expected:
+        raise WeightsError(
+            f"{weights_path} has the size {CONFIG_NAME} records but not its SHA-256: its bytes were damaged or changed "
+            f"after the save; save the model again, or restore the folder from a copy"
+        )
 
 
 def load_native(path: PathLike, stateful: bool = False) -> BiLM:
@@ -215,6 +241,7 @@ def load_native(path: PathLike, stateful: bool = False) -> BiLM:
             f"{weights_path} has {weights_path.stat().st_size:,} bytes, {CONFIG_NAME} records {size:,}: the folder mixes two saves "
             f"(weights replaced after the config was written); save the model again"
         )
+    check_saved_digest(weights_path, meta)
     return model_from_state(config, state, weights_path, stateful=stateful)
 
 

@@ -3,6 +3,7 @@
 Every member is checked before anything is written (:func:`check_members`): its name must be a
 relative path that stays inside the target folder (no absolute path, drive, backslash, ``..`` or
 NUL), it must be a plain file or a folder (a symbolic link or device is refused), not encrypted,
+compressed by a method this reader can read (:data:`METHODS`),
 and named once (case-insensitively, so that no member overwrites another on a case-insensitive
 file system); the archive may hold at most ``max_members`` members and ``max_bytes`` bytes once
 unpacked, and no member may expand more than :data:`MAX_RATIO` times (a zip bomb). Unpacking
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import stat
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import List
 
@@ -23,6 +25,7 @@ from ..bilm.errors import WeightsError
 
 MAX_RATIO = 200  # a member may expand at most this many times (weights compress by a few percent, text a few times)
 CHUNK = 1 << 20
+METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}  # what the published archives use and zlib reads
 
 
 def _refuse(path: Path, why: str) -> WeightsError:
@@ -64,6 +67,9 @@ def check_members(path: Path, max_members: int, max_bytes: int) -> List[zipfile.
             raise _refuse(path, f"member {info.filename!r} is {what}")
         if info.flag_bits & 0x1:
             raise _refuse(path, f"member {info.filename!r} is encrypted")
+        if info.compress_type not in METHODS:
+            allowed = ", ".join(f"{k} ({v})" for k, v in METHODS.items())
+            raise _refuse(path, f"member {info.filename!r} uses compression method {info.compress_type}; allowed: {allowed}")
         total += info.file_size
         if total > max_bytes:
             raise _refuse(path, f"it unpacks to more than {max_bytes:,} bytes")
@@ -101,11 +107,11 @@ def unpack(path: Path, out_dir: Path, max_members: int, max_bytes: int) -> Path:
                         target.write(block)
                     target.flush()
                     os.fsync(target.fileno())
-    except zipfile.BadZipFile as err:
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as err:  # a bad CRC, a damaged stream, a truncated member
         raise WeightsError(f"{path.name}: {err} (a damaged archive): refused") from None
     except FileExistsError as err:
         raise _refuse(path, f"{err.filename} exists already") from None
     return out
 
 
-__all__ = ["MAX_RATIO", "check_members", "member_path", "unpack"]
+__all__ = ["MAX_RATIO", "METHODS", "check_members", "member_path", "unpack"]

@@ -21,7 +21,7 @@ from typing import Any, Dict
 from ..bilm.efml_folder import RECORD_NAME, check_efml_folder, convert_efml, source_files
 from ..bilm.errors import WeightsError
 from ..bilm.weights import CONFIG_NAME
-from ..cache import cache_root
+from ..cache import cache_root, make_private_folders
 from ..files import read_record, temporary_name
 
 EFML_CACHE = "efml"
@@ -75,10 +75,10 @@ def efml_native_folder(source: Path, convert: bool = True) -> Path:
     check_efml_folder(source)
     if not convert:
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    make_private_folders(folder.parent)  # 0700 whatever the umask: the kernels refuse a wider cache folder
     work = temporary_name(folder)
     try:
-        convert_efml(source, work)
+        convert_efml(source, make_private_folders(work))
         if folder.exists():  # stale, or another process's conversion finished meanwhile
             if is_current(folder, source):
                 return folder

@@ -1,4 +1,4 @@
-"""One file over HTTP into ``NAME.part``, resumable only when the server proves it is the same file.
+"""One file over HTTP into ``NAME.part`` (created 0600), resumable only when the server proves it is the same file.
 
 ``NAME.part.json`` beside the part records the URL asked for, both validators the server sent
 (ETag and Last-Modified), its Date and the content coding. A part resumes only on a validator that
@@ -74,6 +74,12 @@ def discard(dest: Path) -> None:
     """Remove the part of ``dest`` and its sidecar."""
     part_path(dest).unlink(missing_ok=True)
     sidecar_path(dest).unlink(missing_ok=True)
+
+
+def open_private(path: Path, mode: str) -> Any:
+    """``path`` opened for writing (``"wb"``) or appending (``"ab"``), created 0600 whatever the umask."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "ab" else os.O_TRUNC)
+    return os.fdopen(os.open(path, flags | getattr(os, "O_BINARY", 0), 0o600), mode)
 
 
 def ceiling(dest: Path) -> int:
@@ -222,7 +228,7 @@ def _fetch_once(url: str, dest: Path, progress: bool, known_size: Optional[int],
             total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024, desc=dest.name, disable=not progress, file=sys.stderr
         )
         try:
-            with open(part, mode) as handle:
+            with open_private(part, mode) as handle:
                 try:
                     for block in response.raw.stream(STREAM_CHUNK, decode_content=False):
                         if handle.tell() + len(block) > limit:
@@ -283,7 +289,7 @@ def _decode(part: Path, encoding: str, dest: Path, url: str) -> None:
         raise WeightsError(f"{url} came with Content-Encoding {encoding!r}, which spacy-elmo cannot decode: removed; use another mirror")
     top, tmp = ceiling(dest), part.with_name(part.name + ".decoded")
     try:
-        with open(part, "rb") as source, open(tmp, "wb") as out:
+        with open(part, "rb") as source, open_private(tmp, "wb") as out:
             written = 0
             for data in decode_chunks(read_chunks(source, STREAM_CHUNK), f"the {encoding} body", deflate=encoding == "deflate"):
                 written += len(data)

@@ -43,7 +43,7 @@ from ..senses.inventory import SenseInventory
 from .clustering import cosine_distances, cut_senses, embed_distances, remove_form, split_score, substitute_bags, tfidf, unit_rows
 from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
-from .forms import target_forms
+from .forms import join_runs, target_forms
 from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
 from .naming import context_words, distinctive_words, exclusive, plural, ranked, readable, sense_name
 from .substitutes import LMHead, content_mask, fold_vocabulary, lm_states
@@ -660,6 +660,7 @@ def induce(
         for sentence in read_sentences(corpus, lang=settings.lang):
             bar.update(1)
             n_sentences += 1
+            sentence = join_runs(sentence, forms, settings.lang)  # a target spelled by several tokens (zh, ja, th): one
             inducer.observe(sentence.tokens)
             for position, token in enumerate(sentence.tokens):
                 word = match_target(token, forms, settings.lang)

@@ -36,6 +36,10 @@ CONJUNCTIONS = {
 }  # fmt: skip
 #: the languages written without spaces between words, where one character is a word (spaCy's Chinese default)
 CHARACTER_WORDS = frozenset({"zh", "ja"})
+#: the languages written without spaces between words: a target word may span a run of tokens
+WITHOUT_SPACES = frozenset({"zh", "ja", "th"})
+#: zero-width non-joiner and joiner: inside a word (Persian کتاب‌ها, Indic conjuncts) they are part of it
+JOINERS = "\u200c\u200d"
 EXAMPLES = "e.g. en, de, ru, zh, ar; xx is spaCy's multi-language tokenizer"
 
 
@@ -62,7 +66,8 @@ def _is_mark(char: str) -> bool:
 
 def unicode_words(text: str) -> List[str]:
     """The words of ``text``: runs of letters (and the marks that follow them), one inner apostrophe
-    allowed (l'homme), each Chinese or Japanese character a word of its own."""
+    allowed (l'homme), a zero-width (non-)joiner between two letters kept inside the word, each
+    Chinese or Japanese character a word of its own."""
     out: List[str] = []
     word: List[str] = []
     for i, char in enumerate(text):
@@ -72,6 +77,8 @@ def unicode_words(text: str) -> List[str]:
                 word = []
             out.append(char)
         elif char.isalpha() or (word and _is_mark(char)):
+            word.append(char)
+        elif char in JOINERS and word and text[i + 1 : i + 2].isalpha():
             word.append(char)
         elif char in "'\u2019" and word and "'" not in word and "\u2019" not in word and text[i + 1 : i + 2].isalpha():
             word.append(char)
@@ -111,6 +118,12 @@ class Language:
         return self.code == "en"
 
     @property
+    def without_spaces(self) -> bool:
+        """Whether the language is written without spaces between words (Chinese, Japanese, Thai):
+        a target word of several characters may span several tokens."""
+        return self.code in WITHOUT_SPACES
+
+    @property
     def character_words(self) -> bool:
         """Whether one character is a word (Chinese and Japanese): a one-character word counts as a content word."""
         return self.code in CHARACTER_WORDS
@@ -144,7 +157,13 @@ class Language:
         """Whether ``token`` is letters only (in another language than English, letters and their combining marks)."""
         if self.english:
             return token.isalpha()
-        return any(c.isalpha() for c in token) and all(c.isalpha() or _is_mark(c) for c in token)
+        inner = token[1:-1]
+        return (
+            any(c.isalpha() for c in token)
+            and all(c.isalpha() or _is_mark(c) or (c in JOINERS and c in inner) for c in token)
+            and token[:1] not in JOINERS
+            and token[-1:] not in JOINERS
+        )
 
     def long_enough(self, word: str, n: int) -> bool:
         """Whether ``word`` has at least ``n`` characters; in Chinese and Japanese one character is enough."""
@@ -182,15 +201,19 @@ class Language:
 
 
 def _load(code: str) -> Language:
-    """The :class:`Language` of ``code`` (spaCy's language class, its stop words, its lookup lemmas)."""
+    """The :class:`Language` of ``code`` (spaCy's language class, its stop words, its lookup lemmas),
+    under the class's own code (``eng`` is ``en``)."""
     import spacy
 
     if not isinstance(code, str) or not code.strip() or code != code.strip():
         raise LanguageError(f"language code {code!r}: give a spaCy language code ({EXAMPLES})")
+    if not code.replace("_", "").replace("-", "").isalnum():  # a module path (en.stop_words) is not a code
+        raise LanguageError(f"unknown language code {code!r}: spaCy has no language by that code ({EXAMPLES})")
     try:
         cls = spacy.util.get_lang_class(code)
-    except ImportError:
+    except Exception:  # ImportError for most, but a name spaCy half-finds can raise anything
         raise LanguageError(f"unknown language code {code!r}: spaCy has no language by that code ({EXAMPLES})") from None
+    code = str(getattr(cls, "lang", None) or code)  # the class's own code: every rule below is keyed by it
     stop_words = frozenset(w.lower() for w in cls.Defaults.stop_words)
     lemmas = None if code == "en" else _lookup_table(code)  # English keeps its own rules (module docstring)
     name = "multi-language" if code == "xx" else cls.__name__
@@ -204,6 +227,8 @@ def language(code: str) -> Language:
 
 
 def check_language(code: str) -> str:
-    """``code`` when spaCy knows it and its tokenizer can be built here; else :class:`LanguageError` (one line)."""
-    language(code).blank()
-    return code
+    """The language class's own code for ``code`` (``eng`` -> ``en``) when spaCy knows it and its
+    tokenizer can be built here; else :class:`LanguageError` (one line)."""
+    resources = language(code)
+    resources.blank()
+    return resources.code

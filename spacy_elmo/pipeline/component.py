@@ -186,7 +186,7 @@ class Elmo(ListenerRegistry, TrainablePipe):
         self.store_layers, self.set_hooks = bool(store_layers), bool(set_hooks)
         self.set_doc_tensor = set_doc_tensor
         self.similarity = similarity if similarity is None or isinstance(similarity, str) else [float(w) for w in similarity]
-        self._check_config()
+        self._check_config(against_weights=not (restoring or bilm_carried))
         self.frozen, self.grad_factor = bool(frozen), float(grad_factor)
         self.threads = resolve_threads(threads)
         self.cfg: Dict[str, Any] = {}
@@ -224,11 +224,12 @@ class Elmo(ListenerRegistry, TrainablePipe):
         if nlp is not None and self.name in nlp.component_names and nlp.get_pipe(self.name) is self:
             nlp.get_pipe_config(self.name)["bilm_carried"] = True
 
-    def _check_config(self) -> None:
+    def _check_config(self, against_weights: bool = True) -> None:
         """Validate the settings at construction, not at the first Doc. Every mix must fit the
         biLM's layer count: checked now where the configured weights' options can be read (no
-        weights are loaded), and again whenever a biLM is loaded or restored, since a pipeline
-        built from its config to be restored (``from_disk``) may name weights that are gone."""
+        weights are loaded), and again whenever a biLM is loaded or restored. A component built
+        to be restored (``from_disk``/``from_bytes``; ``against_weights`` false) is checked only
+        against the biLM it restores: its configured weights may be gone, or hold another model."""
         for key, spec in (("mix", self.mix_spec), ("similarity", self.similarity)):
             if spec is not None:
                 try:
@@ -238,6 +239,8 @@ class Elmo(ListenerRegistry, TrainablePipe):
         shim = get_shim(self.model)
         if shim.loaded:
             self._check_mixes(shim.bilm.n_output_layers)
+            return
+        if not against_weights:
             return
         try:
             n_layers = read_config(shim.weights).n_layers + 1
