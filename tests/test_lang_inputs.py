@@ -58,3 +58,11 @@ def test_induce_finds_a_chinese_word_of_two_characters():
     (result,) = induce(corpus, ["银行"], settings=settings, progress=False)  # the embedded model and its head
     assert len(result.occurrences) == 4
     assert {o.text[o.start : o.end] for o in result.occurrences} == {"银行"}
+
+
+def test_change_samples_a_chinese_word_of_two_characters():
+    from spacy_elmo.change.detect import sample_corpora
+
+    corpus = ["我去银行取钱。", "银行在河边。", "他在银行工作。"]
+    samples = sample_corpora([corpus, corpus[:1]], {"银行": []}, limit=10, seed=0, progress=False, lang="zh")
+    assert len(samples.items(0, "银行")) == 3 and len(samples.items(1, "银行")) == 1

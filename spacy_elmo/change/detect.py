@@ -25,6 +25,7 @@ import torch
 from ..bilm import BiLM
 from ..induction.corpus import Corpus, read_sentences
 from ..induction.induce import Inducer, InductionSettings, _window, frequent_words, match_target, target_forms
+from ..induction.forms import join_runs
 from ..induction.induced import Occurrence, WordSenses
 from ..induction.substitutes import LMHead
 from .measures import (
@@ -372,6 +373,7 @@ def sample_corpora(
         bar = progress_bar(desc=f"sample corpus {'AB'[index] if index < 2 else index}", unit=" sentences", disable=not progress)
         for sentence in read_sentences(corpus, lang=lang):
             bar.update(1)
+            sentence = join_runs(sentence, forms, lang)  # a target spelled by several tokens (zh, ja, th): one token
             for position, token in enumerate(sentence.tokens):
                 word = match_target(token, forms, lang)
                 if word is None:
