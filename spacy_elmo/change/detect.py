@@ -24,8 +24,8 @@ import torch
 
 from ..bilm import BiLM
 from ..induction.corpus import Corpus, read_sentences
-from ..induction.induce import Inducer, InductionSettings, _window, frequent_words, match_target, target_forms
 from ..induction.forms import join_runs
+from ..induction.induce import Inducer, InductionSettings, _window, frequent_words, match_target, target_forms
 from ..induction.induced import Occurrence, WordSenses
 from ..induction.substitutes import LMHead
 from .measures import (

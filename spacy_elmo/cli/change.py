@@ -111,6 +111,12 @@ def change_cli(
     at_most: int = AT_MOST_OPT,
     resamples: int = Opt(200, "--resamples", help="Bootstrap replicates for each measure's interval"),
     confidence: float = Opt(0.95, "--confidence", help="Coverage of the bootstrap intervals"),
+    alpha: float = Opt(
+        0.05,
+        "--alpha",
+        help="The binary call: a word changed when its permutation test's q-value (adjusted over the words) is at most this",
+    ),
+    permutations: int = Opt(999, "--permutations", help="Shuffles of the corpus labels in each word's permutation test"),
     seed: int = SEED_OPT,
     pages: bool = Opt(True, "--pages/--no-pages", help="Also write an explore page per word (pages/WORD.html; needs Plotly)"),
     lang: str = LANG_OPT,
@@ -118,7 +124,8 @@ def change_cli(
     # fmt: on
 ) -> None:
     """Which words are used differently in two corpora: APD, APD-c, PRT and the JSD of jointly induced senses, with
-    bootstrap intervals, a ranking, SemEval-2020 Task 1's binary call, and each word's senses with their shares in A and B."""
+    bootstrap intervals, a ranking, a binary call that is a permutation test (false discoveries controlled over the words), and
+    each word's senses with their shares in A and B."""
     from ..change.detect import detect_change
     from ..change.report import explain, write_report
     from ..explore.page import PLOTLY_MISSING, plotly_available
@@ -138,6 +145,8 @@ def change_cli(
         lang_code(lang),
         min_occurrences=min_occurrences,
         n_resamples=resamples,
+        alpha=alpha,
+        n_permutations=permutations,
         confidence=confidence,
         measure=measure,
         vectors=vectors,
