@@ -145,15 +145,16 @@ class TransformerContext(nn.Module):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> List[torch.Tensor]:
         width = tokens.shape[1]
-        if width > self.positions.shape[0]:
+        positions = cast(torch.Tensor, self.positions)  # a registered buffer
+        if width > positions.shape[0]:
             raise ValueError(
-                f"a sentence of {width - 2} tokens is longer than this transformer biLM's {self.positions.shape[0] - 2} positions allow"
+                f"a sentence of {width - 2} tokens is longer than this transformer biLM's {positions.shape[0] - 2} positions allow"
             )
         steps = torch.arange(width, device=tokens.device)
         real = steps.unsqueeze(0) < lengths.to(tokens.device).unsqueeze(1)  # [B, T]
         forward_allowed = real.unsqueeze(-1) & (steps.unsqueeze(1) >= steps.unsqueeze(0))  # query real, key <= query
         backward_allowed = forward_allowed.transpose(1, 2)  # key real, key >= query
-        x = tokens + self.positions[:width].to(tokens.dtype)
+        x = tokens + positions[:width].to(tokens.dtype)
         forward = self.forward_stack(x, forward_allowed)
         backward = self.backward_stack(x, backward_allowed)
         return [torch.cat([f, b], dim=-1) for f, b in zip(forward, backward)]

@@ -32,9 +32,10 @@ from ..bilm.layout import check_hdf5, read_options
 from ..bilm.model import BiLMConfig, OptionsError
 from ..cache import make_private_folders
 from ..files import fsync_dir, write_json
+from . import trf_archive
 from .efml_archive import check_archive, native_folder
 from .first_seen import first_seen, record_first_seen, record_path
-from .published import MIRROR_ENV, PUBLISHED, ModelRef, PublishedModel, model_parameters, published_model
+from .published import FORMAT_TRF, MIRROR_ENV, PUBLISHED, ModelRef, PublishedModel, model_parameters, published_model
 from .transfer import Fetched, Unreachable, discard, fetch, part_path, sidecar_path
 
 RECORD_NAME = "verified.json"
@@ -99,6 +100,8 @@ def check_files(options: Path, weights: Path) -> BiLMConfig:
 
 def check_for(model: PublishedModel) -> Callable[[List[Path]], object]:
     """The check the files of ``model`` (:attr:`PublishedModel.files`, in order) must pass."""
+    if model.format == FORMAT_TRF:
+        return lambda paths: trf_archive.check_archive(paths[0])
     if model.archive:
         return lambda paths: check_archive(paths[0])
     return lambda paths: check_files(paths[0], paths[1])
@@ -149,7 +152,8 @@ def cached_location(model: PublishedModel) -> Location:
     if model.archive:
         entry = _read_record(model.cache_dir).get("files", {}).get(model.archive, {})  # written by cached_files
         digest = entry.get("sha256") if isinstance(entry, dict) else None
-        return Location(True, native_folder(model, paths[0], digest or _sha256(paths[0])))
+        convert = trf_archive.native_folder if model.format == FORMAT_TRF else native_folder
+        return Location(True, convert(model, paths[0], digest or _sha256(paths[0])))
     return Location(False, paths[0].parent, paths[0], paths[1])
 
 
@@ -382,9 +386,23 @@ def published_config(model: PublishedModel, *, download: bool = True) -> BiLMCon
     file, cached or (``download``) fetched alone (a few hundred bytes; the weights are not)."""
     if model.shape_known:
         return model.config
+    if model.archive:  # the configuration is inside the archive: read from its conversion
+        location = ensure_downloaded(model) if download else cached_location(model)
+        assert location.folder is not None  # an archive's location is its native folder
+        return check_options_of(location.folder)
     check = lambda paths: check_options(paths[0])  # noqa: E731
     (options,) = ensure_files(model, [model.options_name], check, download=download)
     return check_options(options)
+
+
+def check_options_of(folder: Path) -> BiLMConfig:
+    """The architecture recorded in a native folder's ``config.json`` (one-line error otherwise)."""
+    path = folder / "config.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        return BiLMConfig.from_options(meta.get("options") if isinstance(meta, dict) else None, source=str(path))
+    except (OSError, ValueError) as err:
+        raise WeightsError(f"{path}: {err}") from None
 
 
 def check_options(options: Path) -> BiLMConfig:
