@@ -9,6 +9,7 @@ needed here. Two shapes, the two config shapes (2.x ``language_model``, 2019's
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import pickle
@@ -34,14 +35,15 @@ from .conftest import REPO
 from .loopback_http import LoopbackServer
 
 REFERENCE = REPO / "tests" / "data" / "trf" / "reference.npz"
-SENTENCES = [
-    ["The", "bank", "of", "the", "river", "flooded", "."],
-    ["Geld", "für", "die", "Bank", "—", "naïve", "café", "<S>", "x" * 60],
-    ["A"],
-    ["She", "sat", "on", "the", "bank", "and", "watched", "the", "water", "go", "by", "slowly", "."],
-]
-# (shape, config shape, pre-1.6 torch format, seed): as make_reference.py wrote them
-CASES = (("tiny", "2.x", False, 11), ("small", "2019", True, 12))
+
+def _cases():
+    spec = importlib.util.spec_from_file_location("trf_cases", REPO / "tests" / "data" / "trf" / "cases.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SENTENCES, module.CASES
+
+
+SENTENCES, CASES = _cases()  # as make_reference.py wrote them
 MODEL = published.PUBLISHED["elmo-transformer"]
 
 
@@ -94,6 +96,8 @@ def test_batch_independence_and_determinism(tmp_path):
         np.testing.assert_allclose(alone, batched, rtol=0, atol=1e-5)
     again = model.embed_sentences(SENTENCES, batch_size=4)
     assert all(np.array_equal(x, y) for x, y in zip(together, again))
+    model.set_inference_precision("bfloat16")  # accepted; no bfloat16 path for it yet: float32 throughout
+    assert all(np.array_equal(x, y) for x, y in zip(model.embed_sentences(SENTENCES, batch_size=4), together))
     with pytest.raises(ValueError, match="carries no state"):
         TransformerBiLM(model.config, stateful=True)
 

@@ -31,13 +31,8 @@ from allennlp_models.lm.modules.token_embedders.bidirectional_lm import Bidirect
 
 from spacy_elmo.hub.trf_random import write_random_trf
 
-SENTENCES = [
-    ["The", "bank", "of", "the", "river", "flooded", "."],
-    ["Geld", "für", "die", "Bank", "—", "naïve", "café", "<S>", "x" * 60],
-    ["A"],
-    ["She", "sat", "on", "the", "bank", "and", "watched", "the", "water", "go", "by", "slowly", "."],
-]
-CASES = (("tiny", "2.x", False, 11), ("small", "2019", True, 12))
+sys.path.insert(0, str(Path(__file__).parent))
+from cases import CASES, SENTENCES  # noqa: E402
 
 
 def char_ids(sentences):
