@@ -30,6 +30,7 @@ from spacy_elmo.cli import main
 from spacy_elmo.hub import download, first_seen, published, trf_archive
 from spacy_elmo.hub.load import read_config
 from spacy_elmo.hub.trf_random import archive_settings, random_archive_state, write_random_trf
+from spacy_elmo.training.lm import BiLMLanguageModel
 
 from .conftest import REPO
 from .loopback_http import LoopbackServer
@@ -100,6 +101,8 @@ def test_batch_independence_and_determinism(tmp_path):
     assert all(np.array_equal(x, y) for x, y in zip(model.embed_sentences(SENTENCES, batch_size=4), together))
     with pytest.raises(ValueError, match="carries no state"):
         TransformerBiLM(model.config, stateful=True)
+    with pytest.raises(ValueError, match="training a TransformerBiLM is not supported yet"):
+        BiLMLanguageModel(model, 10)
 
 
 def settings_with(change) -> dict:

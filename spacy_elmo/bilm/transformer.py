@@ -49,6 +49,17 @@ def layer_norm_eps(dtype: torch.dtype) -> float:
     return 1e-4 if dtype in (torch.float16, torch.bfloat16) else 1e-13
 
 
+def sinusoidal_positions(rows: int, width: int) -> torch.Tensor:
+    """The sinusoidal positions ``[rows, width]`` AllenNLP's ``PositionalEncoding`` computes (sines
+    in the even columns, cosines in the odd ones): a new model's table (a read one keeps its own)."""
+    position = torch.arange(rows, dtype=torch.float32).unsqueeze(1)
+    rate = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
+    table = torch.zeros(rows, width)
+    table[:, 0::2] = torch.sin(position * rate)
+    table[:, 1::2] = torch.cos(position * rate)[:, : width // 2]
+    return table
+
+
 class AllenLayerNorm(nn.Module):
     """AllenNLP's layer norm: ``gamma * (x - mean) / (population std + eps) + beta``."""
 
@@ -141,7 +152,7 @@ class TransformerContext(nn.Module):
         super().__init__()
         self.forward_stack = TransformerStack(n_layers, dim, ff_dim, heads)
         self.backward_stack = TransformerStack(n_layers, dim, ff_dim, heads)
-        self.register_buffer("positions", torch.zeros(positions, dim))
+        self.register_buffer("positions", sinusoidal_positions(positions, dim))
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> List[torch.Tensor]:
         width = tokens.shape[1]
@@ -215,5 +226,6 @@ __all__ = [
     "TransformerBiLM",
     "TransformerContext",
     "TransformerTokenEncoder",
+    "sinusoidal_positions",
     "transformer_section",
 ]

@@ -21,6 +21,7 @@ from typing import Any, Dict, Sequence, Tuple
 
 import torch
 
+from ..bilm.transformer import sinusoidal_positions
 from ..bilm.trf_folder import CONFIG_JSON, POSITIONS, VOCABULARY, WEIGHTS_TH
 
 #: ``(char_dim, filters, n_highway, width, ff_dim, n_layers)`` of the test shapes and the published one
@@ -86,13 +87,8 @@ def archive_settings(shape: str, config_shape: str = "2.x") -> Dict[str, Any]:
 
 
 def positional_table(width: int, rows: int = POSITIONS) -> torch.Tensor:
-    """The sinusoidal positions ``[1, rows, width]`` (sines in even columns, cosines in odd ones)."""
-    position = torch.arange(rows, dtype=torch.float32).unsqueeze(1)
-    rate = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
-    table = torch.zeros(rows, width)
-    table[:, 0::2] = torch.sin(position * rate)
-    table[:, 1::2] = torch.cos(position * rate)
-    return table.unsqueeze(0)
+    """The sinusoidal positions ``[1, rows, width]`` as AllenNLP stores them."""
+    return sinusoidal_positions(rows, width).unsqueeze(0)
 
 
 def random_archive_state(shape: str, seed: int = 0, n_words: int = len(WORDS) + 2) -> "OrderedDict[str, torch.Tensor]":
