@@ -204,6 +204,9 @@ def test_the_published_name_downloads_records_its_digest_and_converts_once(mirro
     monkeypatch.setattr(trf_archive, "convert_trf", lambda *a, **k: pytest.fail("converted twice"))
     load_bilm("elmo-transformer")
     assert len(mirror.log) == requests and download.is_cached("elmo-transformer")
+    from spacy_elmo.hub.lm_head import load_lm_head
+
+    assert load_lm_head("elmo-transformer", download=False).weight.shape == (11, 16)  # the softmax kept by the conversion
 
 
 def test_the_component_embed_and_a_listener_take_it(tmp_path, capsys, monkeypatch):
@@ -232,3 +235,17 @@ def test_the_component_embed_and_a_listener_take_it(tmp_path, capsys, monkeypatc
     for _ in range(10):
         last = tagger.update(egs, sgd=optimizer)["tagger"]
     assert last < first
+
+
+def test_the_archives_softmax_is_its_lm_head(tmp_path, monkeypatch):
+    from spacy_elmo.hub.lm_head import load_lm_head
+    from spacy_elmo.hub.trf_random import WORDS
+
+    monkeypatch.setenv(published.CACHE_ENV, str(tmp_path / "cache"))
+    archive = write_random_trf(tmp_path / "m.tar.gz", "tiny", seed=8)
+    state = random_archive_state("tiny", seed=8)
+    vocab, weight, bias = load_lm_head(str(archive))
+    # their loss reads row r for vocabulary id r + 1 (id 0: padding), line r of tokens.txt
+    assert list(vocab) == ["@@UNKNOWN@@", *WORDS]
+    assert torch.equal(weight, state["_softmax_loss.softmax_w"][: len(vocab)])
+    assert torch.equal(bias, state["_softmax_loss.softmax_b"][: len(vocab)])

@@ -7,7 +7,7 @@ allennlp-models 2.x's ``language_model`` with ``bidirectional: true`` and 2019's
 ``bidirectional-language-model``; a key this reader does not know, in a section that shapes the
 model, is refused with one line (so is a value that would change the outputs, such as a
 projection before the highways). The weights are read with ``torch.load(weights_only=True)``
-(tensors only); the softmax's tensors are left out. :func:`convert_trf` writes the model in our
+(tensors only); the softmax becomes the converted model's LM head. :func:`convert_trf` writes the model in our
 native format with a record of its source (:data:`.efml_folder.RECORD_NAME`).
 """
 
@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
-from ..files import write_json
+from ..files import write_atomic, write_json
 from .characters import MAX_CHARS, N_CHARACTERS
 from .efml_folder import RECORD_NAME, load_tensors, sha256_file
 from .errors import WeightsError
@@ -36,6 +36,8 @@ MODEL_TYPES = ("language_model", "bidirectional-language-model")
 CONTEXTUALIZER = "bidirectional_language_model_transformer"
 #: AllenNLP's fixed table of positions (``PositionalEncoding``'s ``max_len``)
 POSITIONS = 5000
+#: the LM head beside a converted model, in the layout of a model trained here
+HEAD_SOFTMAX, HEAD_VOCAB = "softmax.pt", "vocab.txt"
 
 # the keys each section may hold; those that only training reads are accepted and not used
 _TOP = {
@@ -289,9 +291,8 @@ def state_from_trf(found: Dict[str, torch.Tensor], config: BiLMConfig, embedder:
     return state
 
 
-def load_trf(folder: PathLike) -> TransformerBiLM:
-    """A :class:`TransformerBiLM` (eval mode, float32) straight from an unpacked archive folder."""
-    folder = Path(folder)
+def _read(folder: Path) -> Tuple[Dict[str, Any], str, Dict[str, torch.Tensor]]:
+    """The options, the character embedder's name and the tensors of ``weights.th``."""
     options, embedder = trf_options(read_settings(folder), str(folder / CONFIG_JSON))
     weights = folder / WEIGHTS_TH
     if not weights.is_file():
@@ -300,10 +301,40 @@ def load_trf(folder: PathLike) -> TransformerBiLM:
     positions = found.get("_contextualizer._position.positional_encoding")
     if isinstance(positions, torch.Tensor) and positions.dim() == 3:
         options[TRANSFORMER_KEY]["positions"] = int(positions.shape[1])  # the table the archive holds
+    return options, embedder, found
+
+
+def _model(folder: Path, options: Dict[str, Any], embedder: str, found: Dict[str, torch.Tensor]) -> TransformerBiLM:
     config = BiLMConfig.from_options(options, source=str(folder / CONFIG_JSON))
+    weights = folder / WEIGHTS_TH
     model = model_from_state(config, state_from_trf(found, config, embedder, weights), weights)
     assert isinstance(model, TransformerBiLM)  # the options' transformer section chooses the class
     return model
+
+
+def load_trf(folder: PathLike) -> TransformerBiLM:
+    """A :class:`TransformerBiLM` (eval mode, float32) straight from an unpacked archive folder."""
+    folder = Path(folder)
+    return _model(folder, *_read(folder))
+
+
+def lm_head_of(folder: Path, found: Dict[str, torch.Tensor], width: int) -> Optional[Tuple[List[str], torch.Tensor, torch.Tensor]]:
+    """The archive's softmax as an LM head ``(tokens, weight [V, P], bias [V])``, or None when it
+    holds none. Their loss reads row ``r`` for vocabulary id ``r + 1`` (id 0 is padding), which is
+    line ``r`` of ``vocabulary/tokens.txt``; a dense (``softmax_w``) or sparse (``softmax_w.weight``)
+    softmax, as ``sparse_embeddings`` stored it."""
+    weight = found.get("_softmax_loss.softmax_w", found.get("_softmax_loss.softmax_w.weight"))
+    bias = found.get("_softmax_loss.softmax_b", found.get("_softmax_loss.softmax_b.weight"))
+    tokens_file = folder / VOCABULARY / "tokens.txt"
+    if weight is None or bias is None or not tokens_file.is_file():
+        return None
+    bias = bias.reshape(-1)
+    tokens = tokens_file.read_text(encoding="utf-8").split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    if weight.dim() != 2 or weight.shape[1] != width or len(bias) != weight.shape[0] or weight.shape[0] < len(tokens):
+        raise WeightsError(f"{folder}: the softmax {tuple(weight.shape)} does not fit {len(tokens):,} vocabulary tokens of width {width}")
+    return tokens, weight[: len(tokens)].float().contiguous(), bias[: len(tokens)].float().contiguous()
 
 
 def source_files(folder: PathLike) -> List[Path]:
@@ -322,10 +353,19 @@ def describe_source(folder: PathLike, label: Optional[str] = None) -> Dict[str, 
 
 
 def convert_trf(folder: PathLike, out_dir: PathLike, label: Optional[str] = None) -> Path:
-    """Write the transformer ELMo of an archive folder in our native format into ``out_dir``,
-    with :data:`RECORD_NAME` naming its source and its files' digests. Returns ``out_dir``."""
+    """Write the transformer ELMo of an archive folder in our native format into ``out_dir``, its
+    softmax as an LM head (:data:`HEAD_SOFTMAX`, :data:`HEAD_VOCAB`: :func:`lm_head_of`) and
+    :data:`RECORD_NAME` naming its source and its files' digests. Returns ``out_dir``."""
+    folder = Path(folder)
     record = describe_source(folder, label)
-    out = save_native(load_trf(folder), out_dir)
+    options, embedder, found = _read(folder)
+    model = _model(folder, options, embedder, found)
+    head = lm_head_of(folder, found, model.config.projection_dim)
+    out = save_native(model, out_dir)
+    if head is not None:  # the LM head, in the layout of a model trained here
+        tokens, weight, bias = head
+        write_atomic(out / HEAD_SOFTMAX, lambda handle: torch.save({"weight": weight, "bias": bias}, handle))
+        write_atomic(out / HEAD_VOCAB, lambda handle: handle.write("".join(t + "\n" for t in tokens).encode("utf-8")))
     write_json(out / RECORD_NAME, record)
     return out
 
@@ -337,6 +377,7 @@ __all__ = [
     "convert_trf",
     "describe_source",
     "is_trf_folder",
+    "lm_head_of",
     "load_trf",
     "read_settings",
     "source_files",
