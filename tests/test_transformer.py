@@ -220,6 +220,10 @@ def test_the_component_embed_and_a_listener_take_it(tmp_path, capsys, monkeypatc
     layers = bilm.embed_batch([[t.text for t in doc]])[0]
     assert doc.tensor.shape == (6, 32)
     np.testing.assert_allclose(doc.tensor, layers.mean(0), rtol=0, atol=1e-5)  # the default mix
+    nlp.to_disk(tmp_path / "pipeline")  # the biLM travels inside the pipeline
+    again = spacy.load(tmp_path / "pipeline")
+    assert isinstance(again.get_pipe("elmo").bilm, TransformerBiLM)
+    np.testing.assert_array_equal(again(text).tensor, doc.tensor)
     capsys.readouterr()
     assert main(["embed", text, "--weights", archive, "--mix", "top"]) == 0
     assert capsys.readouterr().out.strip()
