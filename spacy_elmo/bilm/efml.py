@@ -25,7 +25,7 @@ readers require and are not used. :mod:`.efml_folder` reads the authors' folder.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -283,9 +283,4 @@ class EfmlBiLM(BiLM):
         return [np.ascontiguousarray(a[output_layer], dtype=dtype) for a in arrays]
 
 
-def bilm_class(config: BiLMConfig) -> Type[BiLM]:
-    """The biLM class that runs ``config``: :class:`EfmlBiLM` for an ELMoForManyLangs model."""
-    return EfmlBiLM if EFML_KEY in config.extra else BiLM
-
-
-__all__ = ["BOS", "EFML_KEY", "EOS", "EfmlBiLM", "EfmlTokenBatch", "EfmlTokenEncoder", "EfmlVocab", "bilm_class", "vocab_from_options"]
+__all__ = ["BOS", "EFML_KEY", "EOS", "EfmlBiLM", "EfmlTokenBatch", "EfmlTokenEncoder", "EfmlVocab", "vocab_from_options"]

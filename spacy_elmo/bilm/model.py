@@ -177,15 +177,7 @@ class BiLM(nn.Module):
         super().__init__()
         self.config = config
         self.token_encoder = self._build_token_encoder(config)
-        self.lstm = BiLstmStack(
-            input_dim=config.projection_dim,
-            cell_dim=config.lstm_dim,
-            proj_dim=config.projection_dim,
-            n_layers=config.n_layers,
-            cell_clip=config.cell_clip,
-            proj_clip=config.proj_clip,
-            residual=config.use_skip_connections,
-        )
+        self._build_context(config)
         self.stateful = stateful
         self._state: Optional[LstmState] = None
         self.token_cache: Optional[TokenVectorCache] = None
@@ -202,6 +194,19 @@ class BiLM(nn.Module):
             n_highway=config.n_highway,
             output_dim=config.projection_dim,
             activation=config.activation,
+        )
+
+    def _build_context(self, config: BiLMConfig) -> None:
+        """The contextualizer over the token vectors (here the LSTM stacks, ``self.lstm``; a
+        subclass may hold another, run by its :meth:`_contextualize`)."""
+        self.lstm = BiLstmStack(
+            input_dim=config.projection_dim,
+            cell_dim=config.lstm_dim,
+            proj_dim=config.projection_dim,
+            n_layers=config.n_layers,
+            cell_clip=config.cell_clip,
+            proj_clip=config.proj_clip,
+            residual=config.use_skip_connections,
         )
 
     #: whether the token encoder has a bfloat16 path (:func:`bf16.encode_tokens`); else it runs in
@@ -282,8 +287,16 @@ class BiLM(nn.Module):
         else:
             vectors = run(char_ids)  # [U, P]
         tokens = vectors[batch.token_index.to(device)]  # [B, T, P]
+        return tokens, self._contextualize(batch, vectors, tokens, skip_final, products)
+
+    def _contextualize(
+        self, batch: TokenBatch, vectors: torch.Tensor, tokens: torch.Tensor, skip_final: bool, products: Optional[bf16.Bf16Products]
+    ) -> List[torch.Tensor]:
+        """The L contextual layers ``[B, T, 2P]`` of ``tokens`` (``vectors``: the distinct tokens'
+        ``[U, P]``, which ``batch.token_index`` gathers into ``tokens``)."""
         initial = self._initial_state(tokens) if self.stateful else None
         lstm_cache = None if products is None else products.lstm
+        device = tokens.device
         types = (
             None if torch.is_grad_enabled() else (vectors, batch.token_index.to(device))
         )  # the first layer's products per distinct token
@@ -292,7 +305,7 @@ class BiLM(nn.Module):
         )
         if self.stateful:
             self._store_state(final)
-        return tokens, layers
+        return layers
 
     def forward(self, batch: TokenBatch, boundaries: bool = True) -> torch.Tensor:
         """All layers ``[L+1, B, T, 2P]`` with the ``<S>``/``</S>`` positions in place, or with

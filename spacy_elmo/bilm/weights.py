@@ -17,24 +17,33 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Dict, Tuple, Union
+from typing import Any, Dict, Tuple, Type, Union
 
 import numpy as np
 import srsly
 import torch
 
 from ..files import finish_folder, start_folder, write_atomic, write_json
-from .efml import bilm_class
+from .efml import EFML_KEY, EfmlBiLM
 from .errors import WeightsError
 from .layout import lstm_prefix as _lstm_prefix
 from .layout import read_options
 from .model import BiLM, BiLMConfig, OptionsError
+from .transformer import TRANSFORMER_KEY, TransformerBiLM
 
 PathLike = Union[str, os.PathLike]
 NATIVE_FORMAT = "spacy-elmo.bilm"
 NATIVE_VERSION = 1
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "weights.pt"
 HDF5_SUFFIXES = (".hdf5", ".h5")
+
+
+def bilm_class(config: BiLMConfig) -> Type[BiLM]:
+    """The biLM class that runs ``config``: its options' ``transformer`` or ``efml`` section names
+    a subclass (AllenNLP's transformer ELMo, an ELMoForManyLangs model), else the LSTM biLM."""
+    if TRANSFORMER_KEY in config.extra:
+        return TransformerBiLM
+    return EfmlBiLM if EFML_KEY in config.extra else BiLM
 
 
 def _require_h5py() -> Any:

@@ -24,16 +24,18 @@ verify and record steps the first time they are read.
 from __future__ import annotations
 
 import errno
+import json
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..bilm.errors import WeightsError
 from ..bilm.model import BiLMConfig
 from ..cache import make_private_folders
+from . import trf_archive
 from .efml_archive import native_folder
 from .pins import Pin, check_pins, pinned_names, pins_for, record_first
 from .place import record_and_place
-from .published import MIRROR_ENV, PUBLISHED, ModelRef, PublishedModel, model_parameters, published_model
+from .published import FORMAT_TRF, MIRROR_ENV, PUBLISHED, ModelRef, PublishedModel, model_parameters, published_model
 from .transfer import Fetched, Unreachable, discard, fetch, part_path, sidecar_path
 from .verified import RECORD_NAME, read_verified, recorded_files, sha256_of, stamp, unchanged, write_verified
 from .verify import Check, check_files, check_for, check_options, verify, verify_download
@@ -199,7 +201,8 @@ def cached_location(model: PublishedModel) -> Location:
     if model.archive:
         entry = recorded_files(model.cache_dir).get(model.archive, {})
         digest = entry.get("sha256") if isinstance(entry, dict) else None
-        return Location(True, native_folder(model, paths[0], digest or sha256_of(paths[0])))
+        convert = trf_archive.native_folder if model.format == FORMAT_TRF else native_folder
+        return Location(True, convert(model, paths[0], digest or sha256_of(paths[0])))
     return Location(False, paths[0].parent, paths[0], paths[1])
 
 
@@ -256,9 +259,23 @@ def published_config(model: PublishedModel, *, download: bool = True) -> BiLMCon
     file, cached or (``download``) fetched alone (a few hundred bytes; the weights are not)."""
     if model.shape_known:
         return model.config
+    if model.archive:  # the configuration is inside the archive: read from its conversion
+        location = ensure_downloaded(model) if download else cached_location(model)
+        assert location.folder is not None  # an archive's location is its native folder
+        return check_options_of(location.folder)
     check = lambda paths: check_options(paths[0])  # noqa: E731
     (options,) = ensure_files(model, [model.options_name], check, download=download)
     return check_options(options)
+
+
+def check_options_of(folder: Path) -> BiLMConfig:
+    """The architecture recorded in a native folder's ``config.json`` (one-line error otherwise)."""
+    path = folder / "config.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        return BiLMConfig.from_options(meta.get("options") if isinstance(meta, dict) else None, source=str(path))
+    except (OSError, ValueError) as err:
+        raise WeightsError(f"{path}: {err}") from None
 
 
 def describe(names: Optional[Iterable[ModelRef]] = None) -> List[Dict[str, Any]]:

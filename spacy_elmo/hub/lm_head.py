@@ -24,9 +24,10 @@ import torch
 
 from ..bilm.errors import WeightsError
 from ..vocabulary import VocabularyError, read_vocabulary
-from .download import ensure_files, fetch_files
-from .published import PUBLISHED, ModelRef, PublishedModel, published_model
+from .download import cached_location, ensure_downloaded, ensure_files, fetch_files
+from .published import FORMAT_TRF, PUBLISHED, ModelRef, PublishedModel, published_model
 from .resolve import DEFAULT_NAMES, WeightsSpec, default_model_path, named_model, normalise_spec
+from .trf_archive import is_trf_source, trf_native_folder
 
 NATIVE_SOFTMAX, NATIVE_VOCAB = "softmax.pt", "vocab.txt"
 HDF5_WEIGHT, HDF5_BIAS = "softmax/W", "softmax/b"
@@ -241,6 +242,12 @@ def lm_head_location(weights: Optional[WeightsSpec] = None, *, download: bool = 
     return kind, first, second
 
 
+def _converted_head(folder: Path, value: str) -> HeadLocation:
+    if not (folder / NATIVE_SOFTMAX).is_file():
+        raise WeightsError(f"{value}: its archive holds no softmax and vocabulary, so it has no LM head")
+    return HeadLocation("native", folder)
+
+
 def _locate_head(weights: Optional[WeightsSpec], download: bool) -> HeadLocation:
     """:func:`lm_head_location`, with the published model (looked up here, once) when ``weights`` names one."""
     if weights is None or (isinstance(weights, str) and weights in DEFAULT_NAMES and not Path(weights).exists()):
@@ -249,9 +256,15 @@ def _locate_head(weights: Optional[WeightsSpec], download: bool) -> HeadLocation
     if isinstance(value, list):
         raise WeightsError(f"weights={value!r}: an LM head is found by a model name or a folder, not by the options and weights files")
     model = named_model(value)
+    if model is not None and model.format == FORMAT_TRF:  # its archive's softmax, kept by the conversion
+        location = ensure_downloaded(model) if download else cached_location(model)
+        assert location.folder is not None  # an archive's location is its converted folder
+        return _converted_head(location.folder, value)
     if model is not None:
         softmax, vocab = cached_lm_head(model, download=download)
         return HeadLocation("hdf5", softmax, vocab, model)
+    if is_trf_source(value):  # AllenNLP's transformer ELMo: the head its conversion keeps
+        return _converted_head(trf_native_folder(Path(value), convert=download), value)
     folder = Path(value)
     if (folder / NATIVE_SOFTMAX).is_file():
         return HeadLocation("native", folder)

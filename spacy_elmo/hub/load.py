@@ -17,10 +17,12 @@ from ..bilm.efml_folder import efml_config, is_efml_folder
 from ..bilm.errors import WeightsError
 from ..bilm.layout import read_options
 from ..bilm.model import BiLM, BiLMConfig, OptionsError
+from ..bilm.trf_folder import trf_config
 from ..bilm.weights import CONFIG_NAME, PathLike, load_native, load_original
-from .download import published_config
+from .download import check_options_of, published_config
 from .resolve import DEFAULT_NAMES, WeightsSpec, named_model, resolve_weights
 from .resolve import find_original_files as _find_original
+from .trf_archive import is_trf_source, trf_native_folder
 
 
 def find_original_files(directory: Path) -> Tuple[Path, Path]:
@@ -70,6 +72,10 @@ def read_config(weights: Optional[WeightsSpec]) -> BiLMConfig:
     model = named_model(weights)
     if model is not None:
         return published_config(model)
+    if isinstance(weights, (str, os.PathLike)) and is_trf_source(weights):
+        if Path(weights).is_dir():
+            return trf_config(weights)  # the architecture, read from the archive folder's configuration
+        return check_options_of(trf_native_folder(Path(weights)))  # an archive: its conversion (made once)
     if isinstance(weights, (str, os.PathLike)) and is_efml_folder(weights):
         return efml_config(weights, lexicons=False)  # the architecture, read from the authors' folder
     location = resolve_weights(DEFAULT_NAMES[0] if weights is None else weights, download=False)

@@ -39,7 +39,7 @@ from ..cache import CACHE_ENV, cache_root  # noqa: F401  (re-exported: where pub
 PUBLISHED_BASE = "https://s3-us-west-2.amazonaws.com/allennlp/"
 MIRROR_ENV = "SPACY_ELMO_MIRROR"
 ALLENNLP_PAGE = "https://allennlp.org/elmo"
-FORMAT_ALLENNLP, FORMAT_EFML = "allennlp", "efml"
+FORMAT_ALLENNLP, FORMAT_EFML, FORMAT_TRF = "allennlp", "efml", "allennlp-transformer"
 NOT_STATED = "not stated by the publisher"
 
 
@@ -62,7 +62,7 @@ class PublishedModel:
     licence: str = NOT_STATED
     page: str = ALLENNLP_PAGE  # where the publisher lists it
     base: str = PUBLISHED_BASE  # the publisher's location; ``folder`` is below it
-    archive: str = ""  # an ELMoForManyLangs model: the zip archive that holds its folder
+    archive: str = ""  # the archive that holds the model: a zip (ELMoForManyLangs) or a .tar.gz (AllenNLP's transformer ELMo)
     redirects: Tuple[str, ...] = ()  # origins its publisher's location redirects to (followed besides its own)
 
     def url(self, file_name: str) -> str:
@@ -81,8 +81,11 @@ class PublishedModel:
 
     @property
     def format(self) -> str:
-        """``allennlp`` (an options file and an HDF5 file) or ``efml`` (an ELMoForManyLangs archive)."""
-        return FORMAT_EFML if self.archive else FORMAT_ALLENNLP
+        """``allennlp`` (an options file and an HDF5 file), ``efml`` (an ELMoForManyLangs zip archive)
+        or ``allennlp-transformer`` (AllenNLP's transformer ELMo, a ``.tar.gz`` archive)."""
+        if not self.archive:
+            return FORMAT_ALLENNLP
+        return FORMAT_TRF if self.archive.endswith(".tar.gz") else FORMAT_EFML
 
     @property
     def files(self) -> Tuple[str, ...]:
@@ -271,6 +274,16 @@ PUBLISHED: Dict[str, PublishedModel] = {
             "no task figures published with it",
             language="ja",
             base="https://exawizardsallenlp.blob.core.windows.net/",
+        ),
+        PublishedModel(
+            "elmo-transformer",
+            None,  # its page states no shape: read from the archive's configuration once downloaded
+            "models/",
+            "",
+            "",
+            "1B Word Benchmark; a 6-layer Transformer biLM (Peters et al. 2018, Dissecting Contextual Word Embeddings)",
+            "no task figures published with it",
+            archive="transformer-elmo-2019.01.10.tar.gz",
         ),
         *(_efml(*entry) for entry in EFML_LANGUAGES),
     )

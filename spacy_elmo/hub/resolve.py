@@ -4,7 +4,8 @@ Accepted everywhere weights are given (``load_bilm``, the ``elmo`` component's `
 command line): a published model's name (cached, else downloaded; an ELMoForManyLangs one is
 unpacked and converted once: :mod:`.efml_archive`), ``en_default``, a folder (the spacy-elmo
 format, ``options.json`` + one ``.hdf5``, the published file names, or an ELMoForManyLangs model
-folder, converted once: :mod:`.efml`), or a list of the options and weights files.
+folder, converted once: :mod:`.efml`), AllenNLP's transformer ELMo as its ``.tar.gz`` or unpacked
+folder (converted once: :mod:`.trf_archive`), or a list of the options and weights files.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..bilm.errors import WeightsError
 from .download import Location, cached_location, ensure_downloaded
 from .efml import efml_native_folder
 from .published import PUBLISHED, PublishedModel, names_hint
+from .trf_archive import is_trf_source, trf_native_folder
 
 DEFAULT_MODEL = "en_default"
 DEFAULT_NAMES = (DEFAULT_MODEL, "default")  # the embedded default English model
@@ -133,6 +135,8 @@ def resolve_weights(spec: WeightsSpec, *, download: bool = True) -> Location:
             "en_default (null in a config), a folder with config.json (spacy-elmo format) or options.json + one .hdf5 file (original format), "
             "or the two files as a list"
         )
+    if is_trf_source(path):  # AllenNLP's transformer ELMo (.tar.gz or folder): its conversion, made once
+        return Location(True, trf_native_folder(path, convert=download))
     if path.is_file():
         raise WeightsError(f"{path} is a file: pass its folder, or the options.json and .hdf5 files as a list")
     if is_efml_folder(path):  # the authors' folder: its conversion (made on first use unless download=False)

@@ -17,9 +17,10 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 from ..bilm.errors import WeightsError
 from ..bilm.layout import check_hdf5, read_options
 from ..bilm.model import BiLMConfig, OptionsError
+from . import trf_archive
 from .efml_archive import check_archive, convert_archive
 from .pins import Pin, check_pins
-from .published import PublishedModel
+from .published import FORMAT_TRF, PublishedModel
 from .transfer import discard
 from .verified import sha256_of
 
@@ -54,6 +55,8 @@ def check_files(options: Path, weights: Path) -> BiLMConfig:
 
 def check_for(model: PublishedModel) -> Check:
     """The check the files of ``model`` (:attr:`PublishedModel.files`, in order) must pass."""
+    if model.format == FORMAT_TRF:
+        return lambda paths: trf_archive.check_archive(paths[0])
     if model.archive:
         return lambda paths: check_archive(paths[0])
     return lambda paths: check_files(paths[0], paths[1])
@@ -68,7 +71,9 @@ def verify(
     check_pins(folder, digests, pins, model, command)
     check(paths)
     conversion = None
-    if model.archive and model.archive in files:
+    if (
+        model.archive and model.archive in files and model.format != FORMAT_TRF
+    ):  # an ELMoForManyLangs archive: converted before it is recorded
         conversion = convert_archive(model, paths[list(files).index(model.archive)], digests[model.archive])
     return Verified(list(files), paths, digests, conversion)
 

@@ -25,6 +25,8 @@ class BiLMLanguageModel(nn.Module):
 
     def __init__(self, bilm: BiLM, vocab_size: int, dropout: float = 0.1, n_samples: int = 0) -> None:
         super().__init__()
+        if not isinstance(getattr(bilm, "lstm", None), nn.Module):
+            raise ValueError(f"pretrain and finetune train LSTM biLMs; training a {type(bilm).__name__} is not supported yet")
         self.bilm = bilm
         self.softmax = nn.Linear(bilm.config.projection_dim, vocab_size)
         self.dropout = dropout

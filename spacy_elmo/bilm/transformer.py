@@ -1,0 +1,231 @@
+"""The transformer biLM (AllenNLP's transformer ELMo) behind the same interface as the LSTM biLM.
+
+AllenNLP publishes a biLM whose contextualizer is a pair of Transformer stacks
+(``bidirectional_language_model_transformer``). :class:`TransformerBiLM` computes what
+allennlp-models' ``BidirectionalLanguageModelTokenEmbedder`` reads from it, layer by layer:
+
+* characters are ELMo's (:mod:`.characters`, ``<S>``/``</S>`` around every sentence); the character
+  CNN max-pools over every position, padding included, then the activation, the highway layers,
+  a projection that is always there, and a layer norm (:class:`TransformerTokenEncoder`);
+* layer norm is AllenNLP's own: ``gamma * (x - mean) / (population std + eps) + beta`` with
+  ``eps = 1e-13`` (1e-4 in half precision), not ``torch.nn.LayerNorm``;
+* layer 0 is the token encoder's output duplicated ``[x; x]``, without positions; the sinusoidal
+  positions (a tensor of the weights, row 0 for ``<S>``) are added once, before both directions;
+* each direction is a stack of pre-norm blocks (``x + attn(LN(x))``, then ``x + W2 relu(W1 LN(x))``)
+  with :data:`HEADS` heads (fixed in their code, absent from their config); the final layer norm
+  applies to the last layer's output only;
+* the forward direction attends to positions ``<= i``, the backward one to positions ``>= i`` of
+  the same left-to-right sequence (the transposed mask; nothing is reversed); padding is never
+  attended to by a real position. Layer ``k > 0`` is ``[forward_k; backward_k]``;
+* no dropout (this is inference); the default mix, the mean of the layers, is the scalar mix's own.
+
+The architecture travels in the options like any biLM's: ``lstm.n_layers`` is the number of
+blocks per direction, ``lstm.projection_dim`` the model width, ``lstm.dim`` the feed-forward width
+(the clips are null), ``char_cnn`` the token encoder, plus a section ``transformer``
+(:data:`TRANSFORMER_KEY`) with the heads, the number of positions and the token layer norm.
+:mod:`.trf_folder` reads AllenNLP's archive folder.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .characters import TokenBatch
+from .model import BiLM, BiLMConfig, OptionsError
+from .token_encoder import CharCnnEncoder
+
+TRANSFORMER_KEY = "transformer"
+#: attention heads per block: fixed in AllenNLP's code (``make_model``), absent from its config
+HEADS = 8
+
+
+def layer_norm_eps(dtype: torch.dtype) -> float:
+    """AllenNLP's ``tiny_value_of_dtype``: 1e-13 in float32/float64, 1e-4 in half precision."""
+    return 1e-4 if dtype in (torch.float16, torch.bfloat16) else 1e-13
+
+
+def sinusoidal_positions(rows: int, width: int) -> torch.Tensor:
+    """The sinusoidal positions ``[rows, width]`` AllenNLP's ``PositionalEncoding`` computes (sines
+    in the even columns, cosines in the odd ones): a new model's table (a read one keeps its own)."""
+    position = torch.arange(rows, dtype=torch.float32).unsqueeze(1)
+    rate = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
+    table = torch.zeros(rows, width)
+    table[:, 0::2] = torch.sin(position * rate)
+    table[:, 1::2] = torch.cos(position * rate)[:, : width // 2]
+    return table
+
+
+class AllenLayerNorm(nn.Module):
+    """AllenNLP's layer norm: ``gamma * (x - mean) / (population std + eps) + beta``."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(dim))
+        self.beta = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(-1, keepdim=True)
+        std = x.std(-1, unbiased=False, keepdim=True)
+        return self.gamma * (x - mean) / (std + layer_norm_eps(std.dtype)) + self.beta
+
+
+class TransformerTokenEncoder(CharCnnEncoder):
+    """AllenNLP's ``cnn-highway`` encoder with its projection after the highways and a layer norm:
+    ELMo character ids ``[N, 50]`` -> ``[N, P]``. The id 0 row (a padded token) is an ordinary
+    vector of the weights, as in their ``Embedding``."""
+
+    def __init__(
+        self, n_characters: int, char_dim: int, filters: Sequence[Tuple[int, int]], n_highway: int, output_dim: int, activation: str
+    ) -> None:
+        super().__init__(n_characters, char_dim, filters, n_highway, output_dim, activation)
+        self.char_embedding.padding_idx = None
+        self.projection = nn.Linear(self.n_filters, output_dim)  # always present in their encoder
+        self.layer_norm = AllenLayerNorm(output_dim)
+
+    def _encode(self, char_ids: torch.Tensor) -> torch.Tensor:
+        return self.layer_norm(super()._encode(char_ids))
+
+
+class SelfAttention(nn.Module):
+    """Multi-headed scaled dot-product self-attention; ``projections`` are query, key, value, output."""
+
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        if dim % heads:
+            raise OptionsError(f"the model width {dim} is not a multiple of the {heads} attention heads")
+        self.heads = heads
+        self.projections = nn.ModuleList(nn.Linear(dim, dim) for _ in range(4))
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """``x`` ``[B, T, D]``; ``allowed`` ``[B, T, T]`` (query, key): which keys a query sees."""
+        batch, width, dim = x.shape
+        linears = cast(Sequence[nn.Linear], self.projections)
+        q, k, v = (F.linear(x, p.weight, p.bias).view(batch, width, self.heads, -1).transpose(1, 2) for p in linears[:3])
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(dim // self.heads)
+        scores = scores.masked_fill(~allowed.unsqueeze(1), torch.finfo(scores.dtype).min)
+        mixed = torch.matmul(torch.softmax(scores, dim=-1), v).transpose(1, 2).reshape(batch, width, dim)
+        return F.linear(mixed, linears[3].weight, linears[3].bias)
+
+
+class Block(nn.Module):
+    """A pre-norm block: ``x + attn(LN(x))``, then ``x + W2 relu(W1 LN(x))``."""
+
+    def __init__(self, dim: int, ff_dim: int, heads: int) -> None:
+        super().__init__()
+        self.attention_norm = AllenLayerNorm(dim)
+        self.attention = SelfAttention(dim, heads)
+        self.ff_norm = AllenLayerNorm(dim)
+        self.ff_in = nn.Linear(dim, ff_dim)
+        self.ff_out = nn.Linear(ff_dim, dim)
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), allowed)
+        return x + self.ff_out(torch.relu(self.ff_in(self.ff_norm(x))))
+
+
+class TransformerStack(nn.Module):
+    """One direction: the blocks' outputs, the last one through the final layer norm."""
+
+    def __init__(self, n_layers: int, dim: int, ff_dim: int, heads: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(dim, ff_dim, heads) for _ in range(n_layers))
+        self.final_norm = AllenLayerNorm(dim)
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> List[torch.Tensor]:
+        outputs = []
+        for block in self.blocks:
+            x = block(x, allowed)
+            outputs.append(x)
+        outputs[-1] = self.final_norm(outputs[-1])
+        return outputs
+
+
+class TransformerContext(nn.Module):
+    """Both directions over token vectors ``[B, T, P]`` -> L layers ``[B, T, 2P]``."""
+
+    def __init__(self, n_layers: int, dim: int, ff_dim: int, heads: int, positions: int) -> None:
+        super().__init__()
+        self.forward_stack = TransformerStack(n_layers, dim, ff_dim, heads)
+        self.backward_stack = TransformerStack(n_layers, dim, ff_dim, heads)
+        self.register_buffer("positions", sinusoidal_positions(positions, dim))
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> List[torch.Tensor]:
+        width = tokens.shape[1]
+        positions = cast(torch.Tensor, self.positions)  # a registered buffer
+        if width > positions.shape[0]:
+            raise ValueError(
+                f"a sentence of {width - 2} tokens is longer than this transformer biLM's {positions.shape[0] - 2} positions allow"
+            )
+        steps = torch.arange(width, device=tokens.device)
+        real = steps.unsqueeze(0) < lengths.to(tokens.device).unsqueeze(1)  # [B, T]
+        forward_allowed = real.unsqueeze(-1) & (steps.unsqueeze(1) >= steps.unsqueeze(0))  # query real, key <= query
+        backward_allowed = forward_allowed.transpose(1, 2)  # key real, key >= query
+        x = tokens + positions[:width].to(tokens.dtype)
+        forward = self.forward_stack(x, forward_allowed)
+        backward = self.backward_stack(x, backward_allowed)
+        return [torch.cat([f, b], dim=-1) for f, b in zip(forward, backward)]
+
+
+def transformer_section(config: BiLMConfig, source: str = "options") -> Dict[str, Any]:
+    """The ``transformer`` section of the options, checked (one-line :class:`OptionsError`)."""
+    section = config.extra.get(TRANSFORMER_KEY)
+    if not isinstance(section, dict):
+        raise OptionsError(f"{source}: the options have no '{TRANSFORMER_KEY}' section: not a transformer biLM")
+    for key in ("heads", "positions"):
+        value = section.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise OptionsError(f"{source}: {TRANSFORMER_KEY}.{key} must be a whole number >= 1, got {value!r}")
+    if section.get("token_layer_norm") is not True:
+        raise OptionsError(
+            f"{source}: {TRANSFORMER_KEY}.token_layer_norm must be true (the only token encoder AllenNLP's transformer ELMo has)"
+        )
+    return section
+
+
+class TransformerBiLM(BiLM):
+    """A biLM whose contextualizer is AllenNLP's pair of Transformer stacks (module docstring).
+
+    Everything around it is :class:`BiLM`'s: :meth:`forward` ``[L+1, B, T, 2P]``, batching,
+    ``embed_sentences``, the token cache. A Transformer carries no state between batches, so
+    ``stateful=True`` is refused; the token encoder runs in float32 under bfloat16 inference."""
+
+    bf16_token_encoder = False
+
+    def __init__(self, config: BiLMConfig, stateful: bool = False, token_cache_size: int = 0) -> None:
+        if stateful:
+            raise ValueError("a transformer biLM carries no state between batches: stateful=True does not apply")
+        super().__init__(config, stateful=False, token_cache_size=token_cache_size)
+
+    def _build_token_encoder(self, config: BiLMConfig) -> CharCnnEncoder:
+        transformer_section(config)
+        return TransformerTokenEncoder(
+            config.n_characters, config.char_dim, config.filters, config.n_highway, config.projection_dim, config.activation
+        )
+
+    def _build_context(self, config: BiLMConfig) -> None:
+        section = transformer_section(config)
+        self.transformer = TransformerContext(
+            config.n_layers, config.projection_dim, config.lstm_dim, section["heads"], section["positions"]
+        )
+
+    def _contextualize(
+        self, batch: TokenBatch, vectors: torch.Tensor, tokens: torch.Tensor, skip_final: bool, products: Optional[Any]
+    ) -> List[torch.Tensor]:
+        return self.transformer(tokens, batch.lengths)
+
+
+__all__ = [
+    "HEADS",
+    "TRANSFORMER_KEY",
+    "AllenLayerNorm",
+    "TransformerBiLM",
+    "TransformerContext",
+    "TransformerTokenEncoder",
+    "sinusoidal_positions",
+    "transformer_section",
+]

@@ -1,0 +1,255 @@
+"""AllenNLP's transformer ELMo: read exactly from its archive, and accepted everywhere weights are.
+
+The reference outputs (tests/data/trf/reference.npz) were computed by allennlp-models 2.10.1's own
+``BidirectionalLanguageModelTokenEmbedder`` (and its ``load_archive``, ``ELMoTokenCharactersIndexer``)
+on the random archives that ``spacy_elmo.hub.trf_random`` writes, seeded: tests/data/trf/
+make_reference.py, run once in a private environment with allennlp installed; the package is not
+needed here. Two shapes, the two config shapes (2.x ``language_model``, 2019's
+``bidirectional-language-model``) and the two torch weight formats (zip, pre-1.6)."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import pickle
+import tarfile
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import spacy
+import torch
+
+from spacy_elmo import WeightsError, load_bilm
+from spacy_elmo.bilm.scalar_mix import ScalarMix
+from spacy_elmo.bilm.transformer import TransformerBiLM
+from spacy_elmo.bilm.trf_folder import load_trf, trf_options
+from spacy_elmo.cli import main
+from spacy_elmo.hub import download, first_seen, published, trf_archive
+from spacy_elmo.hub.load import read_config
+from spacy_elmo.hub.trf_random import archive_settings, random_archive_state, write_random_trf
+from spacy_elmo.training.lm import BiLMLanguageModel
+
+from .conftest import REPO
+from .loopback_http import LoopbackServer
+
+REFERENCE = REPO / "tests" / "data" / "trf" / "reference.npz"
+
+def _cases():
+    spec = importlib.util.spec_from_file_location("trf_cases", REPO / "tests" / "data" / "trf" / "cases.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SENTENCES, module.CASES
+
+
+SENTENCES, CASES = _cases()  # as make_reference.py wrote them
+MODEL = published.PUBLISHED["elmo-transformer"]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return np.load(REFERENCE)
+
+
+def layers_of(model: TransformerBiLM, sentences=SENTENCES) -> np.ndarray:
+    with torch.no_grad():
+        return model.forward(model.token_batch(sentences), boundaries=False).numpy()
+
+
+@pytest.mark.parametrize("shape,config_shape,legacy,seed", CASES)
+def test_every_layer_and_the_default_mix_match_allennlp_models(tmp_path, reference, shape, config_shape, legacy, seed):
+    folder = write_random_trf(tmp_path / shape, shape, config_shape, seed=seed, legacy=legacy)
+    model = load_trf(folder)
+    key = f"{shape}_{config_shape}"
+    for dtype, tolerance in (("float64", 1e-6), ("float32", 1e-4)):
+        ours = layers_of(model.double() if dtype == "float64" else model.float())
+        theirs, mix = reference[f"{key}/{dtype}/layers"], reference[f"{key}/{dtype}/mix"]
+        assert ours.shape[0] == theirs.shape[0] == model.n_output_layers
+        mixer = ScalarMix(model.n_output_layers).to(torch.float64 if dtype == "float64" else torch.float32)
+        with torch.no_grad():
+            ours_mix = mixer(torch.from_numpy(ours)).numpy()  # the default mix: softmax of zeros, gamma 1
+        for row, length in enumerate(reference["lengths"]):
+            for layer in range(len(theirs)):
+                np.testing.assert_allclose(ours[layer, row, :length], theirs[layer, row, :length], rtol=0, atol=tolerance)
+            np.testing.assert_allclose(ours_mix[row, :length], mix[row, :length], rtol=0, atol=tolerance)
+            assert not ours[:, row, length:].any()  # padding and </S> are zeros
+
+
+def test_the_archive_and_its_folder_read_alike_and_convert_once(tmp_path, monkeypatch):
+    monkeypatch.setenv(published.CACHE_ENV, str(tmp_path / "cache"))
+    archive = write_random_trf(tmp_path / "m.tar.gz", "tiny", seed=3)
+    folder = write_random_trf(tmp_path / "m", "tiny", seed=3)
+    a, b = load_bilm(str(archive)), load_bilm(str(folder))
+    assert isinstance(a, TransformerBiLM) and not a.training
+    np.testing.assert_array_equal(layers_of(a), layers_of(b))
+    assert read_config(str(archive)).n_layers == read_config(str(folder)).n_layers == 2
+    monkeypatch.setattr(trf_archive, "convert_trf", lambda *a, **k: pytest.fail("converted twice"))
+    np.testing.assert_array_equal(layers_of(load_bilm(str(archive))), layers_of(a))
+
+
+def test_batch_independence_and_determinism(tmp_path):
+    model = load_trf(write_random_trf(tmp_path / "m", "small", seed=5))
+    together = model.embed_sentences(SENTENCES, batch_size=4)
+    for sentence, batched in zip(SENTENCES, together):
+        alone = model.embed_batch([sentence])[0]
+        np.testing.assert_allclose(alone, batched, rtol=0, atol=1e-5)
+    again = model.embed_sentences(SENTENCES, batch_size=4)
+    assert all(np.array_equal(x, y) for x, y in zip(together, again))
+    model.set_inference_precision("bfloat16")  # accepted; no bfloat16 path for it yet: float32 throughout
+    assert all(np.array_equal(x, y) for x, y in zip(model.embed_sentences(SENTENCES, batch_size=4), together))
+    with pytest.raises(ValueError, match="carries no state"):
+        TransformerBiLM(model.config, stateful=True)
+    with pytest.raises(ValueError, match="training a TransformerBiLM is not supported yet"):
+        BiLMLanguageModel(model, 10)
+
+
+def settings_with(change) -> dict:
+    settings = archive_settings("tiny")
+    change(settings)
+    return settings
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda s: s["model"].update(trainable_softmax=True), "model holds 'trainable_softmax'.*does not know"),
+        (lambda s: s["model"]["contextualizer"].update(num_heads=4), "contextualizer holds 'num_heads'"),
+        (lambda s: s["model"].update(bidirectional=False), "model.bidirectional is False"),
+        (lambda s: s["model"].update(type="masked_language_model"), "not a transformer ELMo"),
+        (lambda s: s["model"]["text_field_embedder"]["token_embedders"]["token_characters"]["encoder"].update(projection_location="after_cnn"), "after_highway"),
+        (lambda s: s["dataset_reader"]["token_indexers"]["token_characters"].update(type="characters"), "elmo_characters"),
+        (lambda s: s.update(command="rm -rf /"), "the configuration holds 'command'"),
+    ],
+)
+def test_the_configuration_is_read_as_data_and_what_it_does_not_know_is_refused(change, message):
+    with pytest.raises(WeightsError, match=message) as info:
+        trf_options(settings_with(change))
+    assert "\n" not in str(info.value)
+
+
+class Payload:
+    def __reduce__(self):
+        return (print, ("this must never run",))
+
+
+def write_folder(tmp_path: Path, state) -> Path:
+    folder = write_random_trf(tmp_path / "m", "tiny")
+    torch.save(state, folder / "weights.th")
+    return folder
+
+
+def test_only_tensors_are_loaded_from_weights_th(tmp_path):
+    state = random_archive_state("tiny")
+    bad = OrderedDict(state, extra=Payload())
+    folder = write_folder(tmp_path, bad)
+    with pytest.raises(WeightsError, match="refused") as info:
+        load_trf(folder)
+    assert "\n" not in str(info.value)
+    (folder / "weights.th").write_bytes(pickle.dumps({"a": Payload()}))
+    with pytest.raises(WeightsError):
+        load_trf(folder)
+    state2 = OrderedDict(state)
+    state2["_contextualizer._forward_transformer.layers.9.norm.gamma"] = torch.ones(16)
+    with pytest.raises(WeightsError, match="holds unexpected .*layers.9"):
+        load_trf(write_folder(tmp_path / "x", state2))
+    del state2["_contextualizer._forward_transformer.layers.9.norm.gamma"], state2["_contextualizer._forward_transformer.norm.beta"]
+    with pytest.raises(WeightsError, match="lacks .*_forward_transformer.norm.beta"):
+        load_trf(write_folder(tmp_path / "y", state2))
+
+
+def test_an_archive_with_a_link_is_refused_before_anything_is_unpacked(tmp_path, monkeypatch):
+    monkeypatch.setenv(published.CACHE_ENV, str(tmp_path / "cache"))
+    target = tmp_path / "bad.tar.gz"
+    with tarfile.open(target, "w:gz") as handle:
+        for name in ("config.json", "weights.th"):
+            info = tarfile.TarInfo(name)
+            data = json.dumps(archive_settings("tiny")).encode() if name == "config.json" else b""
+            info.size = len(data)
+            handle.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("vocabulary")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+        handle.addfile(link)
+    with pytest.raises(WeightsError, match="'vocabulary' is a link: refused"):
+        load_bilm(str(target))
+
+
+@pytest.fixture()
+def mirror(tmp_path, monkeypatch):
+    """A random-weights archive served where a mirror keeps elmo-transformer's archive."""
+    root = tmp_path / "served"
+    write_random_trf(root / (MODEL.mirror_path + MODEL.archive), "tiny", seed=4)
+    server = LoopbackServer(root)
+    monkeypatch.setenv(published.MIRROR_ENV, server.url)
+    monkeypatch.setenv(published.CACHE_ENV, str(tmp_path / "cache"))
+    yield server
+    server.close()
+
+
+def test_the_published_name_downloads_records_its_digest_and_converts_once(mirror, monkeypatch, tmp_path):
+    assert MODEL.format == "allennlp-transformer" and MODEL.shape is None and MODEL.sha256 == {} and MODEL.download_size is None
+    monkeypatch.delenv(published.MIRROR_ENV)
+    assert MODEL.url(MODEL.archive) == published.PUBLISHED_BASE + "models/transformer-elmo-2019.01.10.tar.gz"
+    monkeypatch.setenv(published.MIRROR_ENV, mirror.url)
+    bilm = load_bilm("elmo-transformer")
+    served = mirror.root / (MODEL.mirror_path + MODEL.archive)
+    np.testing.assert_array_equal(layers_of(bilm), layers_of(load_trf(write_random_trf(tmp_path / "same", "tiny", seed=4))))
+    import hashlib
+
+    digest = hashlib.sha256(served.read_bytes()).hexdigest()
+    assert first_seen.first_seen(MODEL)[MODEL.archive]["sha256"] == digest
+    assert read_config("elmo-transformer").n_layers == 2
+    requests = len(mirror.log)
+    monkeypatch.setattr(trf_archive, "convert_trf", lambda *a, **k: pytest.fail("converted twice"))
+    load_bilm("elmo-transformer")
+    assert len(mirror.log) == requests and download.is_cached("elmo-transformer")
+    from spacy_elmo.hub.lm_head import load_lm_head
+
+    assert load_lm_head("elmo-transformer", download=False).weight.shape == (11, 16)  # the softmax kept by the conversion
+
+
+def test_the_component_embed_and_a_listener_take_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(published.CACHE_ENV, str(tmp_path / "cache"))
+    archive = str(write_random_trf(tmp_path / "m.tar.gz", "tiny", seed=6))
+    text = "The bank of the river ."
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": archive})
+    doc = nlp(text)
+    bilm = load_bilm(archive)
+    layers = bilm.embed_batch([[t.text for t in doc]])[0]
+    assert doc.tensor.shape == (6, 32)
+    np.testing.assert_allclose(doc.tensor, layers.mean(0), rtol=0, atol=1e-5)  # the default mix
+    nlp.to_disk(tmp_path / "pipeline")  # the biLM travels inside the pipeline
+    again = spacy.load(tmp_path / "pipeline")
+    assert isinstance(again.get_pipe("elmo").bilm, TransformerBiLM)
+    np.testing.assert_array_equal(again(text).tensor, doc.tensor)
+    capsys.readouterr()
+    assert main(["embed", text, "--weights", archive, "--mix", "top"]) == 0
+    assert capsys.readouterr().out.strip()
+    from spacy.training import Example
+
+    tagger = spacy.blank("en")
+    tagger.add_pipe("elmo", config={"weights": archive, "set_hooks": False})
+    listener = {"@architectures": "spacy-elmo.ElmoListener.v1", "width": 16, "mix": {"@architectures": "spacy-elmo.ScalarMix.v1", "init": "top"}}
+    tagger.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": listener}})
+    egs = [Example.from_dict(tagger.make_doc(t), {"tags": g}) for t, g in (("The bank lends money .", ["D", "N", "V", "N", "."]), ("A dog ran .", ["D", "N", "V", "."]))]
+    optimizer = tagger.initialize(lambda: egs)
+    first = tagger.update(egs, sgd=optimizer)["tagger"]
+    for _ in range(10):
+        last = tagger.update(egs, sgd=optimizer)["tagger"]
+    assert last < first
+
+
+def test_the_archives_softmax_is_its_lm_head(tmp_path, monkeypatch):
+    from spacy_elmo.hub.lm_head import load_lm_head
+    from spacy_elmo.hub.trf_random import WORDS
+
+    monkeypatch.setenv(published.CACHE_ENV, str(tmp_path / "cache"))
+    archive = write_random_trf(tmp_path / "m.tar.gz", "tiny", seed=8)
+    state = random_archive_state("tiny", seed=8)
+    vocab, weight, bias = load_lm_head(str(archive))
+    # their loss reads row r for vocabulary id r + 1 (id 0: padding), line r of tokens.txt
+    assert list(vocab) == ["@@UNKNOWN@@", *WORDS]
+    assert torch.equal(weight, state["_softmax_loss.softmax_w"][: len(vocab)])
+    assert torch.equal(bias, state["_softmax_loss.softmax_b"][: len(vocab)])
