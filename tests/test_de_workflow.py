@@ -51,7 +51,7 @@ def test_the_german_workflow_runs_at_a_tiny_scale(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "spacy", "project", "run", "de-model", str(root), "--vars.data_root", str(data),
            "--vars.de_config", "configs/tiny-de.json", "--vars.de_pos_sizes", "5 20", "--vars.de_pos_steps", "3 3",
-           "--vars.de_pos_seeds", "0", "--vars.de_version", "0.0.1"]
+           "--vars.de_pos_seeds", "0", "--vars.de_version", "0.0.1", "--vars.de_model", "training/de/model"]
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=2400)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
