@@ -266,6 +266,8 @@ def evaluate(
                 "truth_changed": p.truth_changed(settings.rule),
                 "measures": {k: round(v, 4) for k, v in c.measures.items()},
                 "changed": c.changed,
+                "p_value": c.p_value,
+                "q_value": c.q_value,
                 "senses_induced": len(c.senses),
             }
             for p, c in zip(pairs, changes)
