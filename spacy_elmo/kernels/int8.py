@@ -36,7 +36,7 @@ from . import bf16, cpu, matmul, native
 INT8_PRODUCTS = ("w_input", "w_state", "w_proj")
 
 
-class Int8Unavailable(RuntimeError):
+class Int8Unavailable(ValueError):
     """This machine has no int8 product path (no AVX2, or a torch without oneDNN's int8 linear)."""
 
 
