@@ -151,3 +151,19 @@ def test_int8_path_follows_the_cpu_flags():
     assert cpu.int8_path(frozenset({"avx2", "avx512_vnni"})) == "vnni"
     assert cpu.int8_path(frozenset({"avx2", "avx_vnni"})) == "vnni"
     assert cpu.int8_path(frozenset({"sse4_2"})) is None
+
+
+@pytest.mark.parametrize("precision", ["int8", "bfloat16"])
+def test_the_eager_step_gives_the_compiled_steps_outputs(precision, monkeypatch):
+    """Both precisions share the eager step (``bf16.eager_step``) where there is no C compiler."""
+    from spacy_elmo.kernels import native
+
+    if native.library() is None:
+        pytest.skip("needs the compiled kernels (a C compiler)")
+    bilm = load_bilm(ALLENNLP)
+    bilm.set_inference_precision(precision)
+    compiled = bilm.embed_sentences(SENTENCES[:3])
+    monkeypatch.setattr(native, "library", lambda: None)
+    eager = bilm.embed_sentences(SENTENCES[:3])
+    for a, b in zip(compiled, eager):
+        assert cosines(a, b).min() > (0.999 if precision == "int8" else 0.99), cosines(a, b).min(axis=1)
