@@ -62,6 +62,7 @@ def test_help_shows_defaults(capsys, name):
         (["evaluate"], "Missing argument"),
         (["no-such-command"], "No such command"),
         (["embed", "Hi.", "--threads", "many"], "--threads"),
+        (["embed", "Hi.", "--precision", "int4"], "precision must be one of"),
     ],
 )
 def test_user_errors_are_one_line_and_exit_2(capsys, argv, expected):
@@ -88,6 +89,22 @@ def test_embed_with_the_default_model(capsys, tmp_path):
     code, out, err = run(capsys, "embed", "The bank lends money. The bank of the river.", "--mix", "top", "-o", tmp_path / "v.npz")
     assert code == 0, err
     assert "cos(with token" in out and (tmp_path / "v.npz").is_file()
+
+
+def test_embed_in_int8_writes_vectors_near_float32(capsys, tmp_path):
+    from spacy_elmo.kernels import cpu
+
+    if cpu.int8_path() is None:
+        pytest.skip("this CPU has no int8 product path (needs AVX2)")
+    import numpy as np
+
+    text = "The bank lends money. The bank of the river."
+    for precision in ("float32", "int8"):
+        code, _, err = run(capsys, "embed", text, "--precision", precision, "-o", tmp_path / f"{precision}.npz")
+        assert code == 0, err
+    a, b = (np.load(tmp_path / f"{p}.npz")["vectors"] for p in ("float32", "int8"))
+    cos = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+    assert not np.array_equal(a, b) and cos.min() > 0.998
 
 
 def test_python_m_and_spacy_elmo_entry_points():

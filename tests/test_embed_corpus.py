@@ -131,6 +131,7 @@ def test_shards_format_spacy_tokenizer_and_folder_input(tmp_path, capsys):
         (["a b"], ["--layers", "everything"], "--layers 'everything'"),
         (["a b"], ["--layers", "mix", "--mix", "layer:7"], "--mix does not fit this model"),
         (["a b"], ["--n-process", "2", "--cluster", "local:2"], "exclude each other"),
+        (["a b"], ["--precision", "int4"], "--precision 'int4'"),
     ],
 )
 def test_input_errors_are_one_line(tmp_path, capsys, lines, extra, needle):
@@ -377,3 +378,24 @@ def test_two_dask_workers_with_a_failed_task_give_the_single_process_output(tmp_
     assert [x[:3] for x in a] == [x[:3] for x in b] and [x[0] for x in b] == list(range(len(LINES) * 4))
     assert all(np.array_equal(x[3], y[3]) for x, y in zip(a, b))
     assert shards.read_manifest(tmp_path / "cluster")["shards"] == shards.read_manifest(tmp_path / "single")["shards"]
+
+
+def test_int8_corpus_matches_embed_sentences_in_int8_and_is_its_own_configuration(tmp_path, capsys, bilm):
+    import copy
+
+    from spacy_elmo.embedding.worker import PRECISIONS
+    from spacy_elmo.kernels import cpu
+
+    assert PRECISIONS == type(bilm).INFERENCE_PRECISIONS
+    if cpu.int8_path() is None:
+        pytest.skip("this CPU has no int8 product path (needs AVX2)")
+    source = write(tmp_path / "in.txt", LINES)
+    code, _, err = run(capsys, "embed-corpus", source, tmp_path / "out.hdf5", "--chunk-lines", 100, "--precision", "int8")
+    assert code == 0, err
+    _, arrays = read_allennlp(tmp_path / "out.hdf5")
+    quantized = copy.deepcopy(bilm)
+    quantized.set_inference_precision("int8")
+    expected = quantized.embed_sentences([line.split() for line in LINES])
+    for i in range(len(LINES)):  # one chunk = the same batches as embed_sentences: equal to the bit
+        assert np.array_equal(arrays[str(i)], expected[i])
+    assert not np.array_equal(arrays["0"][1:], bilm.embed_sentences([LINES[0].split()])[0][1:])

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..kernels import bf16, fused_train, matmul, native
+from ..kernels import bf16, fused_train, int8, matmul, native
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # h [L, 2, B, P], c [L, 2, B, H]
 TokenTypes = Tuple[torch.Tensor, torch.Tensor]  # the distinct token vectors [U, D], each position's row [B, T]
@@ -86,6 +86,7 @@ class BiLstmStack(nn.Module):
         skip_final: bool = False,
         bf16_products: Optional[bf16.Bf16WeightCache] = None,
         token_types: Optional[TokenTypes] = None,
+        int8_products: Optional[int8.Int8Products] = None,
     ) -> Tuple[List[torch.Tensor], LstmState]:
         """Run both directions over a padded batch.
 
@@ -100,6 +101,8 @@ class BiLstmStack(nn.Module):
         bf16_products: at inference (no autograd), run the products in bfloat16 with the
             copies this cache holds of the stack's weights; state and outputs stay float32
             (see :mod:`spacy_elmo.kernels.bf16`).
+        int8_products: at inference, run the products in int8 with the quantized weights it
+            holds (see :mod:`spacy_elmo.kernels.int8`); ignored under autograd.
         token_types: ``(vectors [U, D], index [B, T])`` with ``inputs == vectors[index]``: at
             float32 inference the first layer then projects each distinct token once (a word
             that occurs many times in the batch costs one row of ``x W_x``), same outputs.
@@ -136,12 +139,27 @@ class BiLstmStack(nn.Module):
         outputs: List[torch.Tensor] = []
         final_h, final_c = [], []
         bf16_weights = bf16_products.weights(self) if bf16_products is not None and not torch.is_grad_enabled() else None
+        int8_weights = int8_products.lstm.weights(self) if int8_products is not None and not torch.is_grad_enabled() else None
         for index, layer in enumerate(cast(Sequence[BiLstmLayer], self.layers)):  # a ModuleList types its items as Module
             run_input = layer_input
             if self.training and self.dropout > 0:
                 run_input = F.dropout(layer_input, self.dropout, training=True)
             types = _sorted_types(token_types, order, rev) if index == 0 and token_types is not None else None
-            if bf16_weights is not None:
+            if int8_weights is not None and int8_products is not None:
+                out, (h, c) = int8.run_layer(
+                    self,
+                    layer,
+                    int8_weights,
+                    f"layers.{index}.",
+                    run_input,
+                    active,
+                    n_steps,
+                    h0[index],
+                    c0[index],
+                    int8_products.levels,
+                    types,
+                )
+            elif bf16_weights is not None:
                 out, (h, c) = bf16.run_layer(
                     self, layer, bf16_weights, f"layers.{index}.", run_input, active, n_steps, h0[index], c0[index], types
                 )

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..kernels import bf16
+from ..kernels import bf16, int8
 from .batching import plan_batches
 from .characters import MAX_CHARS, N_CHARACTERS, TokenBatch, batch_to_char_ids
 from .lstm import BiLstmStack, LstmState
@@ -183,6 +183,7 @@ class BiLM(nn.Module):
         self.token_cache: Optional[TokenVectorCache] = None
         self.set_token_cache(token_cache_size)
         self._bf16: Optional[bf16.Bf16Products] = None
+        self._int8: Optional[int8.Int8Products] = None
         self.register_load_state_dict_post_hook(_clear_token_cache_after_load)
 
     def _build_token_encoder(self, config: BiLMConfig) -> CharCnnEncoder:
@@ -233,25 +234,36 @@ class BiLM(nn.Module):
         products: Optional[bf16.Bf16Products] = getattr(self, "_bf16", None)  # getattr: models pickled before it existed
         if products is not None:
             products.clear()
+        quantized: Optional[int8.Int8Products] = getattr(self, "_int8", None)
+        if quantized is not None:
+            quantized.clear()
 
     #: the values :meth:`set_inference_precision` accepts
-    INFERENCE_PRECISIONS = ("float32", "bfloat16")
+    INFERENCE_PRECISIONS = ("float32", "bfloat16", "int8")
 
     def set_inference_precision(self, precision: str) -> None:
         """``"bfloat16"``: at inference (no autograd) run every big matrix product in bfloat16
         with float32 accumulation, state and outputs, from bfloat16 copies of the weights made
         once (remade when a weight changes); about 2x faster on CPUs with bf16 matrix
         instructions. ``"float32"`` (the default): everything in float32. Training is never
-        affected, and the weights stay float32 either way (see :mod:`spacy_elmo.kernels.bf16`)."""
+        affected, and the weights stay float32 either way (see :mod:`spacy_elmo.kernels.bf16`).
+        ``"int8"``: the LSTM stack's products in int8 on the CPU's integer units, from int8
+        copies of its weights quantized once (see :mod:`spacy_elmo.kernels.int8`); raises
+        :class:`~spacy_elmo.kernels.int8.Int8Unavailable` on a CPU without an int8 path."""
         if precision not in self.INFERENCE_PRECISIONS:
             raise ValueError(f"inference precision must be one of {list(self.INFERENCE_PRECISIONS)}, got {precision!r}")
         if precision != self.inference_precision:
+            quantized = int8.Int8Products() if precision == "int8" else None  # raises before anything changes
             self._bf16 = bf16.Bf16Products() if precision == "bfloat16" else None
+            self._int8 = quantized
             self.clear_token_cache()  # its vectors were computed at the other precision
 
     @property
     def inference_precision(self) -> str:
-        return "float32" if getattr(self, "_bf16", None) is None else "bfloat16"  # getattr: models pickled before it existed
+        # getattr: models pickled before these existed
+        if getattr(self, "_int8", None) is not None:
+            return "int8"
+        return "float32" if getattr(self, "_bf16", None) is None else "bfloat16"
 
     def _bf16_products(self) -> Optional[bf16.Bf16Products]:
         """The bfloat16 weight caches when this call should use them: bfloat16 mode, no
@@ -297,11 +309,20 @@ class BiLM(nn.Module):
         initial = self._initial_state(tokens) if self.stateful else None
         lstm_cache = None if products is None else products.lstm
         device = tokens.device
+        quantized: Optional[int8.Int8Products] = getattr(self, "_int8", None)
+        if quantized is not None and (torch.is_grad_enabled() or self.token_encoder.char_embedding.weight.dtype != torch.float32):
+            quantized = None
         types = (
             None if torch.is_grad_enabled() else (vectors, batch.token_index.to(device))
         )  # the first layer's products per distinct token
         layers, final = self.lstm(
-            tokens, batch.lengths, initial, skip_final=skip_final and not self.stateful, bf16_products=lstm_cache, token_types=types
+            tokens,
+            batch.lengths,
+            initial,
+            skip_final=skip_final and not self.stateful,
+            bf16_products=lstm_cache,
+            token_types=types,
+            int8_products=quantized,
         )
         if self.stateful:
             self._store_state(final)

@@ -44,6 +44,9 @@ def embed_cli(
     threads: int = Opt(
         DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core); more than the free cores slows it down"
     ),
+    precision: str = Opt(
+        "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
+    ),
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write vectors, layers and tokens to this .npz file. Default: none"),
     # fmt: on
 ) -> None:
@@ -62,7 +65,7 @@ def embed_cli(
             raise UserError(f'no text: pass it as an argument ({PROG} embed "Some text.") or on standard input.')
         text = sys.stdin.read()
     nlp = spacy.blank(lang_code(lang))
-    config: Dict[str, Any] = {"weights": str(path), "mix": spec}
+    config: Dict[str, Any] = {"weights": str(path), "mix": spec, "precision": precision}
     if "threads" in (nlp.get_factory_meta("elmo").default_config or {}):  # the component's own setting, where it has one
         config["threads"] = threads
     nlp.add_pipe("elmo", config=config)

@@ -48,6 +48,9 @@ def embed_corpus_cli(
     lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the tokenizer (with --tokenizer spacy)"),
     n_process: int = Opt(1, "--n-process", "-n", help="Local worker processes, each with its own biLM and --threads threads"),
     threads: int = Opt(1, "--threads", "-t", help="CPU threads per process (keep threads x processes within the free cores)"),
+    precision: str = Opt(
+        "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
+    ),
     cluster: Optional[str] = Opt(
         None,
         "--cluster",
@@ -101,6 +104,7 @@ def embed_corpus_cli(
         skip_empty=skip_empty,
         n_process=n_process,
         threads=threads,
+        precision=precision,
         cluster=cluster,
         retries=retries,
         overwrite=overwrite,

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 from ..hub.resolve import DEFAULT_NAMES
 from . import shards
 from .reader import Chunk, CorpusError, Scan, input_files, iter_chunks, scan_input
-from .worker import LAYERS, TOKENIZERS, ChunkResult, EmbedSpec, Executor, MixValue, embed_chunk, make_tokenizer
+from .worker import LAYERS, PRECISIONS, TOKENIZERS, ChunkResult, EmbedSpec, Executor, MixValue, embed_chunk, make_tokenizer
 
 FORMATS = ("hdf5", "shards")
 
@@ -45,6 +45,7 @@ class EmbedOptions:
     skip_empty: bool = False
     n_process: int = 1
     threads: int = 1
+    precision: str = "float32"
     cluster: Optional[str] = None
     retries: int = 2
     overwrite: bool = False
@@ -100,6 +101,7 @@ def check_options(options: EmbedOptions) -> None:
         ("--layers", options.layers, LAYERS),
         ("--format", options.format, FORMATS),
         ("--tokenizer", options.tokenizer, TOKENIZERS),
+        ("--precision", options.precision, PRECISIONS),
     ):
         if value not in allowed:
             raise CorpusError(f"{name} {value!r}: use one of {', '.join(allowed)}.")
@@ -113,6 +115,13 @@ def check_options(options: EmbedOptions) -> None:
     ):
         if number < low:
             raise CorpusError(f"{name} {number}: use a whole number >= {low}.")
+    if options.precision == "int8" and options.cluster is None:  # this machine's workers: check its CPU once, here
+        from ..kernels.int8 import Int8Unavailable, activation_levels
+
+        try:
+            activation_levels()
+        except Int8Unavailable as err:
+            raise CorpusError(f"--precision int8: {err}") from None
     if options.cluster is not None and options.n_process != 1:
         raise CorpusError("--n-process and --cluster exclude each other: a cluster sets its workers itself (local:N for N local workers).")
 
@@ -136,6 +145,8 @@ def run_config(options: EmbedOptions, scan: Scan) -> Dict[str, Any]:
         "skip_empty": options.skip_empty,
         "input_sha256": scan.sha256,
         "input_lines": scan.n_lines,
+        # only when not float32, so that the runs made before the setting existed still resume
+        **({"precision": options.precision} if options.precision != "float32" else {}),
     }
 
 
@@ -315,6 +326,7 @@ def embed_corpus(
         options.max_line_tokens,
         options.skip_empty,
         options.threads,
+        options.precision,
     )
     if executor is None:
         if options.cluster is not None:

@@ -25,6 +25,8 @@ from .reader import Chunk, CorpusError
 
 LAYERS = ("all", "top", "mix")
 TOKENIZERS = ("whitespace", "spacy")
+#: BiLM.INFERENCE_PRECISIONS, written out so that checking options does not import torch (a test holds them together)
+PRECISIONS = ("float32", "bfloat16", "int8")
 MixValue = Union[str, Tuple[float, ...]]
 
 
@@ -41,6 +43,7 @@ class EmbedSpec:
     max_line_tokens: int = 10_000
     skip_empty: bool = False
     threads: int = 1
+    precision: str = "float32"  # the biLM's inference precision (BiLM.set_inference_precision)
 
 
 def make_tokenizer(kind: str, lang: str) -> Callable[[str], List[str]]:
@@ -70,6 +73,7 @@ class ChunkEmbedder:
         self.spec = spec
         self.lock = threading.Lock()
         self.bilm = load_bilm(spec.weights)
+        self.bilm.set_inference_precision(spec.precision)
         ChunkEmbedder.loads += 1
         self.tokenize = make_tokenizer(spec.tokenizer, spec.lang)
         self.mixer: Optional[ScalarMix] = None

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from functools import partial
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -79,7 +79,7 @@ class Bf16WeightCache:
         with self._lock:
             if key != self._key:
                 with torch.no_grad():
-                    copies = {name: p.detach().to(BF16).contiguous() for name, p in named}
+                    copies = self.convert(named)
                     if self.derive is not None:
                         self.derive(copies)
                 self._copies = copies
@@ -87,6 +87,10 @@ class Bf16WeightCache:
                 self._key = key
                 self.conversions += 1
             return self._copies
+
+    def convert(self, named: List[Tuple[str, nn.Parameter]]) -> Dict[str, Any]:
+        """The copies of ``named`` parameters (a subclass may hold another kind of copy)."""
+        return {name: p.detach().to(BF16).contiguous() for name, p in named}
 
     # copies (deepcopy, pickle) start empty: the lock cannot be copied, the key names the
     # original's storages
@@ -224,20 +228,7 @@ def run_layer(
         if compiled is not None:  # the elementwise work below in one compiled pass
             compiled.infer_step(layer.bias, step, recurrent, c[:, :n], m[:, :n], cell_clip, step_rows=step_rows)
         else:
-            if step_rows is not None:
-                step = [part[rows] for part, rows in zip(step, step_rows)]
-            # gates = x_t W_x + h_{t-1} W_h + b, summed in float32
-            gates = torch.add(bias, torch.stack(step)).add_(torch.stack(recurrent))
-            gates[..., :cell].sigmoid_()  # i
-            matmul.tanh_(gates[..., cell : 2 * cell])  # j
-            gates[..., 2 * cell :].sigmoid_()  # f, o
-            i, j, f, o = gates.chunk(4, dim=-1)
-            c_n = c[:, :n]
-            c_n.mul_(f).addcmul_(i, j)
-            if cell_clip:
-                c_n.clamp_(-cell_clip, cell_clip)
-            m[:, :n] = matmul.tanh_(c_n.clone()).mul_(o)
-            del gates, i, j, f, o
+            eager_step(bias, step, step_rows, recurrent, c[:, :n], m[:, :n], cell_clip)
         for d in (0, 1):
             h_new = _linear_rows(m[d, :n], w_proj[d]).float()
             if proj_clip:
@@ -246,6 +237,33 @@ def run_layer(
             out[t, d, :n] = h_new
         del step, step_rows, recurrent
     return out.permute(1, 2, 0, 3), (h, c)
+
+
+def eager_step(
+    bias: torch.Tensor,
+    step: List[torch.Tensor],
+    step_rows: Optional[List[torch.Tensor]],
+    recurrent: List[torch.Tensor],
+    c: torch.Tensor,
+    m: torch.Tensor,
+    cell_clip: Optional[float],
+) -> None:
+    """One LSTM step's elementwise work in eager PyTorch (where there is no compiled kernel):
+    ``bias`` ``[2, 1, 4H]``, ``step``/``recurrent`` one ``[n, 4H]`` product per direction,
+    ``c`` ``[2, n, H]`` float32 updated in place, ``m = o * tanh(c)`` written to ``m`` ``[2, n, H]``."""
+    cell = c.shape[-1]
+    if step_rows is not None:
+        step = [part[rows] for part, rows in zip(step, step_rows)]
+    # gates = x_t W_x + h_{t-1} W_h + b, summed in float32
+    gates = torch.add(bias, torch.stack(step)).add_(torch.stack(recurrent))
+    gates[..., :cell].sigmoid_()  # i
+    matmul.tanh_(gates[..., cell : 2 * cell])  # j
+    gates[..., 2 * cell :].sigmoid_()  # f, o
+    i, j, f, o = gates.chunk(4, dim=-1)
+    c.mul_(f).addcmul_(i, j)
+    if cell_clip:
+        c.clamp_(-cell_clip, cell_clip)
+    m.copy_(matmul.tanh_(c.clone()).mul_(o))
 
 
 def _linear_rows(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -71,3 +71,21 @@ def identity(info: Optional[Dict[str, str]] = None) -> Optional[str]:
     if "flags" not in info and "Features" not in info:
         return None
     return "\n".join(f"{name}: {info[name]}" for name in IDENTITY_FIELDS if name in info)
+
+
+#: flags of the integer dot-product units that accumulate u8 x s8 products straight into int32
+#: (no 16-bit intermediate to saturate): AMX-INT8, AVX512-VNNI, AVX-VNNI
+INT8_DOT_FLAGS = frozenset({"amx_int8", "avx512_vnni", "avx_vnni"})
+
+
+def int8_path(flags: Optional[FrozenSet[str]] = None) -> Optional[str]:
+    """Which int8 product path this CPU runs (see ``kernels/int8.py``): ``"vnni"`` with an integer
+    dot-product unit (:data:`INT8_DOT_FLAGS`), ``"avx2"`` with AVX2 only (``vpmaddubsw``, whose
+    16-bit pair sums saturate unless activations keep to 7 bits), ``None`` without either or when
+    the flags are unknown."""
+    flags = features() if flags is None else flags
+    if flags is None:
+        return None
+    if flags & INT8_DOT_FLAGS:
+        return "vnni"
+    return "avx2" if "avx2" in flags else None

@@ -24,7 +24,7 @@ Both kernels compute in the tensors' own dtype (no implicit down-casting): outpu
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch
 
@@ -171,15 +171,16 @@ def packed_step_groups(counts: List[int], max_rows: int, device: torch.device) -
 
 def step_input_products(
     inputs: torch.Tensor,
-    weight: torch.Tensor,
+    weight: Any,
     active: List[int],
     n_steps: int,
     max_rows: int,
-    product: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    product: Callable[[torch.Tensor, Any], torch.Tensor],
     types: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
 ) -> Iterator[Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]]:
     """Each recurrent step's input products ``x_t W_x`` per direction, with each active row's
-    index into them or ``None``: ``inputs`` ``[2, B, T, D]``, ``weight`` ``[2, D, G]``,
+    index into them or ``None``: ``inputs`` ``[2, B, T, D]``, ``weight`` ``[2, D, G]`` (or a pair
+    of weights in any form ``product`` takes),
     ``product(x, w)`` the routed product. With ``types`` (the distinct input vectors ``[U, D]``
     and each sorted row's index per step ``[T, 2, B]``) the products are made once per distinct
     vector; otherwise for groups of consecutive steps of at most ``max_rows`` valid rows."""

@@ -1,0 +1,169 @@
+"""int8 inference (int8 LSTM products, float32 state and outputs): close to float32, the same
+vectors for a token whatever its batch (bit for bit), weights quantized once and again when
+they change, never used under autograd, one clear error where the CPU has no int8 path."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from spacy_elmo import load_bilm
+from spacy_elmo.bilm import BiLM
+from spacy_elmo.kernels import cpu, int8
+from spacy_elmo.models import default_model_path
+
+from .conftest import ALLENNLP
+
+pytestmark = pytest.mark.skipif(cpu.int8_path() is None, reason="this CPU has no int8 product path (needs AVX2)")
+
+SENTENCES = [
+    "The quick brown fox jumped over the lazy dog near the river bank .".split(),
+    "She sat on the bank of the river and watched the boats go by all afternoon".split(),
+    "Deposits at the bank rose sharply last quarter".split(),
+    ["Hi"],
+    [],
+]
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per layer and token: ``[L+1, n]``."""
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-30)
+
+
+@pytest.fixture(scope="module")
+def default_bilm():
+    return load_bilm(default_model_path())
+
+
+@pytest.fixture(scope="module")
+def int8_fixture():
+    bilm = load_bilm(ALLENNLP)
+    bilm.set_inference_precision("int8")
+    return bilm
+
+
+@pytest.mark.parametrize("path", ["default", "fixture"])
+def test_int8_is_close_to_float32(default_bilm, path):
+    bilm = copy.deepcopy(default_bilm) if path == "default" else load_bilm(ALLENNLP)
+    ref = bilm.embed_sentences(SENTENCES)
+    bilm.set_inference_precision("int8")
+    fast = bilm.embed_sentences(SENTENCES)
+    assert bilm.inference_precision == "int8"
+    assert all(f.dtype == np.float32 and f.shape == r.shape for f, r in zip(fast, ref))
+    a, b = np.concatenate(ref[:4], axis=1), np.concatenate(fast[:4], axis=1)
+    assert np.array_equal(a[0], b[0])  # the token encoder stays float32
+    assert not np.array_equal(a[1:], b[1:])  # the LSTM products did run in int8
+    cos = cosines(a, b)
+    assert cos.min() > (0.998 if path == "default" else 0.99), cos.min(axis=1)
+
+
+def test_a_tokens_vectors_do_not_depend_on_its_batch(int8_fixture):
+    alone = [int8_fixture.embed_sentences([s])[0] for s in SENTENCES]
+    together = int8_fixture.embed_sentences(SENTENCES)  # padded to the longest, sorted, other rows
+    by_two = int8_fixture.embed_sentences(SENTENCES[::-1], batch_size=2)[::-1]
+    for a, b, c in zip(alone, together, by_two):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
+def test_int8_is_deterministic(int8_fixture):
+    first = int8_fixture.embed_sentences(SENTENCES)
+    second = int8_fixture.embed_sentences(SENTENCES)
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+
+
+def test_weights_are_quantized_once_and_again_when_their_source_changes(default_bilm):
+    bilm = copy.deepcopy(default_bilm)
+    bilm.set_inference_precision("int8")
+    for _ in range(3):
+        bilm.embed_sentences(SENTENCES[:2])
+    assert bilm._int8.lstm.conversions == 1
+    before = bilm.embed_sentences(SENTENCES[:1])[0]
+    with torch.no_grad():  # an optimizer-like in-place step: the quantized copies are stale now
+        bilm.lstm.layers[0].w_state.mul_(0.5)
+    after = bilm.embed_sentences(SENTENCES[:1])[0]
+    assert bilm._int8.lstm.conversions == 2 and cosines(after, before).min() < 0.999
+    bilm.load_state_dict(default_bilm.state_dict())  # a load replaces the weights: quantized again
+    assert np.array_equal(bilm.embed_sentences(SENTENCES[:1])[0], before)
+    assert bilm._int8.lstm.conversions == 3
+
+
+def test_save_and_load_give_the_same_int8_vectors(default_bilm, tmp_path):
+    bilm = copy.deepcopy(default_bilm)
+    bilm.set_inference_precision("int8")
+    expected = bilm.embed_sentences(SENTENCES[:3])
+    torch.save(bilm.state_dict(), tmp_path / "weights.pt")
+    fresh = BiLM(bilm.config)
+    fresh.load_state_dict(torch.load(tmp_path / "weights.pt"))
+    fresh.set_inference_precision("int8")
+    assert all(np.array_equal(a, b) for a, b in zip(expected, fresh.embed_sentences(SENTENCES[:3])))
+    clone = copy.deepcopy(bilm)  # a copy starts with no quantized weights and makes its own
+    assert clone.inference_precision == "int8"
+    assert all(np.array_equal(a, b) for a, b in zip(expected, clone.embed_sentences(SENTENCES[:3])))
+
+
+def test_autograd_never_takes_the_int8_path(default_bilm):
+    from spacy_elmo.bilm import TokenBatch
+
+    bilm = copy.deepcopy(default_bilm)
+    bilm.set_inference_precision("int8")
+    batch = TokenBatch.from_sentences(SENTENCES[:3])
+    expected = default_bilm(batch).detach()
+    trained = bilm(batch)
+    assert trained.requires_grad and torch.equal(trained.detach(), expected)
+
+
+def test_product_is_the_exact_integer_product_scaled():
+    torch.manual_seed(0)
+    w, x = torch.randn(96, 40), torch.randn(7, 96) * torch.logspace(-3, 2, 7)[:, None]
+    q = int8.QuantizedWeight(w)
+    assert q.values.dtype == torch.int8 and q.values.abs().max() == 127
+    assert (q.dequantized() - w).abs().max() <= q.scales.max() / 2 + 1e-6  # round to nearest
+    levels = int8.activation_levels()
+    xq, scale = int8.quantize_rows(x, levels)
+    exact = (xq.long() - levels - 1) @ q.values.long().t()  # int32-exact sums, no saturation
+    expected = exact.float() * q.scales * scale
+    got = int8.linear(x, q, levels)
+    assert torch.allclose(got, expected, rtol=1e-6, atol=0)
+    cos = torch.nn.functional.cosine_similarity(got, x @ w, dim=1)
+    assert cos.min() > 0.99
+    assert int8.linear(x[:0], q).shape == (0, 40)
+    assert torch.equal(int8.linear(torch.zeros(2, 96), q), torch.zeros(2, 40))
+
+
+def test_bad_input_is_one_clear_error(default_bilm, monkeypatch):
+    q = int8.QuantizedWeight(torch.randn(8, 4))
+    with pytest.raises(ValueError, match=r"expected x \[n, 8\]"):
+        int8.linear(torch.randn(3, 5), q)
+    with pytest.raises(ValueError, match="float32 CPU"):
+        int8.QuantizedWeight(torch.randn(2, 3, 4))
+    monkeypatch.setattr(cpu, "features", lambda: frozenset({"sse2", "neon"}))
+    bilm = copy.deepcopy(default_bilm)
+    with pytest.raises(int8.Int8Unavailable, match="needs an x86 CPU with AVX2"):
+        bilm.set_inference_precision("int8")
+    assert bilm.inference_precision == "float32"  # refused before anything changed
+
+
+def test_int8_path_follows_the_cpu_flags():
+    assert cpu.int8_path(frozenset({"avx2", "fma"})) == "avx2"
+    assert cpu.int8_path(frozenset({"avx2", "avx512_vnni"})) == "vnni"
+    assert cpu.int8_path(frozenset({"avx2", "avx_vnni"})) == "vnni"
+    assert cpu.int8_path(frozenset({"sse4_2"})) is None
+
+
+@pytest.mark.parametrize("precision", ["int8", "bfloat16"])
+def test_the_eager_step_gives_the_compiled_steps_outputs(precision, monkeypatch):
+    """Both precisions share the eager step (``bf16.eager_step``) where there is no C compiler."""
+    from spacy_elmo.kernels import native
+
+    if native.library() is None:
+        pytest.skip("needs the compiled kernels (a C compiler)")
+    bilm = load_bilm(ALLENNLP)
+    bilm.set_inference_precision(precision)
+    compiled = bilm.embed_sentences(SENTENCES[:3])
+    monkeypatch.setattr(native, "library", lambda: None)
+    eager = bilm.embed_sentences(SENTENCES[:3])
+    for a, b in zip(compiled, eager):
+        assert cosines(a, b).min() > (0.999 if precision == "int8" else 0.99), cosines(a, b).min(axis=1)
