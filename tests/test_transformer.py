@@ -99,6 +99,8 @@ def test_batch_independence_and_determinism(tmp_path):
     assert all(np.array_equal(x, y) for x, y in zip(together, again))
     model.set_inference_precision("bfloat16")  # accepted; no bfloat16 path for it yet: float32 throughout
     assert all(np.array_equal(x, y) for x, y in zip(model.embed_sentences(SENTENCES, batch_size=4), together))
+    with pytest.raises(ValueError, match="int8 inference quantizes the LSTM"):
+        model.set_inference_precision("int8")
     with pytest.raises(ValueError, match="carries no state"):
         TransformerBiLM(model.config, stateful=True)
     with pytest.raises(ValueError, match="training a TransformerBiLM is not supported yet"):

@@ -201,6 +201,13 @@ class TransformerBiLM(BiLM):
             raise ValueError("a transformer biLM carries no state between batches: stateful=True does not apply")
         super().__init__(config, stateful=False, token_cache_size=token_cache_size)
 
+    def set_inference_precision(self, precision: str) -> None:
+        """As :meth:`BiLM.set_inference_precision`; ``int8`` quantizes LSTM products, which a transformer
+        biLM has none of, so it is refused rather than run in float32 under its name."""
+        if precision == "int8":
+            raise ValueError("int8 inference quantizes the LSTM biLM's products: a transformer biLM runs float32 or bfloat16")
+        super().set_inference_precision(precision)
+
     def _build_token_encoder(self, config: BiLMConfig) -> CharCnnEncoder:
         transformer_section(config)
         return TransformerTokenEncoder(
