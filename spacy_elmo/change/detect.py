@@ -4,7 +4,7 @@ For each target word, a bounded sample of its occurrences is taken from each cor
 corpora stream (:mod:`.sample`); the biLM reads every sampled occurrence once, and the word's
 senses are induced jointly over both samples (:class:`..induction.induce.Inducer`), so that the two
 corpora's sense shares are shares of the same senses. The word then gets every measure of
-:mod:`.measures`, a bootstrap interval for each, the binary call of SemEval-2020 Task 1, and an
+:mod:`.measures`, a bootstrap interval for each, a binary call (a permutation test), and an
 explanation: each sense with its share in A and in B, whether it appeared, vanished, grew or
 shrank, and example sentences from each corpus.
 
@@ -32,8 +32,7 @@ from .measures import (
     MEASURES,
     BinaryRule,
     benjamini_hochberg,
-    bootstrap,
-    measure_all,
+    estimates_and_intervals,
     non_finite_rows,
     permutation_pvalue,
     sense_counts,
@@ -222,8 +221,7 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
     weights = np.asarray(ws.weights, dtype=np.float64)
     a, b = vectors[:n_a], vectors[n_a:]
     wa, wb = weights[:n_a], weights[n_a:]
-    measures = measure_all(a, b, wa, wb)
-    intervals = bootstrap(a, b, wa, wb, settings.n_resamples, settings.confidence, settings.seed)
+    measures, intervals = estimates_and_intervals(a, b, wa, wb, settings.n_resamples, settings.confidence, settings.seed)
     change.measures = {k: v for k, v in measures.items() if np.isfinite(v)}
     change.intervals = {k: v for k, v in intervals.items() if k in change.measures}
     if "mahal" not in change.measures:

@@ -11,7 +11,9 @@ over both corpora).
   occurrences). For unit vectors it is half the unbiased estimate of the squared distance between
   the two corpora's mean vectors (:func:`mean_distance`), so 0 in expectation when both samples
   come from one distribution.
-- **PRT**, prototype distance: the cosine distance between the two corpora's mean (unit) vectors.
+- **PRT**, prototype distance: the cosine distance between the two corpora's mean (unit) vectors,
+  each mean's squared length estimated over pairs of distinct occurrences (as APD-c's terms are),
+  so that two samples of one distribution score about 0 rather than the sampling floor.
 - **JSD**: the Jensen-Shannon divergence (base 2, in [0, 1]) of the word's sense shares in A and B.
 - **MAHAL**: the squared Mahalanobis distance between the two corpora's mean (unit) vectors under
   the pooled occurrences' covariance cut to its top ``MAHAL_DIMS`` principal axes (a regularised
@@ -27,9 +29,10 @@ The bootstrap (:func:`bootstrap`) resamples each corpus's occurrences and comput
 in each replicate as on the sample itself: a pair of two draws of one occurrence is not a pair of
 distinct occurrences, so it is left out of the within-corpus terms, as the sample has no such
 pair. APD, APD-c and MAHAL are then unbiased in each replicate too, and their intervals are the
-replicates' percentiles; PRT and JSD, biased upwards by sampling (both are at least 0), get the
-percentiles less the replicates' mean excess over the estimate, so every interval sits around
-its own estimate.
+replicates' percentiles, and so does PRT, its lengths taken without their sampling floor; JSD,
+biased upwards by sampling (it is at least 0), is corrected by the replicates' mean excess over
+the estimate and gets the basic bootstrap interval around the corrected value, so that with no
+change its interval holds 0 as often as its coverage says.
 
 APD and APD-c use the identity ``mean_ij u_i . v_j = mean(u) . mean(v)`` on unit rows, so each
 costs one pass over the occurrences, and a bootstrap replicate one matrix product.
@@ -44,7 +47,7 @@ import numpy as np
 
 MEASURES = ("apd", "apd_c", "prt", "jsd", "mahal")
 MAHAL_DIMS = 10  # principal axes MAHAL keeps (docs/change.md#choosing-the-default-measure)
-CENTRED = ("prt", "jsd")  # biased measures whose intervals are moved by the replicates' mean excess (see bootstrap)
+CENTRED = ("jsd",)  # biased measures, corrected by the replicates' mean excess (see estimates_and_intervals)
 
 
 def unit(matrix: np.ndarray) -> np.ndarray:
@@ -130,14 +133,25 @@ def apd_c(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def prt(a: np.ndarray, b: np.ndarray) -> float:
-    """Cosine distance between the two corpora's prototypes (the means of their unit vectors)."""
+    """Cosine distance between the two corpora's prototypes (the means of their unit vectors), each
+    prototype's length taken without its sampling floor (see :func:`_prt_rows`)."""
     ua, ub = unit(a), unit(b)
     _check_pair(ua, ub)
-    return float(_prt_rows(ua.mean(0, keepdims=True), ub.mean(0, keepdims=True))[0])
+    (ma, pair_a), (mb, pair_b) = _mean_and_pair_dot(ua, None), _mean_and_pair_dot(ub, None)
+    return float(_prt_rows(ma, mb, pair_a, pair_b)[0])
 
 
-def _prt_rows(ma: np.ndarray, mb: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(ma, axis=1) * np.linalg.norm(mb, axis=1)
+def _prt_rows(ma: np.ndarray, mb: np.ndarray, pair_a: Optional[np.ndarray] = None, pair_b: Optional[np.ndarray] = None) -> np.ndarray:
+    """``1 - ma . mb / (|ma| |mb|)``, rows of means. With ``pair_a``/``pair_b`` (the mean dot product
+    over pairs of distinct occurrences, an unbiased estimate of the squared length of the mean the
+    sample is drawn from), those replace the squared lengths: a sample mean's own length carries
+    each occurrence's dot product with itself, a floor that makes two samples of one distribution
+    look apart (in 256 dimensions, 0.2 where nothing changed), while ``ma . mb`` of two independent
+    samples has no such term. Where a pair term is not positive, the plain length stands in."""
+    plain_a, plain_b = (ma * ma).sum(1), (mb * mb).sum(1)
+    sq_a = plain_a if pair_a is None else np.where(pair_a > 0, pair_a, plain_a)
+    sq_b = plain_b if pair_b is None else np.where(pair_b > 0, pair_b, plain_b)
+    norms = np.sqrt(np.clip(sq_a, 0.0, None) * np.clip(sq_b, 0.0, None))
     return np.where(norms > 0, 1.0 - (ma * mb).sum(1) / np.where(norms > 0, norms, 1.0), 1.0)
 
 
@@ -253,12 +267,12 @@ def _measures(
     by one formula: the replicates are measured as the sample is."""
     draws_a = np.ones((1, len(ua))) if counts_a is None else counts_a
     draws_b = np.ones((1, len(ub))) if counts_b is None else counts_b
-    ma, mb = draws_a @ ua / len(ua), draws_b @ ub / len(ub)
+    (ma, pair_a), (mb, pair_b) = _mean_and_pair_dot(ua, counts_a), _mean_and_pair_dot(ub, counts_b)
     mahal_values = mean_distance(za, zb, counts_a, counts_b) if mahal_computable(za, zb) else np.full(len(ma), np.nan)
     return {
         "apd": 1.0 - (ma * mb).sum(1),
         "apd_c": 0.5 * mean_distance(ua, ub, counts_a, counts_b),
-        "prt": _prt_rows(ma, mb),
+        "prt": _prt_rows(ma, mb, pair_a, pair_b),
         "jsd": _jsd_rows(draws_a @ wa / len(wa), draws_b @ wb / len(wb)),
         "mahal": mahal_values,
     }
@@ -310,23 +324,46 @@ def bootstrap(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> Dict[str, Tuple[float, float]]:
-    """Bootstrap intervals of every measure, from its :func:`replicates`: APD, APD-c and MAHAL,
-    unbiased in each replicate, get the replicates' percentiles; PRT and JSD, biased upwards by
-    sampling, the percentiles less the replicates' mean excess over the estimate (:data:`CENTRED`),
-    so that each interval sits around its own estimate. MAHAL's interval is ``(nan, nan)`` where it
-    is not computed. The same ``seed`` gives the same intervals."""
+    """Bootstrap intervals of every measure (see :func:`estimates_and_intervals`, whose intervals
+    these are: around the bias-corrected estimate for PRT and JSD)."""
+    return estimates_and_intervals(a, b, weights_a, weights_b, n_resamples, confidence, seed)[1]
+
+
+def estimates_and_intervals(
+    a: np.ndarray,
+    b: np.ndarray,
+    weights_a: np.ndarray,
+    weights_b: np.ndarray,
+    n_resamples: int = 200,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Tuple[Dict[str, float], Dict[str, Tuple[float, float]]]:
+    """Every measure and its bootstrap interval, from its :func:`replicates`. APD, APD-c and MAHAL,
+    unbiased in each replicate, and PRT (its lengths without their sampling floor), keep their
+    estimate and get the replicates' percentiles. JSD is biased upwards by sampling (it is at least
+    0, and two samples of one distribution give a positive value): its estimate is corrected by the
+    bootstrap's estimate of that bias,
+    the replicates' mean excess over the estimate (``corrected = estimate - excess``), and its
+    interval is the basic bootstrap interval around it (the percentiles less twice the excess), so
+    that with no change the interval holds 0 as often as its coverage says. MAHAL's interval is
+    ``(nan, nan)`` where it is not computed. The same ``seed`` gives the same figures."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     estimates, values = replicates(a, b, weights_a, weights_b, n_resamples, seed)
     tail = (1 - confidence) / 2 * 100
+    corrected = dict(estimates)
     out = {}
     for name, v in values.items():
         if np.isnan(v).any():
             out[name] = (float("nan"), float("nan"))
             continue
-        shift = float(v.mean() - estimates[name]) if name in CENTRED else 0.0
-        out[name] = (float(np.percentile(v, tail)) - shift, float(np.percentile(v, 100 - tail)) - shift)
-    return out
+        low, high = float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail))
+        if name in CENTRED:
+            excess = float(v.mean() - estimates[name])
+            corrected[name] = estimates[name] - excess
+            low, high = low - 2 * excess, high - 2 * excess
+        out[name] = (low, high)
+    return corrected, out
 
 
 def permutation_pvalue(
