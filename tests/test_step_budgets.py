@@ -35,17 +35,26 @@ def test_stage4_schedule_is_the_one_the_shipped_run_followed():
     assert all(lr_at(s, config) == lr_at(s, planned) for s in range(0, 2700, 50))
 
 
-def test_the_shipped_default_followed_the_v2_legs_config():
-    """The shipped default (v2, its first leg) ran configs/default-v2-legs.json: the same settings,
-    its first horizon as its last step, ``auto`` resolved to a precision that runs on any CPU."""
-    legs = TrainConfig(**json.loads((CONFIGS / "default-v2-legs.json").read_text()))
+def test_the_shipped_default_followed_its_leg_config():
+    """The shipped default (v2 and its legs) ran the last leg's config, configs/default-v2-continue.json:
+    the same settings, its last step as the snapshot's leg step, ``auto`` resolved to a precision
+    that runs on any CPU, shipped at the end of the leg's decay."""
+    leg = TrainConfig(**json.loads((CONFIGS / "default-v2-continue.json").read_text()))
     shipped = json.loads((REPO / "spacy_elmo" / "models" / "en_default" / "train_config.json").read_text())
     snapshot = json.loads((REPO / "spacy_elmo" / "models" / "en_default" / "snapshot.json").read_text())
-    same = ("lr", "warmup_steps", "n_samples", "dropout", "max_tokens", "max_length", "grad_clip", "seed", "vocab_from", "lr_horizons")
-    assert {k: getattr(legs, k) for k in same} == {k: shipped[k] for k in same}
-    assert legs.precision == "auto" and shipped["precision"] in ("fp32-fused", "bf16")
-    assert snapshot["step"] in [end for _, end in legs.lr_horizons]  # shipped at the end of a leg's decay
-    assert lr_at(snapshot["step"] - 1, legs) == pytest.approx(0.1 * legs.lr, rel=1e-3)
+    same = ("lr", "warmup_steps", "n_samples", "dropout", "max_tokens", "max_length", "grad_clip", "seed", "vocab_from", "max_steps")
+    assert {k: getattr(leg, k) for k in same} == {k: shipped[k] for k in same}
+    assert leg.precision == "auto" and shipped["precision"] in ("fp32-fused", "bf16")
+    assert snapshot["leg"]["step"] == leg.max_steps  # shipped at the end of the leg
+    assert lr_at(snapshot["leg"]["step"] - 1, leg) == pytest.approx(0.1 * leg.lr, rel=1e-3)
+    assert snapshot["tokens"] > snapshot["leg"]["tokens"]  # the card's cumulative tokens: every leg adds its own
+
+
+def test_the_v2_legs_config_is_the_first_legs_record():
+    """configs/default-v2-legs.json: the v2 run's schedule as it ran, its first horizon the step of
+    the v2 default that shipped first (1,700)."""
+    legs = TrainConfig(**json.loads((CONFIGS / "default-v2-legs.json").read_text()))
+    assert legs.lr_horizons[0] == [0, 1700] and lr_at(1699, legs) == pytest.approx(0.1 * legs.lr, rel=1e-3)
 
 
 def test_a_continuing_leg_is_a_warm_restart_on_a_step_budget():
