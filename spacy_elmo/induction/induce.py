@@ -316,6 +316,7 @@ class Inducer:
             )
         vectors, subs, bags, blocks, extra = self.representation(store, forms)
         note = None
+        distances: Optional[np.ndarray] = None
         if n < s.min_occurrences:
             labels = np.zeros(n, dtype=np.int64)
             note = f"{word!r}: only {plural(n, 'occurrence')} (fewer than {s.min_occurrences}): one sense"
@@ -326,7 +327,7 @@ class Inducer:
                 extra["best_split"] = self._best_split(word, store, distances, bags, blocks, forms, extra.get("context_vectors"))
         k = int(labels.max()) + 1
         weights = self._weights(subs, labels, blocks, bags)
-        senses = self._describe(word, store, labels, weights, bags, blocks, forms, extra.get("context_vectors"))
+        senses = self._describe(word, store, labels, weights, bags, blocks, forms, extra.get("context_vectors"), distances)
         shown = self._shown_vectors(blocks)
         return WordSenses(
             word, forms, list(store.occurrences), senses, weights, shown, s.representation, note,
@@ -377,7 +378,7 @@ class Inducer:
         if min(sizes) == 0:
             return {"z": float(z), "needed": -s.significance, "sizes": sizes, "names": []}
         onehot = np.eye(2, dtype=np.float32)[halves]
-        named = self._describe(word, store, halves, onehot, bags, blocks, forms, context)
+        named = self._describe(word, store, halves, onehot, bags, blocks, forms, context, distances)
         order = sorted(range(2), key=lambda c: -sizes[c])
         return {
             "z": round(float(z), 3),
@@ -467,9 +468,11 @@ class Inducer:
         blocks: List[Any],
         forms: Sequence[str] = (),
         context: Optional[np.ndarray] = None,
+        distances: Optional[np.ndarray] = None,
     ) -> List[Sense]:
         """Name each sense by its most distinctive context words and substitutes (readable words only, none
-        shared by two senses: :mod:`.naming`) and pick its most representative occurrences."""
+        shared by two senses: :mod:`.naming`) and pick its most representative occurrences (``distances``:
+        the blocks' cosine distances when the caller has them, else computed here)."""
         s = self.settings
         k = weights.shape[1]
         strongest = weights.argmax(1)
@@ -493,7 +496,9 @@ class Inducer:
         # a word names one sense of the word only: the sense where it ranks highest in either kind
         owned = [set(words) for words in exclusive([ranked(list(a), list(b)) for a, b in zip(scored_subs, scored_context)])]
         limit = max(s.n_names * 2, 6)
-        similarity = 1.0 - cosine_distances(blocks) if blocks else None
+        if distances is None and blocks:
+            distances = cosine_distances(blocks)
+        similarity = None if distances is None else 1.0 - distances
         senses = []
         for c in range(k):
             subs = [w for w in scored_subs[c] if w in owned[c]][:limit]
