@@ -49,7 +49,7 @@ DATA = REPO / "project" / "assets" / "data"  # `spacy project assets project/` +
 SAMPLE_BOOKS = REPO / "project" / "assets" / "general_sample"
 WORK = Path(tempfile.gettempdir()) / "spacy-elmo-bench"  # random weights and inputs, made once
 # the CPU flags a figure depends on: the compiled kernels' paths and torch's bfloat16 routes
-ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "asimd", "sve", "bf16")
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "bf16")
 
 # ----------------------------------------------------------------------------------------- options
 

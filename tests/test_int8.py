@@ -167,3 +167,31 @@ def test_the_eager_step_gives_the_compiled_steps_outputs(precision, monkeypatch)
     eager = bilm.embed_sentences(SENTENCES[:3])
     for a, b in zip(compiled, eager):
         assert cosines(a, b).min() > (0.999 if precision == "int8" else 0.99), cosines(a, b).min(axis=1)
+
+
+def test_the_sense_probe_reads_the_same_on_int8(default_bilm):
+    """Task-level: the hand-written sense probe (288 leave-one-out items) through the component at
+    int8 and at float32 scores within two items of each other on the embedded default."""
+    from spacy_elmo.evaluation import sense_probe
+
+    reports = {p: sense_probe.evaluate(sense_probe.probe_pipeline(None, "top", precision=p, threads=1)) for p in ("float32", "int8")}
+    ref, fast = reports["float32"]["correct"], reports["int8"]["correct"]
+    assert len(ref) == len(fast) == 288
+    assert sum(a != b for a, b in zip(ref, fast)) <= 2
+
+
+def test_the_wsd_cache_keeps_int8_vectors_apart(default_bilm, tmp_path):
+    """The WSD embedding cache names int8 vectors apart from float32's: never one for the other."""
+    from spacy_elmo.evaluation.wsd import cached_instances
+    from spacy_elmo.evaluation.wsd_data import WsdSentence
+
+    words = ["the", "bank", "of", "the", "river"]
+    sentences = [WsdSentence("s1", words, words, ["DET", "NOUN", "ADP", "DET", "NOUN"], [(1, "d000.s000.t000")])]
+    bilm, lines = copy.deepcopy(default_bilm), []
+    full = cached_instances(bilm, "semcor", sentences, tmp_path, lines.append)
+    bilm.set_inference_precision("int8")
+    quantized = cached_instances(bilm, "semcor", sentences, tmp_path, lines.append)
+    assert "cached the embeddings" in lines[-1] and len(list(tmp_path.glob("*.npz"))) == 2
+    assert not np.array_equal(full[:, 1:], quantized[:, 1:]) and np.array_equal(full[:, 0], quantized[:, 0])
+    again = cached_instances(bilm, "semcor", sentences, tmp_path, lines.append)
+    assert "from the cache" in lines[-1] and np.array_equal(again, quantized)

@@ -52,6 +52,9 @@ def test_user_errors(tmp_path):
         (["wsd", "--data", str(tmp_path / "nowhere")], "WSD (Raganato framework + SemCor) data not found"),
         (["index", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "idx")], "text file not found"),
         (["neighbours", str(tmp_path), "a play", "--word", "play"], "not a token index folder"),
+        (["wic", "--precision", "int4"], "--precision must be one of float32, bfloat16, int8, got 'int4'"),
+        (["wsd", "--precision", "fp16"], "--precision must be one of float32, bfloat16, int8, got 'fp16'"),
+        (["sense-probe", "--precision", "double"], "--precision must be one of float32, bfloat16, int8, got 'double'"),
     ):
         result = runner.invoke(app, args)
         assert result.exit_code == 2 and message in result.output, (args, result.output)

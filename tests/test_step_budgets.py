@@ -3,9 +3,11 @@ stage 4 ran it, and a time cap that stops a run without changing its schedule.""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from spacy_elmo.training.corpus import prepare_corpus
 from spacy_elmo.training.trainer import TrainConfig, lr_at, train
@@ -36,18 +38,23 @@ def test_stage4_schedule_is_the_one_the_shipped_run_followed():
 
 
 def test_the_shipped_default_followed_its_leg_config():
-    """The shipped default (v2 and its legs) ran the last leg's config, configs/default-v2-continue.json:
-    the same settings, its last step as the snapshot's leg step, ``auto`` resolved to a precision
-    that runs on any CPU, shipped at the end of the leg's decay."""
+    """The shipped default (v2 and its legs) ran the leg config, configs/default-v2-continue.json,
+    with the project's per-leg settings: its seed the leg's number, its step budget the leg's own
+    (``vars.default_v2_leg_steps``), ``auto`` resolved to a precision of the training kernels,
+    shipped at the end of the leg's decay; the project's next leg is the one after it."""
     leg = TrainConfig(**json.loads((CONFIGS / "default-v2-continue.json").read_text()))
     shipped = json.loads((REPO / "spacy_elmo" / "models" / "en_default" / "train_config.json").read_text())
     snapshot = json.loads((REPO / "spacy_elmo" / "models" / "en_default" / "snapshot.json").read_text())
-    same = ("lr", "warmup_steps", "n_samples", "dropout", "max_tokens", "max_length", "grad_clip", "seed", "vocab_from", "max_steps")
+    same = ("lr", "warmup_steps", "n_samples", "dropout", "max_tokens", "max_length", "grad_clip", "vocab_from")
     assert {k: getattr(leg, k) for k in same} == {k: shipped[k] for k in same}
     assert leg.precision == "auto" and shipped["precision"] in ("fp32-fused", "bf16")
-    assert snapshot["leg"]["step"] == leg.max_steps  # shipped at the end of the leg
-    assert lr_at(snapshot["leg"]["step"] - 1, leg) == pytest.approx(0.1 * leg.lr, rel=1e-3)
+    number = int(re.search(r"\(seed (\d+)", snapshot["leg"]["run"]).group(1))  # a leg's seed is its number
+    assert shipped["seed"] == number and shipped["max_steps"] == snapshot["leg"]["step"]  # shipped at the end of the leg
+    shipped_leg = TrainConfig(**{**json.loads((CONFIGS / "default-v2-continue.json").read_text()), "max_steps": shipped["max_steps"]})
+    assert lr_at(snapshot["leg"]["step"] - 1, shipped_leg) == pytest.approx(0.1 * leg.lr, rel=1e-3)
     assert snapshot["tokens"] > snapshot["leg"]["tokens"]  # the card's cumulative tokens: every leg adds its own
+    variables = yaml.safe_load((REPO / "project" / "project.yml").read_text())["vars"]
+    assert variables["default_v2_leg"] == number + 1 and variables["default_v2_leg_steps"] >= leg.warmup_steps
 
 
 def test_the_v2_legs_config_is_the_first_legs_record():

@@ -25,6 +25,22 @@ def _weights(weights: Optional[Path]) -> Optional[str]:
     return None if weights is None or str(weights) in ("en_default", "default") else str(model_path(weights))
 
 
+def _precision(precision: str) -> str:
+    """``precision`` if the biLM can run in it (checked before any model is loaded), else a one-line error."""
+    from ..embedding.worker import PRECISIONS
+
+    if precision not in PRECISIONS:
+        raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "int8":  # this CPU's int8 path, checked before the model is loaded
+        from ..kernels.int8 import Int8Unavailable, activation_levels
+
+        try:
+            activation_levels()
+        except Int8Unavailable as err:
+            raise UserError(f"--precision int8: {err}") from None
+    return precision
+
+
 def _write_json(output: Optional[Path], report: dict) -> None:
     if output is not None:
         from ..files import write_json
@@ -69,14 +85,16 @@ def wic_cli(
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here. Default: none"),
+    precision: str = Opt("float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"),
     # fmt: on
 ) -> None:
     """WiC accuracy: cosine of the target word's two vectors; threshold on train, layer/mix on dev, accuracy on test."""
     from ..evaluation import wic
 
+    precision = _precision(precision)
     require_files(data, [f"{split}.{kind}.txt" for split in ("train", "dev", "test") for kind in ("data", "gold")], "WiC")
     apply_threads(threads)
-    report = wic.evaluate(_weights(weights), data)
+    report = wic.evaluate(_weights(weights), data, precision=precision)
     msg.text(wic.table(report))
     msg.good(f"WiC test accuracy {100 * report['test_accuracy']:.1f} ({report['chosen_on_dev']}, chosen on dev; {report['seconds']:.0f} s)")
     _write_json(output, report)
@@ -97,14 +115,16 @@ def wsd_cli(
         help="Also write the SemCor sense inventory (layer/mix chosen on semeval2007) to this file, for the elmo_senses component. Default: none",
     ),
     cache_dir: Optional[Path] = Opt(None, "--cache-dir", help="Keep the embedded instances here (reused by later runs). Default: none"),
+    precision: str = Opt("float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"),
     # fmt: on
 ) -> None:
     """All-words WSD: SemCor sense centroids, F1 on the Raganato test sets per layer/mix, beside the most frequent SemCor sense."""
     from ..evaluation import wsd
 
+    precision = _precision(precision)
     require_files(data, WSD_FILES, "WSD (Raganato framework + SemCor)")
     apply_threads(threads)
-    report = wsd.evaluate(_weights(weights), data, cache_dir=cache_dir, save_inventory=inventory, log=msg.info)
+    report = wsd.evaluate(_weights(weights), data, cache_dir=cache_dir, save_inventory=inventory, log=msg.info, precision=precision)
     msg.text(wsd.table(report))
     _write_json(output, report)
 
@@ -118,6 +138,7 @@ def sense_probe_cli(
     summary: bool = Opt(False, "--summary", help="The mixes top, average and layer:1, overall accuracy only. Default: off"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here (--summary: per mix). Default: none"),
+    precision: str = Opt("float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"),
     # fmt: on
 ) -> None:
     """The hand-written sense probe: 24 ambiguous words, two senses, six sentences each; cosine within and across senses, leave-one-out nearest-centroid accuracy."""
@@ -125,7 +146,10 @@ def sense_probe_cli(
 
     apply_threads(threads)
     mixes = sense_probe.SUMMARY_MIXES if summary else (mix_spec(mix),)
-    reports = {str(m): sense_probe.evaluate(sense_probe.probe_pipeline(_weights(weights), m, threads=threads)) for m in mixes}
+    precision = _precision(precision)
+    reports = {str(m): sense_probe.evaluate(sense_probe.probe_pipeline(_weights(weights), m, precision=precision, threads=threads)) for m in mixes}
+    for report in reports.values():
+        report["precision"] = precision
     if summary:
         msg.text(sense_probe.summary_table(reports))
         _write_json(output, reports)

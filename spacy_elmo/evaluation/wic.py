@@ -105,6 +105,7 @@ def evaluate(
     chosen = max(rows, key=lambda k: (rows[k]["dev"], rows[k]["train"]))
     return {
         "weights": weights or "en_default",
+        "precision": precision,
         "chosen_on_dev": chosen,
         "test_accuracy": rows[chosen]["test"],
         "dev_accuracy": rows[chosen]["dev"],

@@ -83,7 +83,9 @@ def cached_instances(
         return embed_instances(bilm, sentences, log=log)
     say = log or (lambda text: None)
     fingerprint, corpus = bilm_fingerprint(bilm), corpus_digest(sentences)
-    path = Path(cache_dir) / f"wsd-{name}-{fingerprint[:16]}-{corpus[:16]}.npz"
+    if bilm.inference_precision != "float32":  # other products, other vectors: a file of their own
+        fingerprint = f"{fingerprint}-{bilm.inference_precision}"
+    path = Path(cache_dir) / f"wsd-{name}-{fingerprint[:16]}{fingerprint[64:]}-{corpus[:16]}.npz"
     if path.is_file():
         try:
             with np.load(path, allow_pickle=False) as data:
@@ -121,8 +123,11 @@ def evaluate(
     cache_dir: Optional[Path] = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr, flush=True),
     save_inventory: Optional[Path] = None,
+    precision: str = "float32",
 ) -> Dict[str, Any]:
     """Nearest-centroid WSD per layer/mix and the most-frequent-sense baseline, F1 on every test set.
+
+    ``precision``: the biLM's inference precision (float32, bfloat16 or int8), recorded in the report.
 
     ``save_inventory``: also write the SemCor sense inventory of the layer/mix chosen on the dev
     set (semeval2007) there, keyed ``lemma|POS``, for the ``elmo_senses`` component.
@@ -133,6 +138,7 @@ def evaluate(
     from ..bilm.fingerprint import bilm_fingerprint
 
     bilm = load_bilm(weights) if weights else load_bilm()
+    bilm.set_inference_precision(precision)
     fingerprint = bilm_fingerprint(bilm)
     train_sents, train_gold = load_corpus(folder, "semcor")
     test_sents, test_gold = load_corpus(folder, "ALL")
@@ -227,6 +233,7 @@ def evaluate(
     return {
         "weights": weights or "en_default",
         "bilm_fingerprint": fingerprint,
+        "precision": precision,
         "rows": rows_out,
         "most_frequent_sense": mfs,
         "min_score_backoff": {
