@@ -255,3 +255,26 @@ def test_the_archives_softmax_is_its_lm_head(tmp_path, monkeypatch):
     assert list(vocab) == ["@@UNKNOWN@@", *WORDS]
     assert torch.equal(weight, state["_softmax_loss.softmax_w"][: len(vocab)])
     assert torch.equal(bias, state["_softmax_loss.softmax_b"][: len(vocab)])
+
+
+def test_induce_change_and_embed_corpus_take_it(tmp_path, monkeypatch):
+    """The sense and corpus commands read a transformer ELMo archive through the one biLM interface:
+    `induce` and `change` (the archive's softmax as their LM head) and `embed-corpus`, whose
+    output is the biLM's own layers."""
+    monkeypatch.setenv(published.CACHE_ENV, str(tmp_path / "cache"))
+    archive = str(write_random_trf(tmp_path / "m.tar.gz", "tiny", seed=6))
+    lines = ["The bank of the river flooded .", "She sat on the bank and watched the water .", "The bank raised its rates .", "He went to the bank to get money ."]
+    (tmp_path / "a.txt").write_text("\n".join(lines * 4) + "\n")
+    (tmp_path / "b.txt").write_text("\n".join(list(reversed(lines)) * 4) + "\n")
+    assert main(["induce", str(tmp_path / "a.txt"), "--words", "bank", "--weights", archive, "--out", str(tmp_path / "ind"), "--min-occurrences", "3"]) == 0
+    senses = json.loads((tmp_path / "ind" / "bank.json").read_text())
+    assert senses["word"] == "bank" and len(senses["occurrences"]) == 16
+    out = tmp_path / "ch"
+    assert main(["change", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), "--words", "bank", "--weights", archive, "--out", str(out), "--min-occurrences", "3", "--no-pages"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert [w["word"] for w in report["words"]] == ["bank"] and report["words"][0]["p_value"] is not None
+    assert main(["embed-corpus", str(tmp_path / "a.txt"), str(tmp_path / "ec.hdf5"), "--weights", archive]) == 0
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "ec.hdf5", "r") as data:  # AllenNLP's layout: line i -> [layers, tokens, dim]
+        first = data["0"][()]
+    np.testing.assert_allclose(first, load_bilm(archive).embed_batch([lines[0].split()])[0], rtol=0, atol=1e-5)

@@ -70,23 +70,24 @@ class EmbedSummary:
 
 
 def model_fingerprint(weights: str) -> str:
-    """SHA-256 of the biLM's files (native config + weights, or options.json + .hdf5)."""
+    """SHA-256 of the biLM's files (native config + weights, or options.json + .hdf5), found as
+    ``load_bilm`` finds them: a folder, ``en_default``, a published name (downloaded once here, so
+    the workers find it cached) or a converted source (an ELMoForManyLangs folder, a transformer
+    ELMo archive: the conversion's files)."""
     from ..bilm.weights import CONFIG_NAME
-    from ..hub.load import find_original_files
+    from ..hub.resolve import resolve_weights
+    from ..bilm.errors import WeightsError
 
-    path = Path(weights)
-    if weights in DEFAULT_NAMES and not path.exists():
-        from ..models import default_model_path
-
-        path = default_model_path()
-    if not path.is_dir():
-        raise CorpusError(
-            f"--weights {weights}: no such model folder; pass a spacy-elmo model folder, options.json + .hdf5 folder, or en_default."
-        )
-    if (path / CONFIG_NAME).is_file():
-        files = [path / CONFIG_NAME] + sorted(path.glob("weights*.pt"))
+    try:
+        location = resolve_weights(weights)
+    except WeightsError as err:
+        raise CorpusError(f"--weights {weights}: {err}") from None
+    if location.native:
+        assert location.folder is not None
+        files = [location.folder / CONFIG_NAME] + sorted(location.folder.glob("weights*.pt"))
     else:
-        files = list(find_original_files(path))
+        assert location.options is not None and location.weights is not None
+        files = [location.options, location.weights]
     digest = hashlib.sha256()
     for file in files:
         digest.update(file.name.encode() + b"\0")
