@@ -37,7 +37,7 @@ from scipy.cluster.vq import kmeans2
 
 sys.path.insert(0, str(REPO / "project" / "scripts"))
 
-from labelled_senses import load_labelled, score_word, summary  # noqa: E402
+from labelled_senses import LABELLED, load_labelled, score_word, summary  # noqa: E402
 
 from spacy_elmo.induction.clustering import adjusted_rand, unit_rows  # noqa: E402
 
@@ -150,6 +150,7 @@ def _fields(pairs: List[str]) -> Dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--weights", default=None, help="the biLM (default: the embedded default)")
+    parser.add_argument("--folder", type=Path, default=LABELLED, help="the labelled set (default: tests/data/senses/labelled; tests/data/senses/natural is the other)")
     parser.add_argument("--words", nargs="*", default=None, help="only these words of the set (ambiguous or controls)")
     parser.add_argument("--no-controls", action="store_true", help="induce on the ambiguous words only, not the one-sense controls")
     parser.add_argument("--skip-induce", action="store_true", help="only the fixed-k vector measurement")
@@ -162,7 +163,7 @@ def main() -> None:
     from spacy_elmo.hub.load import load_bilm
     from spacy_elmo.induction.induce import InductionSettings, induce, load_head
 
-    found = load_labelled(words=args.words, kind="all")
+    found = load_labelled(args.folder, words=args.words, kind="all")
     if args.words is not None and not found:
         raise SystemExit(f"none of {' '.join(args.words)} is a word of the labelled set")
     items = [i for i in found if not i.is_control]  # every figure but the controls' rate is theirs

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from spacy_elmo.induction import DEFAULT_REPRESENTATION
+
 REPO = Path(__file__).resolve().parent.parent
 PROJECT = REPO / "project"
 
@@ -39,7 +41,7 @@ def test_the_change_workflow_runs_at_a_tiny_scale(tmp_path):
     assert report["corpora"] == {"a": "books-1845-1898", "b": "modern"}
     assert [w["word"] for w in report["words"]] and {w["word"] for w in report["words"]} == {"party", "field"}
     assert all(w["measures"] and w["senses"] for w in report["words"])
-    assert report["settings"]["induction"]["representation"] == "substitutes"
+    assert report["settings"]["induction"]["representation"] == DEFAULT_REPRESENTATION  # the default, as a user runs it
     for word in ("party", "field"):
         assert (root / "metrics" / "change" / "senses" / f"{word}.json").is_file()
         assert (root / "metrics" / "change" / "pages" / f"{word}.html").is_file()

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, lang_code, msg, user_errors
+from ..induction import DEFAULT_REPRESENTATION
 from .induce import REPRESENTATION_HELP, induction_settings
 
 PAGE_SUFFIXES = (".html", ".htm")
@@ -37,7 +38,7 @@ def explore_cli(
         help="The word: its file in an induce --out folder, or the word to induce from a corpus. Default: none (needed for both)",
     ),
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="With a corpus: the biLM folder; en_default = the embedded model"),
-    representation: str = Opt("substitutes", "--representation", "-r", help="With a corpus: " + REPRESENTATION_HELP),
+    representation: str = Opt(DEFAULT_REPRESENTATION, "--representation", "-r", help="With a corpus: " + REPRESENTATION_HELP),
     n_senses: int = Opt(0, "--n-senses", help="With a corpus: a fixed number of senses (0 = chosen from the data)"),
     lang: str = Opt(
         "en", "--lang", "-l", help="With a corpus: its spaCy language code (en, de, ru, zh, ar, ...): tokenizer, stop words, word forms"
@@ -60,7 +61,7 @@ def explore_cli(
         raise UserError(PLOTLY_MISSING)
     sources, output = _split_output(inputs)
     saved = is_saved_word_senses(sources[0]) or (len(sources) == 1 and holds_saved_senses(sources[0]))
-    if saved and (representation != "substitutes" or n_senses or lang != "en" or str(weights) not in ("en_default", "default")):
+    if saved and (representation != DEFAULT_REPRESENTATION or n_senses or lang != "en" or str(weights) not in ("en_default", "default")):
         raise UserError(
             f"{sources[0]} holds senses induced already: --weights, --representation and --n-senses apply to a corpus, as does --lang"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ..induction import DEFAULT_REPRESENTATION
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, lang_code, msg, user_errors
 
 REPRESENTATION_HELP = (
@@ -12,7 +13,7 @@ REPRESENTATION_HELP = (
     "word vectors), or several joined by '+' (e.g. substitutes+context; both = substitutes+vectors)"
 )
 # the clustering options induce and wsi-eval share (one definition each)
-REPRESENTATION_OPT = Opt("substitutes", "--representation", "-r", help=REPRESENTATION_HELP)
+REPRESENTATION_OPT = Opt(DEFAULT_REPRESENTATION, "--representation", "-r", help=REPRESENTATION_HELP)
 MAX_SENSES_OPT = Opt(10, "--max-senses", help="At most this many senses per word")
 N_SENSES_OPT = Opt(0, "--n-senses", help="A fixed number of senses per word (0 = chosen per word from the data)")
 MIN_SHARE_OPT = Opt(0.05, "--min-share", help="A sense holds at least this share of a word's occurrences (else it is not split off)")

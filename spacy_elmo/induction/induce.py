@@ -40,6 +40,7 @@ from ..bilm import BiLM
 from ..bilm.batching import plan_batches
 from ..lang import language
 from ..senses.inventory import SenseInventory
+from . import DEFAULT_REPRESENTATION
 from .clustering import cosine_distances, cut_senses, embed_distances, remove_form, split_score, substitute_bags, tfidf, unit_rows
 from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
@@ -59,7 +60,8 @@ LANGUAGE_AND = "<and>"  # the pattern's default: the word for "and" of the setti
 
 @dataclass
 class InductionSettings:
-    """How senses are induced (defaults: measured on SemEval-2010, see docs/senses.md).
+    """How senses are induced (defaults: the representation chosen on the hand-labelled sense sets,
+    the substitutes' settings on SemEval-2010; see docs/senses.md).
 
     representation: ``substitutes`` (the LM's predictions), ``vectors`` (the ELMo vectors under
         ``mix``), ``context`` (the words within ``context_window`` words, embedded with the biLM's
@@ -96,7 +98,7 @@ class InductionSettings:
         (:mod:`..lang`); the commands' ``--lang``.
     """
 
-    representation: str = "substitutes"
+    representation: str = DEFAULT_REPRESENTATION
     top_k: int = 100
     temperature: float = 0.5
     max_senses: int = 10
