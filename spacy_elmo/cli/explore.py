@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, lang_code, msg, user_errors
 from ..induction import DEFAULT_REPRESENTATION
+from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, lang_code, msg, user_errors
 from .induce import REPRESENTATION_HELP, induction_settings
 
 PAGE_SUFFIXES = (".html", ".htm")

@@ -85,7 +85,9 @@ def wic_cli(
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here. Default: none"),
-    precision: str = Opt("float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"),
+    precision: str = Opt(
+        "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
+    ),
     # fmt: on
 ) -> None:
     """WiC accuracy: cosine of the target word's two vectors; threshold on train, layer/mix on dev, accuracy on test."""
@@ -115,7 +117,9 @@ def wsd_cli(
         help="Also write the SemCor sense inventory (layer/mix chosen on semeval2007) to this file, for the elmo_senses component. Default: none",
     ),
     cache_dir: Optional[Path] = Opt(None, "--cache-dir", help="Keep the embedded instances here (reused by later runs). Default: none"),
-    precision: str = Opt("float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"),
+    precision: str = Opt(
+        "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
+    ),
     # fmt: on
 ) -> None:
     """All-words WSD: SemCor sense centroids, F1 on the Raganato test sets per layer/mix, beside the most frequent SemCor sense."""
@@ -138,7 +142,9 @@ def sense_probe_cli(
     summary: bool = Opt(False, "--summary", help="The mixes top, average and layer:1, overall accuracy only. Default: off"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here (--summary: per mix). Default: none"),
-    precision: str = Opt("float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"),
+    precision: str = Opt(
+        "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
+    ),
     # fmt: on
 ) -> None:
     """The hand-written sense probe: 24 ambiguous words, two senses, six sentences each; cosine within and across senses, leave-one-out nearest-centroid accuracy."""
@@ -147,7 +153,9 @@ def sense_probe_cli(
     apply_threads(threads)
     mixes = sense_probe.SUMMARY_MIXES if summary else (mix_spec(mix),)
     precision = _precision(precision)
-    reports = {str(m): sense_probe.evaluate(sense_probe.probe_pipeline(_weights(weights), m, precision=precision, threads=threads)) for m in mixes}
+    reports = {
+        str(m): sense_probe.evaluate(sense_probe.probe_pipeline(_weights(weights), m, precision=precision, threads=threads)) for m in mixes
+    }
     for report in reports.values():
         report["precision"] = precision
     if summary:

@@ -74,9 +74,9 @@ def model_fingerprint(weights: str) -> str:
     ``load_bilm`` finds them: a folder, ``en_default``, a published name (downloaded once here, so
     the workers find it cached) or a converted source (an ELMoForManyLangs folder, a transformer
     ELMo archive: the conversion's files)."""
+    from ..bilm.errors import WeightsError
     from ..bilm.weights import CONFIG_NAME
     from ..hub.resolve import resolve_weights
-    from ..bilm.errors import WeightsError
 
     try:
         location = resolve_weights(weights)
