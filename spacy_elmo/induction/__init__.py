@@ -2,7 +2,8 @@
 and the words around each occurrence, clustered (with the number-of-senses rule) and named; the
 corpus reading and target forms it needs, and the induced senses' files."""
 
-#: the representation ``induce``, ``change`` and ``explore`` cluster by default: ``context`` (the
-#: words around each occurrence, embedded with the model's own word vectors), chosen on the
-#: hand-labelled sense sets, SemEval-2010 a second opinion (docs/senses.md#which-representation-by-default)
-DEFAULT_REPRESENTATION = "context"
+#: the representation ``induce``, ``change`` and ``explore`` cluster by default: ``substitutes+context``
+#: (the LM's substitutes beside the words around each occurrence, embedded with the model's own word
+#: vectors), chosen for each shipped default on the hand-labelled sense sets, SemEval-2010's tuning
+#: words the second opinion (docs/senses.md#which-representation-by-default)
+DEFAULT_REPRESENTATION = "substitutes+context"
