@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""int8 against float32 at the task level: WiC, all-words WSD with the prior, the sense probe.
+"""int8 against float32 at the task level: WiC, all-words WSD with the prior, the sense probe, induce.
 
     OMP_NUM_THREADS=1 python bench/int8_tasks.py --wic DATA/wic --wsd DATA/wsd_raganato [--weights M] --out DIR
     python bench/int8_tasks.py --out DIR --compare-only    # the comparison of reports already in DIR
 
 Each task runs once per precision through the package's own commands (``wic``, ``wsd``,
-``sense-probe --mix top``, each with ``--precision``), their reports kept in ``--out``
+``sense-probe --mix top``, each with ``--precision``; and ``bench/sense_set.py --induce-only``,
+``induce`` on the labelled sense set), their reports kept in ``--out``
 (``TASK-PRECISION.json``; a report already there is reused, so an interrupted run resumes). The
 comparison (``--out``/comparison.json and .md) gives each task's score at both precisions and the
 paired difference over the same test items with its 95% bootstrap interval and the number of items
@@ -35,6 +36,7 @@ def run_tasks(args: argparse.Namespace) -> None:
         "wsd": ["wsd", "--data", str(args.wsd), *weights, "--threads", "1"],
         "probe": ["sense-probe", "--mix", "top", *weights, "--threads", "1"],
     }
+    sense_set = [str(Path(__file__).resolve().parent / "sense_set.py"), "--induce-only", *weights]
     for precision in PRECISIONS:
         for task, command in commands.items():
             report = args.out / f"{task}-{precision}.json"
@@ -42,6 +44,10 @@ def run_tasks(args: argparse.Namespace) -> None:
                 continue
             print(f"{task} at {precision}", flush=True)
             subprocess.run([sys.executable, "-m", "spacy_elmo", *command, "--precision", precision, "--output", str(report)], check=True)
+        report = args.out / f"induce-{precision}.json"
+        if not report.is_file():
+            print(f"induce on the labelled set at {precision}", flush=True)
+            subprocess.run([sys.executable, *sense_set, "--precision", precision, "--json", str(report)], check=True)
 
 
 def compare(out: Path) -> Dict[str, Any]:
@@ -78,6 +84,19 @@ def compare(out: Path) -> Dict[str, Any]:
             for name in rows["float32"]
         },
     }
+    induced = out / "induce-float32.json"
+    if induced.is_file() and (out / "induce-int8.json").is_file():  # `induce` on the labelled set (bench/sense_set.py)
+        from spacy_elmo.induction.clustering import adjusted_rand
+
+        runs = {p: {w["word"]: w for w in json.loads((out / f"induce-{p}.json").read_text(encoding="utf-8"))["induce"]["per_word"]} for p in PRECISIONS}
+        words = sorted(runs["float32"])
+        between = {w: adjusted_rand(runs["float32"][w]["labels"], runs["int8"][w]["labels"]) for w in words}
+        result["induce"] = {
+            "ari_between_precisions": between,
+            "words_induced_alike": sum(runs["float32"][w]["labels"] == runs["int8"][w]["labels"] for w in words),
+            "words": len(words),
+            **{p: {"mean_ari": json.loads((out / f"induce-{p}.json").read_text(encoding="utf-8"))["induce"]["mean_ari"]} for p in PRECISIONS},
+        }
     return result
 
 
@@ -92,6 +111,12 @@ def table(result: Dict[str, Any]) -> str:
     for name, row in s["same_mix"].items():
         lines.append(f"| WSD with the prior, {name} (dev {row['dev_float32']:.2f} / {row['dev_int8']:.2f}) | {row['float32']:.2f} | {row['int8']:.2f} | {paired(row['paired'])} |")
     lines.append(f"| sense probe, mix top | {p['float32']['accuracy']:.2f} | {p['int8']['accuracy']:.2f} | {paired(p['paired'])} |")
+    if "induce" in result:
+        i = result["induce"]
+        lines.append(
+            f"| induce, labelled set: mean ARI against the senses | {i['float32']['mean_ari']:.3f} | {i['int8']['mean_ari']:.3f} | "
+            f"{i['words_induced_alike']} of {i['words']} words induced alike (lowest ARI between the two: {min(i['ari_between_precisions'].values()):.3f}) |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -157,6 +157,7 @@ def main() -> None:
     parser.add_argument("--representation", default=None, help="induce with this representation (default: induce's own)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="an InductionSettings field for induce (repeatable): significance=0.5")
     parser.add_argument("--induce-only", action="store_true", help="leave out the fixed-k and feature measurements")
+    parser.add_argument("--precision", default="float32", help="the biLM's inference precision: float32, bfloat16 or int8")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
     use_threads(1)
@@ -169,6 +170,7 @@ def main() -> None:
     items = [i for i in found if not i.is_control]  # every figure but the controls' rate is theirs
     controls = [] if args.no_controls else [i for i in found if i.is_control]
     bilm = load_bilm(args.weights)
+    bilm.set_inference_precision(args.precision)
     clock = Clock().start()
     fixed = fixed_k(items, bilm) if items and not args.induce_only else {}
     result: Dict[str, object] = {
@@ -179,7 +181,8 @@ def main() -> None:
         + (f" --representation {args.representation}" if args.representation else "")
         + "".join(f" --set {kv}" for kv in args.set)
         + (" --induce-only" if args.induce_only else "")
-        + (" --no-controls" if args.no_controls else ""),
+        + (" --no-controls" if args.no_controls else "")
+        + (f" --precision {args.precision}" if args.precision != "float32" else ""),
         "words": {i.word: i.n_senses for i in items},
         "controls": [i.word for i in controls],
         "fixed_k": {
@@ -205,7 +208,7 @@ def main() -> None:
             (ws,) = induce(item.sentences, {item.word: item.forms}, bilm=bilm, head=head, progress=False, settings=settings)
             s = score_word(item, ws)
             scores.append(s)
-            per_word.append({**s.__dict__, "check": ws.extra.get("check")})
+            per_word.append({**s.__dict__, "check": ws.extra.get("check"), "labels": [int(v) for v in ws.labels]})
             ari = "control  " if s.ari is None else f"ARI {s.ari:.3f}"
             print(f"  {s.word:9s} {ari}  senses {s.n_senses} (gold {s.gold_senses})  named {s.named}/{s.large}  {s.names}")
         result["induce"] = {**summary(scores), "per_word": per_word}
