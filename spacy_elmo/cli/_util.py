@@ -95,6 +95,12 @@ def Opt(*args: Any, **kwargs: Any) -> Any:
     return typer.Option(*args, show_default=True, **kwargs)
 
 
+# the biLM's inference precision, one option for every command that reads vectors
+PRECISION_OPT = Opt(
+    "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
+)
+
+
 class UserError(Exception):
     """A problem with the command's input: reported as one line, never a traceback."""
 

@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional
 
 from ._util import (
     DEFAULT_THREADS,
+    PRECISION_OPT,
     PROG,
     Arg,
     Opt,
@@ -44,9 +45,7 @@ def embed_cli(
     threads: int = Opt(
         DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core); more than the free cores slows it down"
     ),
-    precision: str = Opt(
-        "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
-    ),
+    precision: str = PRECISION_OPT,
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write vectors, layers and tokens to this .npz file. Default: none"),
     # fmt: on
 ) -> None:

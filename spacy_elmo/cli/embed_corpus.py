@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ._util import PROG, Arg, Opt, UserError, app, check_mix, lang_code, mix_spec, model_path, msg, user_errors
+from ._util import PRECISION_OPT, PROG, Arg, Opt, UserError, app, check_mix, lang_code, mix_spec, model_path, msg, user_errors
 
 
 @app.command("embed-corpus")
@@ -48,9 +48,7 @@ def embed_corpus_cli(
     lang: str = Opt("en", "--lang", "-l", help="spaCy language code of the tokenizer (with --tokenizer spacy)"),
     n_process: int = Opt(1, "--n-process", "-n", help="Local worker processes, each with its own biLM and --threads threads"),
     threads: int = Opt(1, "--threads", "-t", help="CPU threads per process (keep threads x processes within the free cores)"),
-    precision: str = Opt(
-        "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
-    ),
+    precision: str = PRECISION_OPT,
     cluster: Optional[str] = Opt(
         None,
         "--cluster",

@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterator, List, Optional, cast
 from ..assets import require_files
 from ..evaluation.wic import DEFAULT_WIC_DIR
 from ..evaluation.wsd_data import DEFAULT_WSD_DIR
-from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, mix_spec, model_path, msg, user_errors
+from ._util import DEFAULT_THREADS, PRECISION_OPT, Arg, Opt, UserError, app, apply_threads, mix_spec, model_path, msg, user_errors
 
 WSD_FILES = [
     f"{sub}/{name}.{kind}"
@@ -85,9 +85,7 @@ def wic_cli(
     weights: Path = Opt(Path("en_default"), "--weights", "-w", help="biLM folder; en_default = the embedded English model"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here. Default: none"),
-    precision: str = Opt(
-        "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
-    ),
+    precision: str = PRECISION_OPT,
     # fmt: on
 ) -> None:
     """WiC accuracy: cosine of the target word's two vectors; threshold on train, layer/mix on dev, accuracy on test."""
@@ -117,9 +115,7 @@ def wsd_cli(
         help="Also write the SemCor sense inventory (layer/mix chosen on semeval2007) to this file, for the elmo_senses component. Default: none",
     ),
     cache_dir: Optional[Path] = Opt(None, "--cache-dir", help="Keep the embedded instances here (reused by later runs). Default: none"),
-    precision: str = Opt(
-        "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
-    ),
+    precision: str = PRECISION_OPT,
     # fmt: on
 ) -> None:
     """All-words WSD: SemCor sense centroids, F1 on the Raganato test sets per layer/mix, beside the most frequent SemCor sense."""
@@ -142,9 +138,7 @@ def sense_probe_cli(
     summary: bool = Opt(False, "--summary", help="The mixes top, average and layer:1, overall accuracy only. Default: off"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)"),
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write the report as JSON here (--summary: per mix). Default: none"),
-    precision: str = Opt(
-        "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
-    ),
+    precision: str = PRECISION_OPT,
     # fmt: on
 ) -> None:
     """The hand-written sense probe: 24 ambiguous words, two senses, six sentences each; cosine within and across senses, leave-one-out nearest-centroid accuracy."""
