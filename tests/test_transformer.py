@@ -103,8 +103,8 @@ def test_batch_independence_and_determinism(tmp_path):
         model.set_inference_precision("int8")
     with pytest.raises(ValueError, match="carries no state"):
         TransformerBiLM(model.config, stateful=True)
-    with pytest.raises(ValueError, match="training a TransformerBiLM is not supported yet"):
-        BiLMLanguageModel(model, 10)
+    lm = BiLMLanguageModel(model, 10)  # trainable (tests/test_transformer_training.py); its state holds each tensor once
+    assert set(lm.state_dict()) == {f"bilm.{k}" for k in model.state_dict()} | {"softmax.weight", "softmax.bias"}
 
 
 def settings_with(change) -> dict:

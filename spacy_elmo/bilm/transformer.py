@@ -108,15 +108,22 @@ class SelfAttention(nn.Module):
         q, k, v = (F.linear(x, p.weight, p.bias).view(batch, width, self.heads, -1).transpose(1, 2) for p in linears[:3])
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(dim // self.heads)
         scores = scores.masked_fill(~allowed.unsqueeze(1), torch.finfo(scores.dtype).min)
-        mixed = torch.matmul(torch.softmax(scores, dim=-1), v).transpose(1, 2).reshape(batch, width, dim)
+        if scores.dtype in (torch.bfloat16, torch.float16):  # under bf16 autocast: the softmax in float32
+            weights = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+        else:
+            weights = torch.softmax(scores, dim=-1)
+        mixed = torch.matmul(weights, v).transpose(1, 2).reshape(batch, width, dim)
         return F.linear(mixed, linears[3].weight, linears[3].bias)
 
 
 class Block(nn.Module):
-    """A pre-norm block: ``x + attn(LN(x))``, then ``x + W2 relu(W1 LN(x))``."""
+    """A pre-norm block: ``x + attn(LN(x))``, then ``x + W2 relu(W1 LN(x))``; in training, each
+    sublayer's output is dropped out at ``dropout`` before it joins the residual (as AllenNLP's
+    ``SublayerConnection``)."""
 
     def __init__(self, dim: int, ff_dim: int, heads: int) -> None:
         super().__init__()
+        self.dropout = 0.0
         self.attention_norm = AllenLayerNorm(dim)
         self.attention = SelfAttention(dim, heads)
         self.ff_norm = AllenLayerNorm(dim)
@@ -124,8 +131,8 @@ class Block(nn.Module):
         self.ff_out = nn.Linear(ff_dim, dim)
 
     def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), allowed)
-        return x + self.ff_out(torch.relu(self.ff_in(self.ff_norm(x))))
+        x = x + F.dropout(self.attention(self.attention_norm(x), allowed), self.dropout, self.training)
+        return x + F.dropout(self.ff_out(torch.relu(self.ff_in(self.ff_norm(x)))), self.dropout, self.training)
 
 
 class TransformerStack(nn.Module):
@@ -146,13 +153,42 @@ class TransformerStack(nn.Module):
 
 
 class TransformerContext(nn.Module):
-    """Both directions over token vectors ``[B, T, P]`` -> L layers ``[B, T, 2P]``."""
+    """Both directions over token vectors ``[B, T, P]`` -> L layers ``[B, T, 2P]``.
+
+    For training (:mod:`spacy_elmo.training`): :attr:`dropout` drops each sublayer's output, and
+    with :attr:`train_dtype` ``torch.bfloat16`` the steps under autograd run their products in
+    bfloat16 (CPU autocast) while the residual stream, the layer norms and the attention
+    weights' softmax stay float32; inference (no autograd) is never affected."""
 
     def __init__(self, n_layers: int, dim: int, ff_dim: int, heads: int, positions: int) -> None:
         super().__init__()
         self.forward_stack = TransformerStack(n_layers, dim, ff_dim, heads)
         self.backward_stack = TransformerStack(n_layers, dim, ff_dim, heads)
         self.register_buffer("positions", sinusoidal_positions(positions, dim))
+        self.train_dtype: Optional[torch.dtype] = None
+
+    @property
+    def dropout(self) -> float:
+        """The sublayers' dropout in training (0 for a model read from an archive)."""
+        return cast(Block, self.forward_stack.blocks[0]).dropout if len(self.forward_stack.blocks) else 0.0
+
+    @dropout.setter
+    def dropout(self, value: float) -> None:
+        for stack in (self.forward_stack, self.backward_stack):
+            for block in stack.blocks:
+                cast(Block, block).dropout = float(value)
+
+    @torch.no_grad()
+    def init_for_training(self) -> None:
+        """A new model's weights: every matrix Xavier-uniform and every bias zero (as AllenNLP's
+        ``make_model``), the layer norms the identity."""
+        for name, parameter in self.named_parameters():
+            if parameter.dim() > 1:
+                nn.init.xavier_uniform_(parameter)
+            elif name.endswith("gamma"):
+                nn.init.ones_(parameter)
+            else:
+                nn.init.zeros_(parameter)
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> List[torch.Tensor]:
         width = tokens.shape[1]
@@ -166,9 +202,11 @@ class TransformerContext(nn.Module):
         forward_allowed = real.unsqueeze(-1) & (steps.unsqueeze(1) >= steps.unsqueeze(0))  # query real, key <= query
         backward_allowed = forward_allowed.transpose(1, 2)  # key real, key >= query
         x = tokens + positions[:width].to(tokens.dtype)
-        forward = self.forward_stack(x, forward_allowed)
-        backward = self.backward_stack(x, backward_allowed)
-        return [torch.cat([f, b], dim=-1) for f, b in zip(forward, backward)]
+        mixed = self.train_dtype == torch.bfloat16 and torch.is_grad_enabled()
+        with torch.autocast(tokens.device.type, dtype=torch.bfloat16, enabled=mixed):
+            forward = self.forward_stack(x, forward_allowed)
+            backward = self.backward_stack(x, backward_allowed)
+        return [torch.cat([f, b], dim=-1) for f, b in zip(forward, backward)]  # the residual stream: float32
 
 
 def transformer_section(config: BiLMConfig, source: str = "options") -> Dict[str, Any]:

@@ -134,6 +134,8 @@ def _read_original_state(handle: Any, config: BiLMConfig, weight_file: Path) -> 
 
 def save_original(model: BiLM, out_dir: PathLike, weights_name: str = "weights.hdf5") -> Tuple[Path, Path]:
     """Write ``options.json`` + an HDF5 file in the original layout (inverse of :func:`load_original`)."""
+    if isinstance(model, TransformerBiLM):
+        raise WeightsError("a transformer biLM has no options.json + weights.hdf5 layout: write it with trf_export.write_trf_archive")
     h5py = _require_h5py()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

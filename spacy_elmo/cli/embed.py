@@ -115,12 +115,25 @@ def convert_cli(
 def export_cli(
     # fmt: off
     model: Path = Arg(..., help="biLM folder (or en_default)"),
-    out_dir: Path = Arg(..., help="Folder to write options.json and weights.hdf5 to"),
+    out_dir: Path = Arg(
+        ..., help="Folder for options.json + weights.hdf5; a transformer's: AllenNLP's archive folder (.tar.gz: the archive)"
+    ),
     # fmt: on
 ) -> None:
-    """Write a biLM in the original options.json + weights.hdf5 format (readable by AllenNLP and bilm-tf)."""
+    """Write a biLM in the original options.json + weights.hdf5 format (readable by AllenNLP and bilm-tf);
+    a transformer biLM in AllenNLP's transformer ELMo archive format, with its LM head where the folder has one."""
     from ..bilm import save_original
+    from ..bilm.transformer import TransformerBiLM
+    from ..bilm.trf_export import write_trf_archive
+    from ..hub.lm_head import NATIVE_SOFTMAX, read_native_head
     from ..hub.load import load_bilm
 
-    options, weights = save_original(load_bilm(model_path(model)), out_dir)
+    folder = model_path(model)
+    bilm = load_bilm(folder)
+    if isinstance(bilm, TransformerBiLM):
+        head = read_native_head(folder) if (folder / NATIVE_SOFTMAX).is_file() else None
+        written = write_trf_archive(bilm, out_dir, None if head is None else tuple(head))
+        msg.good(f"wrote {written} (AllenNLP's transformer ELMo format{', with the LM head' if head is not None else ''})")
+        return
+    options, weights = save_original(bilm, out_dir)
     msg.good(f"wrote {options} and {weights}")

@@ -11,18 +11,17 @@ are the sinusoidal table AllenNLP computes.
 
 from __future__ import annotations
 
-import io
-import json
 import math
-import tarfile
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Dict, Sequence, Tuple
 
 import torch
 
+from ..bilm.model import BiLMConfig
 from ..bilm.transformer import sinusoidal_positions
-from ..bilm.trf_folder import CONFIG_JSON, POSITIONS, VOCABULARY, WEIGHTS_TH
+from ..bilm.trf_export import CONFIG_SHAPES, archive_files, archive_settings_for, write_archive_files
+from ..bilm.trf_folder import POSITIONS
 
 #: ``(char_dim, filters, n_highway, width, ff_dim, n_layers)`` of the test shapes and the published one
 SHAPES: Dict[str, Tuple[int, Tuple[Tuple[int, int], ...], int, int, int, int]] = {
@@ -30,7 +29,6 @@ SHAPES: Dict[str, Tuple[int, Tuple[Tuple[int, int], ...], int, int, int, int]] =
     "small": (8, ((1, 8), (2, 8), (3, 16), (4, 16)), 2, 32, 48, 3),
     "published": (16, ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)), 2, 512, 2048, 6),
 }
-CONFIG_SHAPES = ("2.x", "2019")
 WORDS = ("the", "a", "bank", "river", "money", ".", ",", "of", "and", "to")
 
 
@@ -41,49 +39,8 @@ def archive_settings(shape: str, config_shape: str = "2.x") -> Dict[str, Any]:
             f"shape must be one of {sorted(SHAPES)} and config_shape one of {list(CONFIG_SHAPES)}, got {shape!r}, {config_shape!r}"
         )
     char_dim, filters, n_highway, width, ff_dim, n_layers = SHAPES[shape]
-    characters = {
-        "type": "character_encoding",
-        "embedding": {"num_embeddings": 262, "embedding_dim": char_dim},
-        "encoder": {
-            "type": "cnn-highway",
-            "activation": "relu",
-            "embedding_dim": char_dim,
-            "filters": [list(f) for f in filters],
-            "num_highway": n_highway,
-            "projection_dim": width,
-            "projection_location": "after_highway",
-            "do_layer_norm": True,
-        },
-    }
-    model: Dict[str, Any] = (
-        {"type": "language_model", "bidirectional": True} if config_shape == "2.x" else {"type": "bidirectional-language-model"}
-    )
-    model.update(
-        num_samples=4,
-        sparse_embeddings=False,
-        text_field_embedder={"token_embedders": {"tokens": {"type": "empty"}, "token_characters": characters}},
-        contextualizer={
-            "type": "bidirectional_language_model_transformer",
-            "input_dim": width,
-            "hidden_dim": ff_dim,
-            "num_layers": n_layers,
-            "dropout": 0.1,
-            "input_dropout": 0.1,
-        },
-    )
-    if config_shape == "2019":
-        model["text_field_embedder"]["allow_unmatched_keys"] = True
-    reader = {
-        "type": "simple_language_modeling",
-        "tokenizer": {"type": "just_spaces"},
-        "token_indexers": {"tokens": {"type": "single_id"}, "token_characters": {"type": "elmo_characters"}},
-        "max_sequence_length": 400,
-        "start_tokens": ["<S>"],
-        "end_tokens": ["</S>"],
-    }
-    trainer = {"num_epochs": 10, "optimizer": {"type": "dense_sparse_adam"}}
-    loader = {"data_loader": {"batch_size": 32}} if config_shape == "2.x" else {"iterator": {"type": "bucket", "batch_size": 32}}
-    return {"dataset_reader": reader, "train_data_path": "train/*", "model": model, "trainer": trainer, **loader}
+    config = BiLMConfig(lstm_dim=ff_dim, projection_dim=width, n_layers=n_layers, char_dim=char_dim, filters=filters, n_highway=n_highway)
+    return archive_settings_for(config, config_shape, num_samples=4)
 
 
 def positional_table(width: int, rows: int = POSITIONS) -> torch.Tensor:
@@ -142,26 +99,9 @@ def write_random_trf(
 ) -> Path:
     """Write a random transformer ELMo: ``out`` ending in ``.tar.gz`` is the archive, anything else
     the unpacked folder. Returns ``out``."""
-    out = Path(out)
-    settings = archive_settings(shape, config_shape)
-    files: Dict[str, bytes] = {CONFIG_JSON: json.dumps(settings, indent=2).encode("utf-8")}
-    buffer = io.BytesIO()
-    torch.save(random_archive_state(shape, seed, len(words) + 2), buffer, _use_new_zipfile_serialization=not legacy)
-    files[WEIGHTS_TH] = buffer.getvalue()
-    files[f"{VOCABULARY}/tokens.txt"] = ("\n".join(["@@UNKNOWN@@", *words]) + "\n").encode("utf-8")
-    files[f"{VOCABULARY}/non_padded_namespaces.txt"] = b"*tags\n*labels\n"
-    if out.name.endswith(".tar.gz"):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(out, "w:gz") as handle:
-            for name, data in files.items():
-                info = tarfile.TarInfo(name)
-                info.size, info.mode = len(data), 0o644
-                handle.addfile(info, io.BytesIO(data))
-        return out
-    for name, data in files.items():
-        (out / name).parent.mkdir(parents=True, exist_ok=True)
-        (out / name).write_bytes(data)
-    return out
+    state = random_archive_state(shape, seed, len(words) + 2)
+    files = archive_files(state, archive_settings(shape, config_shape), ["@@UNKNOWN@@", *words], legacy=legacy)
+    return write_archive_files(Path(out), files)
 
 
 __all__ = ["CONFIG_SHAPES", "SHAPES", "archive_settings", "positional_table", "random_archive_state", "write_random_trf"]

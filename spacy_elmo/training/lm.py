@@ -25,25 +25,31 @@ class BiLMLanguageModel(nn.Module):
 
     def __init__(self, bilm: BiLM, vocab_size: int, dropout: float = 0.1, n_samples: int = 0) -> None:
         super().__init__()
-        if not isinstance(getattr(bilm, "lstm", None), nn.Module):
-            raise ValueError(f"pretrain and finetune train LSTM biLMs; training a {type(bilm).__name__} is not supported yet")
         self.bilm = bilm
+        contextualizer(bilm)  # refuses a biLM training cannot steer
         self.softmax = nn.Linear(bilm.config.projection_dim, vocab_size)
         self.dropout = dropout
         self.n_samples = n_samples
-        self.bilm.lstm.dropout = dropout
+        setattr(self.context, "dropout", dropout)  # an LSTM stack's attribute, a transformer's property
         self.train_dtype: Optional[torch.dtype] = None
         nn.init.normal_(self.softmax.weight, std=1.0 / math.sqrt(bilm.config.projection_dim))
         nn.init.zeros_(self.softmax.bias)
 
+    @property
+    def context(self) -> nn.Module:
+        """The biLM's contextualizer (:func:`contextualizer`; a property, so that it is not a second
+        submodule under another name in the state dict)."""
+        return contextualizer(self.bilm)
+
     def set_train_dtype(self, dtype: Optional[torch.dtype]) -> None:
         """Run training steps' matrix products in ``dtype`` (``torch.bfloat16``; ``None`` = float32).
 
-        Weights, gradients and optimizer state stay float32, as do the LSTM cell state, the
-        gates' nonlinearities and the loss; evaluation (:meth:`nll`) is always float32.
+        Weights, gradients and optimizer state stay float32, as do the LSTM cell state and the
+        gates' nonlinearities (a transformer's residual stream, layer norms and attention softmax)
+        and the loss; evaluation (:meth:`nll`) is always float32.
         """
         self.train_dtype = dtype
-        self.bilm.lstm.train_dtype = dtype
+        setattr(self.context, "train_dtype", dtype)
         self.bilm.token_encoder.train_dtype = dtype
 
     def hidden_and_targets(self, batch: LMBatch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -135,6 +141,16 @@ class BiLMLanguageModel(nn.Module):
         self.softmax.weight.copy_(vectors / math.sqrt(self.bilm.config.projection_dim))
         total = float(sum(counts)) + len(counts)
         self.softmax.bias.copy_(torch.tensor([math.log((c + 1) / total) for c in counts]))
+
+
+def contextualizer(bilm: BiLM) -> nn.Module:
+    """The module that contextualizes ``bilm``'s tokens and that training steers (its ``dropout`` and
+    ``train_dtype``): an LSTM biLM's stack or a transformer biLM's pair of stacks."""
+    for name in ("lstm", "transformer"):
+        module = getattr(bilm, name, None)
+        if isinstance(module, nn.Module) and hasattr(module, "train_dtype"):
+            return module
+    raise ValueError(f"pretrain and finetune train LSTM and transformer biLMs; training a {type(bilm).__name__} is not supported")
 
 
 def _nll_sums(logits: torch.Tensor, targets: torch.Tensor, common: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:

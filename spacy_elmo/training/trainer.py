@@ -31,6 +31,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ..bilm import BiLM, BiLMConfig, save_native
+from ..bilm.transformer import TRANSFORMER_KEY, TransformerBiLM
 from ..hub.load import load_bilm
 from .allocator import tune_allocator
 from .checkpoint import (  # noqa: F401  (re-exported: the trainer's public names before the split)
@@ -51,6 +52,7 @@ from .plot import plot_learning_curve  # noqa: F401  (re-exported)
 from .precision import resolve_precision, train_dtype
 
 SOFTMAX_NAME, VOCAB_NAME = "softmax.pt", "vocab.txt"
+ARCHITECTURES = ("lstm", "transformer")
 
 
 @dataclass
@@ -65,10 +67,16 @@ class TrainConfig:
     # init model's softmax, the others from the encoder's vector of the word, every bias from the
     # corpus's unigram counts
     vocab_from: str = "init"
-    # architecture (ignored when init_model is set)
+    # architecture (ignored when init_model is set): "lstm" (ELMo's) or "transformer" (AllenNLP's
+    # transformer ELMo: n_layers pre-norm blocks per direction of width projection_dim, feed-forward
+    # width lstm_dim, ``heads`` attention heads, a sinusoidal table of ``positions`` positions; the
+    # clips and skip connections do not apply)
+    architecture: str = "lstm"
     lstm_dim: int = 512
     projection_dim: int = 128
     n_layers: int = 2
+    heads: int = 8
+    positions: int = 5000
     cell_clip: float = 3.0
     proj_clip: float = 3.0
     use_skip_connections: bool = True
@@ -115,6 +123,15 @@ class TrainConfig:
         check_horizons(self.lr_horizons, self.warmup_steps)
         if self.vocab_from not in ("init", "corpus"):
             raise ValueError(f"vocab_from must be 'init' or 'corpus', got {self.vocab_from!r}")
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture must be one of {', '.join(ARCHITECTURES)}, got {self.architecture!r}")
+        if self.architecture == "transformer" and self.init_model is None:
+            if self.heads < 1 or self.projection_dim % self.heads:
+                raise ValueError(
+                    f"a transformer's width (projection_dim {self.projection_dim}) must be a multiple of its {self.heads} heads"
+                )
+            if self.positions < self.max_length + 2:
+                raise ValueError(f"positions {self.positions} cannot hold a sentence of max_length {self.max_length} and its two markers")
 
 
 def _distributed() -> Tuple[int, int]:
@@ -129,20 +146,7 @@ def _distributed() -> Tuple[int, int]:
 def build_model(config: TrainConfig, vocab: Vocabulary) -> BiLMLanguageModel:
     """A fresh model from the config, or the biLM of ``init_model`` with its (or a new) softmax."""
     if config.init_model is None:
-        bilm = BiLM(
-            BiLMConfig(
-                lstm_dim=config.lstm_dim,
-                projection_dim=config.projection_dim,
-                n_layers=config.n_layers,
-                cell_clip=config.cell_clip or None,
-                proj_clip=config.proj_clip or None,
-                use_skip_connections=config.use_skip_connections,
-                char_dim=config.char_dim,
-                filters=tuple((int(w), int(n)) for w, n in config.filters),
-                n_highway=config.n_highway,
-            )
-        )
-        return BiLMLanguageModel(bilm, len(vocab), dropout=config.dropout, n_samples=config.n_samples)
+        return BiLMLanguageModel(new_bilm(config), len(vocab), dropout=config.dropout, n_samples=config.n_samples)
     bilm = load_bilm(config.init_model)
     model = BiLMLanguageModel(bilm, len(vocab), dropout=config.dropout, n_samples=config.n_samples)
     softmax = Path(config.init_model) / SOFTMAX_NAME
@@ -156,6 +160,39 @@ def build_model(config: TrainConfig, vocab: Vocabulary) -> BiLMLanguageModel:
     elif softmax.is_file():
         model.softmax.load_state_dict(torch.load(softmax, map_location="cpu", weights_only=True))
     return model
+
+
+def new_bilm(config: TrainConfig) -> BiLM:
+    """A fresh biLM of ``config``'s architecture (an LSTM biLM, or a :class:`TransformerBiLM`)."""
+    char_cnn: Dict[str, Any] = dict(
+        char_dim=config.char_dim, filters=tuple((int(w), int(n)) for w, n in config.filters), n_highway=config.n_highway
+    )
+    if config.architecture == "transformer":
+        section = {"heads": config.heads, "positions": config.positions, "token_layer_norm": True}
+        shape = BiLMConfig(
+            lstm_dim=config.lstm_dim,
+            projection_dim=config.projection_dim,
+            n_layers=config.n_layers,
+            cell_clip=None,
+            proj_clip=None,
+            use_skip_connections=False,
+            extra={TRANSFORMER_KEY: section},
+            **char_cnn,
+        )
+        model = TransformerBiLM(shape)
+        model.transformer.init_for_training()
+        return model
+    return BiLM(
+        BiLMConfig(
+            lstm_dim=config.lstm_dim,
+            projection_dim=config.projection_dim,
+            n_layers=config.n_layers,
+            cell_clip=config.cell_clip or None,
+            proj_clip=config.proj_clip or None,
+            use_skip_connections=config.use_skip_connections,
+            **char_cnn,
+        )
+    )
 
 
 @torch.no_grad()
