@@ -6,12 +6,14 @@ its clock and peak memory):
 
     REF_VENV/bin/python bench/reference.py allennlp --options O.json --weights W.hdf5 --input LINES.txt --out OUT.npz
     REF_VENV/bin/python bench/reference.py efml --model FOLDER --input SENTENCES.json --out OUT.npz --double
+    REF_VENV/bin/python bench/reference.py trf --archive ARCHIVE --input LINES.txt --bench
 
 ``allennlp``: AllenNLP's ``_ElmoBiLm`` (its character encoder and LSTMs with projection) on the
 whitespace-split lines of ``--input`` in file order (blank lines give zero tokens), the sentence
 boundaries removed; ``--out``: key ``str(i)`` holds line i's ``[n_layers + 1, n_tokens, 2 * projection_dim]``.
 torchvision is stood in for when missing (AllenNLP imports it in modules ELMo never uses).
-``efml``: their ``Embedder.sents2elmo`` (the entry point their documentation gives) on a JSON list
+``trf``: allennlp-models 2.10.1's ``BidirectionalLanguageModelTokenEmbedder`` (the transformer ELMo;
+its default mix per line, ``[n_tokens, 2 * width]``). ``efml``: their ``Embedder.sents2elmo`` (the entry point their documentation gives) on a JSON list
 of token lists; ``--out``: ``all/i`` holds sentence i's ``output_layer=-2`` array ``[L+1, n, 2P]``,
 ``avg/i`` its ``output_layer=-1`` array ``[n, 2P]`` (not with ``--stateful``, nor for an empty
 sentence, where their average divides by zero).
@@ -72,11 +74,7 @@ def batches(n: int, size: int, keep: Callable[[int], bool] = lambda i: True) -> 
 
 def allennlp(args: argparse.Namespace) -> Dict[str, Any]:
     """AllenNLP's biLM on the lines of ``--input``: what :func:`main` runs (see the module docstring)."""
-    if importlib.util.find_spec("torchvision") is None:
-        for name in ("torchvision", "torchvision.ops", "torchvision.ops.boxes"):
-            stand_in = types.ModuleType(name)
-            stand_in.__spec__ = importlib.machinery.ModuleSpec(name, None)  # newer transformers ask find_spec about it
-            sys.modules.setdefault(name, stand_in)
+    _stand_in_torchvision()
     import numpy as np
     import torch
     from allennlp.modules.elmo import _ElmoBiLm, batch_to_ids
@@ -105,6 +103,48 @@ def allennlp(args: argparse.Namespace) -> Dict[str, Any]:
 
     return {"reset": bilm._elmo_lstm.reset_states, "arrays": arrays, "warm": lambda: call(groups[0]), "all": lambda: [call(g, keep=False) for g in groups],
             "sentences": sum(map(len, groups)), "tokens": sum(map(len, lines)), "context": torch.inference_mode}
+
+
+def _stand_in_torchvision() -> None:
+    """Empty modules for torchvision, which AllenNLP imports in modules ELMo never uses."""
+    if importlib.util.find_spec("torchvision") is None:
+        for name in ("torchvision", "torchvision.ops", "torchvision.ops.boxes"):
+            stand_in = types.ModuleType(name)
+            stand_in.__spec__ = importlib.machinery.ModuleSpec(name, None)  # newer transformers ask find_spec about it
+            sys.modules.setdefault(name, stand_in)
+
+
+def trf(args: argparse.Namespace) -> Dict[str, Any]:
+    """allennlp-models' ``BidirectionalLanguageModelTokenEmbedder`` (the transformer ELMo) on the lines of
+    ``--input``: each batch indexed by their ``ELMoTokenCharactersIndexer`` and embedded (their default
+    mix, boundaries removed); ``--out``: key ``str(i)`` holds line i's ``[n_tokens, 2 * width]``."""
+    _stand_in_torchvision()
+    import numpy as np
+    import torch
+    from allennlp.data import Token, Vocabulary
+    from allennlp.data.token_indexers import ELMoTokenCharactersIndexer
+    from allennlp_models.lm.modules.token_embedders.bidirectional_lm import BidirectionalLanguageModelTokenEmbedder
+
+    with open(args.input, encoding="utf-8") as handle:
+        lines = [line.rstrip("\r").split() for line in handle.read().split("\n")]
+    if lines and not lines[-1]:
+        lines.pop()
+    embedder = BidirectionalLanguageModelTokenEmbedder(args.archive).eval()
+    embedder = embedder.double() if args.double else embedder
+    indexer, vocab = ELMoTokenCharactersIndexer(), Vocabulary()
+    groups = batches(len(lines), args.batch_size, lambda i: bool(lines[i]))
+
+    def call(batch: List[int], keep: bool = True) -> Dict[str, Any]:
+        rows = [indexer.tokens_to_indices([Token(t) for t in lines[i]], vocab)["elmo_tokens"] for i in batch]
+        ids = torch.zeros(len(rows), max(map(len, rows)), 50, dtype=torch.long)
+        for b, row in enumerate(rows):
+            ids[b, : len(row)] = torch.tensor(row)
+        out = embedder(ids)
+        return {str(i): out[j, : len(lines[i])].numpy() for j, i in enumerate(batch)} if keep else {}
+
+    return {"reset": lambda: None, "arrays": lambda: {k: v for g in groups for k, v in call(g).items()}, "warm": lambda: call(groups[0]),
+            "all": lambda: [call(g, keep=False) for g in groups], "sentences": sum(map(len, groups)), "tokens": sum(map(len, lines)),
+            "context": torch.no_grad}
 
 
 def efml(args: argparse.Namespace) -> Dict[str, Any]:
@@ -141,12 +181,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="package", required=True)
     a, e = sub.add_parser("allennlp", help="AllenNLP 2.10.1's _ElmoBiLm"), sub.add_parser("efml", help="ELMoForManyLangs' Embedder")
+    t = sub.add_parser("trf", help="allennlp-models 2.10.1's BidirectionalLanguageModelTokenEmbedder (transformer ELMo)")
     a.add_argument("--options", required=True)
     a.add_argument("--weights", required=True)
     a.add_argument("--input", required=True, help="one whitespace-tokenized sentence per line")
+    t.add_argument("--archive", required=True, help="a transformer ELMo archive (.tar.gz) or its folder")
+    t.add_argument("--input", required=True, help="one whitespace-tokenized sentence per line")
     e.add_argument("--model", required=True, help="an ELMoForManyLangs model folder")
     e.add_argument("--input", required=True, help="a JSON list of sentences, each a list of tokens")
-    for p in (a, e):
+    for p in (a, e, t):
         p.add_argument("--out", help="write each sentence's outputs to this .npz")
         p.add_argument("--bench", action="store_true", help="time the whole input and print a 'ref ...' line")
         p.add_argument("--batch-size", type=int, default=64)
@@ -163,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    ref = (allennlp if args.package == "allennlp" else efml)(args)
+    ref = {"allennlp": allennlp, "efml": efml, "trf": trf}[args.package](args)
     with ref["context"]():
         if args.out:
             ref["reset"]()

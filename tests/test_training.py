@@ -356,3 +356,17 @@ def test_restore_optimizer_loads_the_state_and_keeps_the_settings():
     assert torch.equal(fp32_run.state[params[0]]["exp_avg"], bf16_run.state[params[0]]["exp_avg"])
     with pytest.raises(ValueError, match="2 parameter groups, this run's 1"):
         restore_optimizer(fp32_run, {**bf16_run.state_dict(), "param_groups": bf16_run.state_dict()["param_groups"] * 2})
+
+
+def test_a_cpu_clock_budget_stops_the_run_on_this_process_cpu_time(prepared, tmp_path):
+    """clock "cpu": max_minutes counts the process's CPU minutes (a pilot's arms that share a machine get
+    the same budget), and every record says which clock its minutes are on."""
+    with pytest.raises(ValueError, match="clock must be one of wall, cpu"):
+        tiny_config(prepared[0] / "general-prep", tmp_path / "x", clock="gpu")
+    result = train(tiny_config(prepared[0] / "general-prep", tmp_path / "cpu", clock="cpu", max_minutes=0.02, max_steps=100000, log_every=2))
+    assert result["stopped_early"] and result["step"] < 100000
+    records = [json.loads(x) for x in (tmp_path / "cpu" / "metrics.jsonl").read_text().splitlines()]
+    train_records = [r for r in records if "loss" in r]
+    assert train_records and all(r["clock"] == "cpu" for r in train_records)
+    assert 0.5 < max(r["elapsed_s"] for r in train_records) < 30  # seconds on the run's clock
+    assert torch.load(tmp_path / "cpu" / "checkpoints" / "last.pt", weights_only=False)["elapsed_minutes"] >= 0.02

@@ -140,7 +140,11 @@ def test_the_allennlp_archive_reads_back_to_the_same_outputs(trained, tmp_path, 
         assert settings["model"]["contextualizer"]["type"] == "bidirectional_language_model_transformer"
         from spacy_elmo.bilm.efml_folder import load_tensors
 
-        tokens, weight, bias = lm_head_of(written, load_tensors(written / "weights.th"), 16)
+        tensors = load_tensors(written / "weights.th")
+        tokens, weight, bias = lm_head_of(written, tensors, 16)
+        # what allennlp-models' own loader needs beyond what we read: the loss buffer, fewer samples than words
+        assert "_last_average_loss" in tensors and tensors["_softmax_loss.softmax_w"].shape[0] == len(tokens) + 1
+        assert settings["model"]["num_samples"] < len(tokens) + 1
         head = read_native_head(out)
         assert tokens == ["@@UNKNOWN@@" if t == "<UNK>" else t for t in head.vocab]
         assert torch.equal(weight, head.weight.float()) and torch.equal(bias, head.bias.float())

@@ -156,7 +156,8 @@ def write_trf_archive(
     """Write ``model`` in AllenNLP's transformer ELMo format: ``out`` ending in ``.tar.gz`` is the
     archive, anything else its unpacked folder. ``head``: the LM head ``(tokens, weight [V, P],
     bias [V])`` to write as their softmax and vocabulary (without one, the vocabulary is the unknown
-    word alone and the softmax is not written). Returns ``out``."""
+    word alone and no softmax is written: every reader here takes it, while allennlp-models' own
+    loader wants a softmax). Returns ``out``."""
     if not isinstance(model, TransformerBiLM):
         raise WeightsError(f"only a transformer biLM has AllenNLP's transformer ELMo format, not a {type(model).__name__}")
     state = archive_state(model)
@@ -172,7 +173,9 @@ def write_trf_archive(
         lines = [UNKNOWN if t == "<UNK>" else t for t in tokens]
         state["_softmax_loss.softmax_w"] = torch.cat([weight.float(), weight.new_zeros(1, weight.shape[1])])
         state["_softmax_loss.softmax_b"] = torch.cat([bias.float(), bias.new_full((1,), -1e4)])
-    settings = archive_settings_for(model.config, config_shape, num_samples)
+    state["_last_average_loss"] = torch.zeros(1)  # a buffer of their LanguageModel, which their loader expects
+    # their sampled softmax asserts fewer samples than words (the padding id counted)
+    settings = archive_settings_for(model.config, config_shape, min(num_samples, len(lines)))
     return write_archive_files(Path(out), archive_files(state, settings, lines))
 
 

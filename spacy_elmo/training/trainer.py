@@ -53,6 +53,7 @@ from .precision import resolve_precision, train_dtype
 
 SOFTMAX_NAME, VOCAB_NAME = "softmax.pt", "vocab.txt"
 ARCHITECTURES = ("lstm", "transformer")
+CLOCKS = ("wall", "cpu")
 
 
 @dataclass
@@ -112,6 +113,9 @@ class TrainConfig:
     # a safety cap on wall time (0 = none): the run stops there (checkpoint and export, resumable)
     # without changing its schedule, and its result says so (``stopped_by``)
     time_cap_minutes: float = 0.0
+    # what max_minutes, time_cap_minutes and the schedule's time count: "wall" (wall-clock minutes) or
+    # "cpu" (this process's CPU minutes: the same budget for runs that share a machine, as a pilot's arms)
+    clock: str = "wall"
     # keep freed large buffers in the heap between steps (glibc only; see training/allocator.py);
     # SPACY_ELMO_MALLOC_TUNING=0 also switches it off
     malloc_tuning: bool = True
@@ -123,6 +127,8 @@ class TrainConfig:
         check_horizons(self.lr_horizons, self.warmup_steps)
         if self.vocab_from not in ("init", "corpus"):
             raise ValueError(f"vocab_from must be 'init' or 'corpus', got {self.vocab_from!r}")
+        if self.clock not in CLOCKS:
+            raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"architecture must be one of {', '.join(ARCHITECTURES)}, got {self.architecture!r}")
         if self.architecture == "transformer" and self.init_model is None:
@@ -334,10 +340,15 @@ class _Run:
     position: Position = field(default_factory=Position)
     minutes_before: float = 0.0  # trained by the runs this one resumes
     start_time: float = 0.0
+    clock: str = "wall"  # TrainConfig.clock
+
+    def now(self) -> float:
+        """Seconds on the run's clock: wall time, or this process's CPU time."""
+        return time.process_time() if self.clock == "cpu" else time.time()
 
     def minutes(self) -> float:
-        """Training minutes so far, the resumed runs' included."""
-        return (time.time() - self.start_time) / 60 + self.minutes_before
+        """Training minutes so far on the run's clock, the resumed runs' included."""
+        return (self.now() - self.start_time) / 60 + self.minutes_before
 
 
 @dataclass
@@ -412,14 +423,15 @@ def train(
             max_length=config.max_length,
             limit=config.eval_sentences,
         )
-        log({"step": run.step, "tokens": run.tokens, **{f"valid_{k}": v for k, v in valid.items()}})
+        log({"step": run.step, "tokens": run.tokens, "clock_minutes": run.minutes(), **{f"valid_{k}": v for k, v in valid.items()}})
         return valid
 
     def save() -> None:
         _save(checkpoint_path(out), config, model, optimizer, run, world, device, main)
 
     stream = training_batches(Path(config.data_dir), vocab, config.max_tokens, config.max_length, config.seed, run.position, rank, world)
-    run.start_time = time.time()
+    run.clock = config.clock
+    run.start_time = run.now()
     window = _Window()
     progress = tqdm(total=config.max_steps, initial=run.step, desc="train", unit="step", disable=not main, dynamic_ncols=True)
     model.train()
@@ -591,7 +603,8 @@ def _log_record(run: _Run, window: _Window, lr: float, grad_norm: float, model: 
         "train_ppl_bwd": math.exp(window.nll_bwd / window.n),
         "tokens_per_s": window.tokens / max(elapsed, 1e-9),
         "epoch": run.position.epoch,
-        "elapsed_s": time.time() - run.start_time + 60 * run.minutes_before,
+        "elapsed_s": 60 * run.minutes(),  # on the run's clock (wall, or CPU with clock "cpu")
+        "clock": run.clock,
         "tokens_per_cpu_s": window.tokens / max(time.process_time() - window.cpu_start, 1e-9),
         "precision": {torch.bfloat16: "bfloat16", torch.float32: "float32-fused"}.get(model.train_dtype, "float32")
         if model.train_dtype
