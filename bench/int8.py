@@ -11,6 +11,9 @@
 * ``--weights``: a model directory, a published model's name or shape (random weights of that
   shape, written once under ``--work``), or nothing for the embedded default model.
 
+``--memory`` measures instead each precision's peak resident memory, in a fresh process that loads
+the model, sets the precision and embeds the sentences once.
+
 ``--text``: ``books``, ``ud`` or a file (as ``bench/bf16.py``). Writes ``--json`` and prints a
 markdown table. Precisions this CPU cannot run (int8 without AVX2) are reported as skipped.
 """
@@ -71,6 +74,31 @@ def run(bilm: Any, sentences: Sequence[Sequence[str]], precision: str, batch: in
     return {"seconds": seconds, "tokens_per_s": tokens / seconds, "cpu_seconds": cpu, "tokens_per_cpu_s": tokens / cpu}
 
 
+MEMORY_CHILD = """
+import json, sys
+import torch
+from bench_common import peak_rss_mb, text_sentences
+from spacy_elmo import load_bilm
+torch.set_num_threads(1)
+model, text, n, batch, precision = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+sentences = text_sentences(text, n)
+bilm = load_bilm(model)
+loaded = peak_rss_mb()
+bilm.set_inference_precision(precision)
+bilm.embed_sentences(sentences, batch_size=batch)
+print(json.dumps({"peak_rss_mb": peak_rss_mb(), "after_load_mb": loaded,
+                  "parameters_mb": sum(p.numel() * p.element_size() for p in bilm.parameters()) / 2**20}))
+"""
+
+
+def memory(model: str, text: str, n: int, batch: int, precisions: Sequence[str]) -> Dict[str, Any]:
+    """Peak resident memory of a fresh process that loads the model, sets the precision and embeds the
+    sentences once, per precision (MB); and the float32 parameters' size."""
+    from bench_common import run_child
+
+    return {p: run_child(MEMORY_CHILD, model, text, n, batch, p) for p in precisions}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights", help="model directory, published name or shape (default: the embedded default model)")
@@ -83,6 +111,7 @@ def main() -> None:
     )
     ap.add_argument("--work", type=Path, default=Path("bench/work"), help="where random weights are written")
     ap.add_argument("--json", type=Path, help="also write the report here")
+    ap.add_argument("--memory", action="store_true", help="instead of speed and distance: each precision's peak memory, a fresh process each")
     add_threads(ap)
     a = ap.parse_args()
     use_threads(a.threads)
@@ -100,6 +129,15 @@ def main() -> None:
     except Int8Unavailable as err:
         precisions = [p for p in precisions if p != "int8"]
         skipped["int8"], levels = str(err), None
+    if a.memory:
+        report = {"machine": machine(1), "command": command("int8.py", hide={Path(a.text).name: str(a.text), "WORK": str(a.work)}),
+                  "weights": a.weights or "embedded default", "text": a.text if a.text in ("books", "ud") else Path(a.text).name,
+                  "sentences": len(sentences), "batch": a.batch, "memory": memory(model_path(a.weights, a.work), a.text, a.sentences, a.batch, precisions)}
+        lines = [f"{report['weights']}, {len(sentences)} sentences of {report['text']}, batch {a.batch}, one thread, {report['machine'].get('cpu', '')}", "",
+                 "| precision | peak RSS (MB) | after loading (MB) | float32 parameters (MB) |", "| --- | --- | --- | --- |"]
+        lines += [f"| {p} | {m['peak_rss_mb']:,.0f} | {m['after_load_mb']:,.0f} | {m['parameters_mb']:,.0f} |" for p, m in report["memory"].items()]
+        write_results(a.json, report, "\n".join(lines))
+        return
     quantize_seconds = None
     if "int8" in precisions:  # the one-off cost of quantizing the LSTM weights (at the first int8 call)
         bilm.set_inference_precision("int8")
