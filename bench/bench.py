@@ -41,7 +41,9 @@ cache off. ``allennlp`` (``allennlp_b256``: batches of 256, what a bigger batch 
 pre-tokenised Docs, 64 a batch (``component_bfloat16_defaults``: ``nlp.pipe``'s default batch of
 1,000 Docs, the component's ``max_batch_tokens = 4096`` choosing the biLM's batches). Also the
 matrix-product rates (float32 2048^3, float32 and bfloat16 at the recurrent step's shape) and the
-compute roof: tokens/s if every nominal multiply-add ran at the float32 rate.
+compute roof: tokens/s if every nominal multiply-add ran at the float32 rate. ``--int8`` adds
+``int8`` (``BiLM.iter_embeddings`` with the int8 products) and ``component_int8`` /
+``component_int8_defaults`` (the component with ``precision = "int8"``, batches as above).
 """
 from __future__ import annotations
 
@@ -148,8 +150,8 @@ def worker(task: Dict[str, Any]) -> Dict[str, Any]:
     rss_before = peak_rss_mb()
     bilm = load_bilm(task["model"])
     bilm.set_token_cache(task.get("cache", 0))
-    if task.get("precision") == "bfloat16":  # bfloat16 products, float32 state (see bench/bf16.py)
-        bilm.set_inference_precision("bfloat16")
+    if task.get("precision") in ("bfloat16", "int8"):  # bfloat16 or int8 products, float32 state (bench/bf16.py, bench/int8.py)
+        bilm.set_inference_precision(task["precision"])
     batch = task["batch_size"]
     if kind == "bf16_accuracy":  # how far bfloat16 outputs are from float32 ones
         reference = bilm.embed_sentences(sentences, batch_size=batch)
@@ -275,21 +277,25 @@ def run_reference(ref_python: str, model: Path, sentences: Path, batch: int, thr
 # ------------------------------------------------------------------------------------- headline
 
 HEADLINE = ("allennlp", "allennlp_b256", "float32", "bfloat16", "component_bfloat16", "component_bfloat16_defaults")
+#: ``--int8`` adds these (the int8 products, raw and through the component at nlp.pipe's default batch)
+HEADLINE_INT8 = ("int8", "component_int8", "component_int8_defaults")
 
 
 def headline_run(config: str, base: Dict[str, Any], ref_python: str) -> Dict[str, Any]:
     if config.startswith("allennlp"):
         return run_reference(ref_python, Path(base["model"]), Path(base["sentences"]), 256 if config == "allennlp_b256" else 64, base["threads"])
-    if config in ("float32", "bfloat16"):
+    if config in ("float32", "bfloat16", "int8"):
         return run_worker({**base, "kind": "bilm", "batch_size": 64, "input_order": True, "precision": config})
-    batch = 1000 if config == "component_bfloat16_defaults" else 64
-    return run_worker({**base, "kind": "pipe", "batch_size": batch, "precision": "bfloat16", "cache": 0, "max_batch_tokens": 4096})
+    precision = config.split("_")[1]  # component_PRECISION[_defaults]
+    batch = 1000 if config.endswith("_defaults") else 64
+    return run_worker({**base, "kind": "pipe", "batch_size": batch, "precision": precision, "cache": 0, "max_batch_tokens": 4096})
 
 
 def headline(args: argparse.Namespace, model: Path, sentences: Path) -> None:
     """``--headline`` (see the module docstring)."""
     lines = [line.split() for line in sentences.read_text(encoding="utf-8").splitlines()]
     macs = macs_per_token(json.loads((model / "options.json").read_text()))
+    configs = HEADLINE + (HEADLINE_INT8 if args.int8 else ())
     results: Dict[str, Any] = {
         "machine": machine(),  # the thread counts: under "threads"
         "text": {"source": args.text, "sentences": len(lines), "tokens": sum(map(len, lines))},
@@ -300,25 +306,26 @@ def headline(args: argparse.Namespace, model: Path, sentences: Path) -> None:
         rates = {"fp32_2048": gemm_gflops(2048, 2048, 2048, routed=True), "fp32_step": gemm_gflops(64, 512, 16384, routed=True),
                  "bf16_step": gemm_gflops(64, 512, 16384, "bfloat16", routed=True)}
         base = {"model": str(model), "sentences": str(sentences), "threads": threads, "macs": macs}
-        runs = interleaved({c: lambda c=c: headline_run(c, base, args.ref_python) for c in HEADLINE}, args.repeats, f"threads {threads} ")
+        runs = interleaved({c: lambda c=c: headline_run(c, base, args.ref_python) for c in configs}, args.repeats, f"threads {threads} ")
         medians = {config: statistics.median(r["tokens_per_s"] for r in measured) for config, measured in runs.items()}
         roof = rates["fp32_2048"] * 1e9 / (2 * macs["total"])
         results["threads"][str(threads)] = {
             "gemm_gflops": rates, "roof_tokens_per_s": roof, "tokens_per_s": medians,
             "runs": {config: [round(r["tokens_per_s"], 1) for r in measured] for config, measured in runs.items()},
             "peak_rss_mb": {config: statistics.median(r["peak_rss_mb"] for r in measured) for config, measured in runs.items()},
-            "speedup": {config: medians[config] / medians["allennlp"] for config in HEADLINE if config != "allennlp"},
-            "fraction_of_roof": {config: medians[config] / roof for config in HEADLINE},
+            "speedup": {config: medians[config] / medians["allennlp"] for config in configs if config != "allennlp"},
+            "fraction_of_roof": {config: medians[config] / roof for config in configs},
         }
     m, t = results["machine"], results["text"]
     table = [f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}. Text: {t['source']}, {t['sentences']:,} sentences, {t['tokens']:,} tokens; "
              f"original shapes, random weights, batch 64 in input order, token cache off. Command: `{results['command']}`.", "",
              "| threads | AllenNLP 2.10.1 (batch 256) | float32 | bfloat16 | bfloat16 through the component | the same, nlp.pipe's default batch "
-             "| float32 roof (2048^3 rate) |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             + ("| int8 | int8 through the component | the same, nlp.pipe's default batch " if args.int8 else "")
+             + "| float32 roof (2048^3 rate) |", "| ---: " * (len(configs) + 1) + "|"]
     for threads, r in results["threads"].items():
         s, v = r["speedup"], r["tokens_per_s"]
         table.append(f"| {threads} | {v['allennlp']:.0f} ({v['allennlp_b256']:.0f}) | "
-                     + " | ".join(f"{v[c]:.0f} ({s[c]:.2f}x)" for c in HEADLINE[2:]) + f" | {r['roof_tokens_per_s']:.0f} ({r['gemm_gflops']['fp32_2048']:.0f} GFLOP/s) |")
+                     + " | ".join(f"{v[c]:.0f} ({s[c]:.2f}x)" for c in configs[2:]) + f" | {r['roof_tokens_per_s']:.0f} ({r['gemm_gflops']['fp32_2048']:.0f} GFLOP/s) |")
     table += ["", "tokens/s, median of the rounds (each round runs every column once, in turn); ratios to AllenNLP at batch 64 in the same run."]
     write_results(args.out or RESULTS / "allennlp-speed.json", results, "\n".join(table) + "\n")
 
@@ -341,6 +348,7 @@ def main() -> None:
     ap.add_argument("--ref-python", help="python of a venv with allennlp==2.10.1 (recipe: docs/benchmarks.md)")
     ap.add_argument("--work-dir", type=Path, default=WORK)
     ap.add_argument("--headline", action="store_true", help="the speed headline instead (see above; needs --ref-python)")
+    ap.add_argument("--int8", action="store_true", help="with --headline: also int8, raw and through the component")
     ap.add_argument("--out", type=Path, help="default bench/results/bench.json (--headline: allennlp-speed.json)")
     args = ap.parse_args()
     args.threads = [int(t) for t in args.threads.split(",")]

@@ -28,8 +28,9 @@ from typing import Any, Dict
 
 import numpy as np
 import reference  # bench/reference.py: allennlp-models' side
-from bench import run_worker
 from bench_common import WORK, command, interleaved, machine, random_weights, ud_path, ud_sentences, write_results
+
+from bench import run_worker
 
 
 def reference_speed(ref_python: str, archive: Path, sentences: Path, batch: int) -> Dict[str, Any]:
