@@ -9,7 +9,7 @@ rounds: allennlp-models 2.10.1's ``BidirectionalLanguageModelTokenEmbedder`` (``
 trf``, in the reference virtualenv: recipe in docs/benchmarks.md, plus ``allennlp-models==2.10.1``
 installed ``--no-deps``); our transformer biLM (``embed_sentences``); the ``elmo`` component over the
 same sentences at batch 64 and at ``nlp.pipe``'s default batch (1000); the LSTM original (our
-``embed_sentences``, float32). Both models have the published shapes (the transformer ELMo's 6
+``embed_sentences``); ours each in float32 and bfloat16 (``precision = "bfloat16"``). Both models have the published shapes (the transformer ELMo's 6
 layers of width 512, feed-forward 2048, 7 character filters up to 1024; the original ELMo's
 4096/512) with random weights (``write_random_trf``, ``random-weights elmo-original``): the
 published transformer archive is not downloaded here, and the speed does not depend on the values.
@@ -85,9 +85,15 @@ def main() -> None:
     configs = {
         "allennlp_models": lambda: reference_speed(args.ref_python, archive, sentences, 64),
         "transformer": lambda: run_worker({**base, "model": str(archive), "kind": "bilm", "batch_size": 64, "input_order": True}),
+        "transformer_bfloat16": lambda: run_worker(
+            {**base, "model": str(archive), "kind": "bilm", "batch_size": 64, "input_order": True, "precision": "bfloat16"}
+        ),
         "transformer_component": lambda: run_worker({**base, "model": str(archive), "kind": "pipe", "batch_size": 64, "cache": 0}),
         "transformer_component_defaults": lambda: run_worker({**base, "model": str(archive), "kind": "pipe", "batch_size": 1000, "cache": 0}),
         "lstm_original": lambda: run_worker({**base, "model": str(lstm), "kind": "bilm", "batch_size": 64, "input_order": True}),
+        "lstm_original_bfloat16": lambda: run_worker(
+            {**base, "model": str(lstm), "kind": "bilm", "batch_size": 64, "input_order": True, "precision": "bfloat16"}
+        ),
     }
     runs = interleaved(configs, args.repeats)
     medians = {name: statistics.median(r["tokens_per_s"] for r in measured) for name, measured in runs.items()}
@@ -100,7 +106,10 @@ def main() -> None:
         "runs": {name: [round(r["tokens_per_s"], 1) for r in measured] for name, measured in runs.items()},
         "peak_rss_mb": {name: statistics.median(r.get("peak_rss_mb", 0.0) for r in measured) for name, measured in runs.items()},
         "speedup_vs_allennlp_models": {name: medians[name] / medians["allennlp_models"] for name in medians if name != "allennlp_models"},
-        "transformer_vs_lstm_original": medians["transformer"] / medians["lstm_original"],
+        "transformer_vs_lstm_original": {
+            "float32": medians["transformer"] / medians["lstm_original"],
+            "bfloat16": medians["transformer_bfloat16"] / medians["lstm_original_bfloat16"],
+        },
     }
     m = results["machine"]
     v, s = medians, results["speedup_vs_allennlp_models"]
@@ -109,11 +118,13 @@ def main() -> None:
             f"Machine: {m['cpu']}, 1 thread, torch {m['torch']}. Text: UD EWT test, {len(lines):,} sentences, {tokens:,} tokens; published shapes, "
             f"random weights, batch 64 in input order. Command: `{results['command']}`. Default mix, ours against theirs: largest difference {worst:.1e}.",
             "",
-            "| allennlp-models 2.10.1 | ours, transformer | through the component | the component, nlp.pipe's default batch | ours, LSTM original |",
-            "| ---: | ---: | ---: | ---: | ---: |",
-            f"| {v['allennlp_models']:.0f} | {v['transformer']:.0f} ({s['transformer']:.2f}x) | {v['transformer_component']:.0f} "
+            "| allennlp-models 2.10.1 | ours, transformer | the same, bfloat16 | through the component | the component, nlp.pipe's default batch "
+            "| ours, LSTM original | the same, bfloat16 |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"| {v['allennlp_models']:.0f} | {v['transformer']:.0f} ({s['transformer']:.2f}x) | {v['transformer_bfloat16']:.0f} "
+            f"({s['transformer_bfloat16']:.2f}x) | {v['transformer_component']:.0f} "
             f"({s['transformer_component']:.2f}x) | {v['transformer_component_defaults']:.0f} ({s['transformer_component_defaults']:.2f}x) | "
-            f"{v['lstm_original']:.0f} |",
+            f"{v['lstm_original']:.0f} | {v['lstm_original_bfloat16']:.0f} |",
             "",
             "tokens/s, median of the rounds; ratios to allennlp-models in the same run.",
         ]

@@ -157,8 +157,8 @@ class TransformerContext(nn.Module):
 
     For training (:mod:`spacy_elmo.training`): :attr:`dropout` drops each sublayer's output, and
     with :attr:`train_dtype` ``torch.bfloat16`` the steps under autograd run their products in
-    bfloat16 (CPU autocast) while the residual stream, the layer norms and the attention
-    weights' softmax stay float32; inference (no autograd) is never affected."""
+    bfloat16 (autocast) while the residual stream, the layer norms and the attention weights'
+    softmax stay float32; :attr:`inference_dtype` does the same for inference (no autograd)."""
 
     def __init__(self, n_layers: int, dim: int, ff_dim: int, heads: int, positions: int) -> None:
         super().__init__()
@@ -166,6 +166,8 @@ class TransformerContext(nn.Module):
         self.backward_stack = TransformerStack(n_layers, dim, ff_dim, heads)
         self.register_buffer("positions", sinusoidal_positions(positions, dim))
         self.train_dtype: Optional[torch.dtype] = None
+        #: at inference (no autograd), ``torch.bfloat16`` runs the products in bfloat16 as training does
+        self.inference_dtype: Optional[torch.dtype] = None
 
     @property
     def dropout(self) -> float:
@@ -202,7 +204,8 @@ class TransformerContext(nn.Module):
         forward_allowed = real.unsqueeze(-1) & (steps.unsqueeze(1) >= steps.unsqueeze(0))  # query real, key <= query
         backward_allowed = forward_allowed.transpose(1, 2)  # key real, key >= query
         x = tokens + positions[:width].to(tokens.dtype)
-        mixed = self.train_dtype == torch.bfloat16 and torch.is_grad_enabled()
+        wanted = self.train_dtype if torch.is_grad_enabled() else self.inference_dtype
+        mixed = wanted == torch.bfloat16 and tokens.dtype == torch.float32
         with torch.autocast(tokens.device.type, dtype=torch.bfloat16, enabled=mixed):
             forward = self.forward_stack(x, forward_allowed)
             backward = self.backward_stack(x, backward_allowed)
@@ -240,11 +243,14 @@ class TransformerBiLM(BiLM):
         super().__init__(config, stateful=False, token_cache_size=token_cache_size)
 
     def set_inference_precision(self, precision: str) -> None:
-        """As :meth:`BiLM.set_inference_precision`; ``int8`` quantizes LSTM products, which a transformer
-        biLM has none of, so it is refused rather than run in float32 under its name."""
+        """As :meth:`BiLM.set_inference_precision`: ``"bfloat16"`` runs the blocks' products in bfloat16
+        (autocast; the residual stream, layer norms and attention softmax in float32, the token
+        encoder in float32). ``int8`` quantizes LSTM products, which a transformer biLM has none of,
+        so it is refused rather than run in float32 under its name."""
         if precision == "int8":
             raise ValueError("int8 inference quantizes the LSTM biLM's products: a transformer biLM runs float32 or bfloat16")
         super().set_inference_precision(precision)
+        self.transformer.inference_dtype = torch.bfloat16 if precision == "bfloat16" else None
 
     def _build_token_encoder(self, config: BiLMConfig) -> CharCnnEncoder:
         transformer_section(config)
