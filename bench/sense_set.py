@@ -41,7 +41,11 @@ from labelled_senses import LABELLED, load_labelled, score_word, summary  # noqa
 
 from spacy_elmo.induction.clustering import adjusted_rand, unit_rows  # noqa: E402
 
-MIXES = {"average": (0.0, 1.0, 1.0), "top": (0.0, 0.0, 1.0), "layer1": (0.0, 1.0, 0.0), "layer0": (1.0, 0.0, 0.0)}
+def mixes(n_layers: int) -> Dict[str, Tuple[float, ...]]:
+    """The mixes compared, for a biLM of ``n_layers`` layers: the average of the contextual layers, the
+    top one, the first contextual one and the token layer."""
+    one = lambda i: tuple(1.0 if j == i else 0.0 for j in range(n_layers))  # noqa: E731
+    return {"average": (0.0,) + (1.0,) * (n_layers - 1), "top": one(n_layers - 1), "layer1": one(1), "layer0": one(0)}
 
 
 def kmeans_labels(vectors: np.ndarray, k: int, restarts: int = 10) -> np.ndarray:
@@ -66,7 +70,7 @@ def fixed_k(items, bilm) -> Dict[str, Dict[str, Dict[str, float]]]:
     from spacy_elmo.induction.substitutes import lm_states
 
     out: Dict[str, Dict[str, Dict[str, float]]] = {}
-    for mix_name, mix in MIXES.items():
+    for mix_name, mix in mixes(bilm.n_output_layers).items():
         per: Dict[str, Dict[str, float]] = {"kmeans": {}, "average_linkage": {}}
         for item in items:
             tokens, positions = item.tokens()

@@ -267,9 +267,10 @@ def test_the_archives_softmax_is_its_lm_head(tmp_path, monkeypatch):
 def test_induce_change_and_embed_corpus_take_it(tmp_path, monkeypatch):
     """The sense and corpus commands read a transformer ELMo archive through the one biLM interface:
     `induce` and `change` (the archive's softmax as their LM head) and `embed-corpus`, whose
-    output is the biLM's own layers."""
+    output is the biLM's own layers. Three blocks (four layers, not the LSTM's three): the default
+    mix is the average of the contextual layers whatever their number."""
     monkeypatch.setenv(published.CACHE_ENV, str(tmp_path / "cache"))
-    archive = str(write_random_trf(tmp_path / "m.tar.gz", "tiny", seed=6))
+    archive = str(write_random_trf(tmp_path / "m.tar.gz", "small", seed=6))
     lines = ["The bank of the river flooded .", "She sat on the bank and watched the water .", "The bank raised its rates .", "He went to the bank to get money ."]
     (tmp_path / "a.txt").write_text("\n".join(lines * 4) + "\n")
     (tmp_path / "b.txt").write_text("\n".join(list(reversed(lines)) * 4) + "\n")

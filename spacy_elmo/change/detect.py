@@ -444,5 +444,6 @@ def detect_change(
 def settings_dict(settings: ChangeSettings) -> Dict[str, Any]:
     """The settings as JSON values (for the report)."""
     out = dataclasses.asdict(settings)
-    out["induction"]["mix"] = list(settings.induction.mix)
+    mix = settings.induction.mix
+    out["induction"]["mix"] = "the average of the contextual layers" if mix is None else list(mix)
     return out

@@ -54,7 +54,17 @@ ALIASES = {"both": "substitutes+vectors"}
 REPRESENTATIONS = ("substitutes", "vectors", "context", "both", "substitutes+context", "vectors+context", "substitutes+vectors+context")
 REPRESENTATION_CHOICES = f"{', '.join(PARTS)}, or several joined by '+' ({', '.join(REPRESENTATIONS[len(PARTS) :])})"
 Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
-DEFAULT_MIX = (0.0, 1.0, 1.0)  # the vectors' layer weights: the average of the two LSTM layers
+DEFAULT_MIX = (0.0, 1.0, 1.0)  # the vectors' layer weights for an LSTM biLM of two layers: the average of its two layers
+
+
+def contextual_average(n_layers: int) -> Tuple[float, ...]:
+    """The layer weights of the average of every layer above the token layer (``DEFAULT_MIX`` for the
+    LSTM biLM's three layers; the same mix for a biLM of any depth, e.g. a 6-block transformer's 7)."""
+    if n_layers < 2:
+        raise ValueError(f"a biLM has its token layer and at least one contextual layer, got {n_layers} layers")
+    return (0.0,) + (1.0,) * (n_layers - 1)
+
+
 LANGUAGE_AND = "<and>"  # the pattern's default: the word for "and" of the settings' language
 
 
@@ -92,7 +102,8 @@ class InductionSettings:
     (Defaults ``prior_weight=0.75`` and, in English, ``pattern="and"``: the best on the SemEval-2010 tuning words.)
     n_representatives / sample_size: representatives per occurrence and substitutes drawn per
         direction for each (the graded assignment).
-    mix: the layer weights of the vectors (default: the average of the two LSTM layers).
+    mix: the layer weights of the vectors (default ``None``: the average of every layer above the token
+        layer, the LSTM's two or a transformer's six: :func:`contextual_average`).
     context_window: words on each side that the ``context`` representation reads.
     lang: the spaCy language code of the corpus: its tokenizer, stop words and word forms
         (:mod:`..lang`); the commands' ``--lang``.
@@ -111,7 +122,7 @@ class InductionSettings:
     pattern: Optional[str] = LANGUAGE_AND
     n_representatives: int = 20
     sample_size: int = 4
-    mix: Tuple[float, ...] = DEFAULT_MIX
+    mix: Optional[Tuple[float, ...]] = None
     n_names: int = 3
     n_examples: int = 5
     seed: int = 0
@@ -139,7 +150,15 @@ class InductionSettings:
             raise ValueError(f"prior_weight is the exponent alpha of the prior correction, in [0, 2], got {self.prior_weight}")
         if self.pattern is not None and (not self.pattern or self.pattern != self.pattern.strip() or len(self.pattern.split()) != 1):
             raise ValueError(f"pattern must be one word (e.g. 'and') or None, got {self.pattern!r}")
-        self.mix = tuple(float(w) for w in self.mix)
+        self.mix = None if self.mix is None else tuple(float(w) for w in self.mix)
+
+    def layer_weights(self, n_layers: int) -> Tuple[float, ...]:
+        """:attr:`mix` for a biLM of ``n_layers`` layers (``None``: :func:`contextual_average`)."""
+        if self.mix is None:
+            return contextual_average(n_layers)
+        if len(self.mix) != n_layers:
+            raise ValueError(f"mix {list(self.mix)} needs one weight per biLM layer ({n_layers})")
+        return self.mix
 
     @property
     def parts(self) -> Tuple[str, ...]:
@@ -205,8 +224,7 @@ class Inducer:
             raise ValueError(f"the {self.settings.representation!r} representation needs the biLM's LM head (softmax and vocabulary)")
         if head is not None:
             head.check(bilm)
-        if len(self.settings.mix) != bilm.n_output_layers:
-            raise ValueError(f"mix {list(self.settings.mix)} needs one weight per biLM layer ({bilm.n_output_layers})")
+        self.mix = self.settings.layer_weights(bilm.n_output_layers)  # the vectors' layer weights for this biLM
         self.bilm, self.head = bilm, head
         self.stores: Dict[str, _Store] = {}
         self._pending: List[_Pending] = []
@@ -245,7 +263,7 @@ class Inducer:
         extra = 2 if s.pattern is not None else 0
         for chunk in plan_batches([len(p.tokens) + extra for p in pending], 256, s.max_batch_tokens):
             items = [pending[i] for i in chunk]
-            states = lm_states(self.bilm, [p.tokens for p in items], [p.position for p in items], s.mix, pattern=s.pattern)
+            states = lm_states(self.bilm, [p.tokens for p in items], [p.position for p in items], self.mix, pattern=s.pattern)
             readings: List[np.ndarray] = []
             if self.head is not None:  # the LM states are kept (float16) and read by the head when clustering
                 if s.prior_weight > 0:
@@ -333,7 +351,7 @@ class Inducer:
         shown = self._shown_vectors(blocks)
         return WordSenses(
             word, forms, list(store.occurrences), senses, weights, shown, s.representation, note,
-            extra={"elmo_vectors": vectors.astype(np.float16), "mix": list(s.mix), "seen": store.seen, "n_senses": k, **extra},
+            extra={"elmo_vectors": vectors.astype(np.float16), "mix": list(self.mix), "seen": store.seen, "n_senses": k, **extra},
         )  # fmt: skip
 
     def representation(
