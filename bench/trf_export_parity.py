@@ -42,7 +42,7 @@ def main() -> None:
         raise SystemExit(f"{args.model} is not a transformer biLM")
     lines = [[w.replace(" ", "_") for w in words] for words in ud_sentences(ud_path("test"), args.sentences, max_tokens=100)]
     results = {"machine": machine(threads=1), "command": command("trf_export_parity.py", {"REF_VENV/bin/python": args.ref_python}),
-               "model": args.model.name, "sentences": len(lines), "tokens": sum(map(len, lines)), "max_abs_diff": {}}
+               "model": str(args.model), "sentences": len(lines), "tokens": sum(map(len, lines)), "max_abs_diff": {}}
     with tempfile.TemporaryDirectory() as tmp:
         text = Path(tmp) / "lines.txt"
         text.write_text("".join(" ".join(words) + "\n" for words in lines), encoding="utf-8")
