@@ -14,24 +14,19 @@ from spacy_elmo.bilm.transformer import TransformerBiLM
 from spacy_elmo.bilm.trf_folder import load_trf, lm_head_of
 from spacy_elmo.bilm.trf_export import write_trf_archive
 from spacy_elmo.hub.lm_head import read_native_head
-from spacy_elmo.training import TrainConfig, load_language_model, perplexity, prepare_corpus, train
+from spacy_elmo.training import load_language_model, perplexity, prepare_corpus, train
 from spacy_elmo.training.baseline import unigram_perplexity
 from spacy_elmo.training.precision import cpu_has_native_bf16
 from spacy_elmo.training.trainer import new_bilm
 
-from .test_training import GENERAL, write_corpus
+from .test_training import GENERAL, tiny_config, write_corpus
 
 SENTENCES = [["The", "old", "dog", "sees", "a", "river", "."], ["A", "king", "leaves", "."]]
 
 
 def trf_config(data_dir, out_dir, **kw):
-    values = dict(
-        data_dir=str(data_dir), out_dir=str(out_dir), architecture="transformer", lstm_dim=48, projection_dim=16, n_layers=2,
-        char_dim=8, filters=[[1, 16], [2, 16], [3, 32]], n_highway=1, max_steps=60, warmup_steps=5, lr=5e-3, max_tokens=512,
-        log_every=10, eval_every=1000, eval_sentences=100, checkpoint_every=20, threads=1, dropout=0.0, positions=64,
-    )
-    values.update(kw)
-    return TrainConfig(**values)
+    """test_training's tiny config, as a transformer (two blocks of width 16, feed-forward 48)."""
+    return tiny_config(data_dir, out_dir, **{"architecture": "transformer", "lstm_dim": 48, "lr": 5e-3, "positions": 64, **kw})
 
 
 @pytest.fixture(scope="module")
