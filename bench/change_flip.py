@@ -4,7 +4,7 @@ hand-labelled sense sets, where the truth is known by construction.
 
     OMP_NUM_THREADS=1 python bench/change_flip.py [--weights PATH] [--draws 5] [--json bench/results/change-flip.json]
 
-For each set (``tests/data/senses/labelled`` and ``tests/data/senses/natural``) and each draw (a
+For each set (``tests/data/senses/labelled``, ``natural`` and ``registers``) and each draw (a
 seed), the sentences of every word are dealt into two corpora, A and B, without repeats:
 
 - ``flip`` (each two-sense word): three quarters of sense 1's sentences and a quarter of sense 2's
@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO / "project" / "scripts"))
 
 from labelled_senses import LabelledWord, load_labelled  # noqa: E402
 
-SETS = {"labelled": REPO / "tests" / "data" / "senses" / "labelled", "natural": REPO / "tests" / "data" / "senses" / "natural"}
+SETS = {name: REPO / "tests" / "data" / "senses" / name for name in ("labelled", "natural", "registers")}
 
 
 def deal(item: LabelledWord, kind: str, rng: np.random.Generator) -> Tuple[List[Tuple[str, str]], List[Tuple[str, str]]]:

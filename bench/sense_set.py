@@ -41,6 +41,7 @@ from labelled_senses import LABELLED, load_labelled, score_word, summary  # noqa
 
 from spacy_elmo.induction.clustering import adjusted_rand, unit_rows  # noqa: E402
 
+
 def mixes(n_layers: int) -> Dict[str, Tuple[float, ...]]:
     """The mixes compared, for a biLM of ``n_layers`` layers: the average of the contextual layers, the
     top one, the first contextual one and the token layer."""
@@ -138,14 +139,14 @@ def _rate(value) -> str:
 
 
 def _fields(pairs: List[str]) -> Dict[str, object]:
-    """``FIELD=VALUE`` pairs as InductionSettings keyword arguments (numbers parsed)."""
+    """``FIELD=VALUE`` pairs as InductionSettings keyword arguments (numbers parsed; ``None`` is None)."""
     out: Dict[str, object] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
             raise SystemExit(f"--set {pair!r}: write FIELD=VALUE")
         try:
-            out[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+            out[key] = None if value == "None" else int(value) if value.lstrip("-").isdigit() else float(value)
         except ValueError:
             out[key] = value
     return out
@@ -154,12 +155,23 @@ def _fields(pairs: List[str]) -> Dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--weights", default=None, help="the biLM (default: the embedded default)")
-    parser.add_argument("--folder", type=Path, default=LABELLED, help="the labelled set (default: tests/data/senses/labelled; tests/data/senses/natural is the other)")
+    parser.add_argument(
+        "--folder",
+        type=Path,
+        default=LABELLED,
+        help="the labelled set (default: tests/data/senses/labelled; tests/data/senses/natural and tests/data/senses/registers are the others)",
+    )
     parser.add_argument("--words", nargs="*", default=None, help="only these words of the set (ambiguous or controls)")
     parser.add_argument("--no-controls", action="store_true", help="induce on the ambiguous words only, not the one-sense controls")
     parser.add_argument("--skip-induce", action="store_true", help="only the fixed-k vector measurement")
     parser.add_argument("--representation", default=None, help="induce with this representation (default: induce's own)")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="an InductionSettings field for induce (repeatable): significance=0.5")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="an InductionSettings field for induce (repeatable): significance=0.5",
+    )
     parser.add_argument("--induce-only", action="store_true", help="leave out the fixed-k and feature measurements")
     parser.add_argument("--precision", default="float32", help="the biLM's inference precision: float32, bfloat16 or int8")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 from ..evaluation.wsd_data import DEFAULT_WSD_DIR
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, lang_code, msg, user_errors
-from .induce import LANG_OPT, MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, _words, show_forms
+from .induce import LANG_OPT, MAX_SENSES_OPT, MIN_SHARE_OPT, REPRESENTATION_OPT, SIGNIFICANCE_OPT, TEST_AXES_OPT, _words, show_forms
 
 MEASURE_HELP = (
     "apd (average pairwise distance), apd_c (APD less the corpora's own), prt (prototype distance), jsd (of sense shares) "
@@ -36,6 +36,7 @@ def change_settings(
     max_senses: int,
     min_share: float,
     significance: float,
+    test_axes: int,
     max_occurrences: int,
     at_least: int,
     at_most: int,
@@ -49,7 +50,13 @@ def change_settings(
     from .induce import induction_settings
 
     induction = induction_settings(
-        representation, max_senses=max_senses, min_share=min_share, significance=significance, seed=seed, lang=lang
+        representation,
+        max_senses=max_senses,
+        min_share=min_share,
+        significance=significance,
+        test_axes=test_axes or None,
+        seed=seed,
+        lang=lang,
     )
     options = {name: value for name, value in options.items() if value != ""}  # "": the option was not given, ChangeSettings decides
     try:
@@ -104,6 +111,7 @@ def change_cli(
     max_senses: int = MAX_SENSES_OPT,
     min_share: float = MIN_SHARE_OPT,
     significance: float = SIGNIFICANCE_OPT,
+    test_axes: int = TEST_AXES_OPT,
     max_occurrences: int = MAX_OCC_OPT,
     vectors: str = VECTORS_OPT,
     min_occurrences: int = Opt(10, "--min-occurrences", help="A word with fewer occurrences in either corpus is listed, not measured"),
@@ -138,6 +146,7 @@ def change_cli(
         max_senses,
         min_share,
         significance,
+        test_axes,
         max_occurrences,
         at_least,
         at_most,
@@ -208,6 +217,7 @@ def change_eval_cli(
     max_senses: int = MAX_SENSES_OPT,
     min_share: float = MIN_SHARE_OPT,
     significance: float = SIGNIFICANCE_OPT,
+    test_axes: int = TEST_AXES_OPT,
     at_least: int = AT_LEAST_OPT,
     at_most: int = AT_MOST_OPT,
     vectors: str = VECTORS_OPT,
@@ -226,7 +236,17 @@ def change_eval_cli(
     from ..change import synthetic
 
     settings = change_settings(
-        representation, max_senses, min_share, significance, 2 * size, at_least, at_most, seed, min_occurrences=2, vectors=vectors
+        representation,
+        max_senses,
+        min_share,
+        significance,
+        test_axes,
+        2 * size,
+        at_least,
+        at_most,
+        seed,
+        min_occurrences=2,
+        vectors=vectors,
     )
     semcor = data / "Training_Corpora" / "SemCor"
     if not any((semcor / f"semcor.data.xml{gz}").is_file() for gz in ("", ".gz")):

@@ -18,9 +18,14 @@ MAX_SENSES_OPT = Opt(10, "--max-senses", help="At most this many senses per word
 N_SENSES_OPT = Opt(0, "--n-senses", help="A fixed number of senses per word (0 = chosen per word from the data)")
 MIN_SHARE_OPT = Opt(0.05, "--min-share", help="A sense holds at least this share of a word's occurrences (else it is not split off)")
 SIGNIFICANCE_OPT = Opt(
-    1.0,
+    0.8,
     "--significance",
     help="A split into two senses must beat one Gaussian of the same spread by this many standard deviations (higher: fewer senses)",
+)
+TEST_AXES_OPT = Opt(
+    2,
+    "--test-axes",
+    help="The split test reads this many leading principal axes of the occurrences being split (0 = all of them)",
 )
 TEMPERATURE_OPT = Opt(0.5, "--temperature", help="Temperature of the substitute distributions (below 1 sharpens)")
 PRIOR_WEIGHT_OPT = Opt(
@@ -112,6 +117,7 @@ def induce_cli(
     n_senses: int = N_SENSES_OPT,
     min_share: float = MIN_SHARE_OPT,
     significance: float = SIGNIFICANCE_OPT,
+    test_axes: int = TEST_AXES_OPT,
     temperature: float = TEMPERATURE_OPT,
     prior_weight: float = PRIOR_WEIGHT_OPT,
     pattern: str = PATTERN_OPT,
@@ -141,6 +147,7 @@ def induce_cli(
         max_senses=max_senses,
         min_share=min_share,
         significance=significance,
+        test_axes=test_axes or None,
         min_occurrences=min_occurrences,
         max_occurrences=max_occurrences,
         temperature=temperature,
@@ -217,6 +224,7 @@ def wsi_eval_cli(
     n_senses: int = N_SENSES_OPT,
     min_share: float = MIN_SHARE_OPT,
     significance: float = SIGNIFICANCE_OPT,
+    test_axes: int = TEST_AXES_OPT,
     temperature: float = TEMPERATURE_OPT,
     prior_weight: float = PRIOR_WEIGHT_OPT,
     pattern: str = PATTERN_OPT,
@@ -235,6 +243,7 @@ def wsi_eval_cli(
         max_senses=max_senses,
         min_share=min_share,
         significance=significance,
+        test_axes=test_axes or None,
         temperature=temperature,
         prior_weight=prior_weight,
         pattern=pattern_word(pattern),

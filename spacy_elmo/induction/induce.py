@@ -85,8 +85,11 @@ class InductionSettings:
         leave less on one side is not made).
     significance: a split into two senses is kept when it separates the occurrences better than
         one Gaussian with their spread would be, by this many standard deviations (z-score).
-        (Both checked on synthetic clouds and pseudowords of known k, against lower and higher
-        values and other nulls: docs/senses.md, "How many senses: the calibration".)
+    test_axes: the test reads the ``test_axes`` leading principal axes of the occurrences being split
+        (``None``: all of them). Reading the two leading axes, where a split between senses shows,
+        and not the noise of the others, is what lets the rule keep the splits the features carry
+        (chosen with ``significance`` on the hand-labelled sets and SemEval-2010's tuning words,
+        checked on a held-out set and on synthetic clouds: docs/senses.md, "How many senses").
     n_senses: a fixed number of senses instead (for comparisons).
     min_occurrences: a word seen fewer times gets one sense (and a note saying so).
     max_occurrences: occurrences kept per word (a uniform sample beyond it: bounded memory).
@@ -114,7 +117,8 @@ class InductionSettings:
     temperature: float = 0.5
     max_senses: int = 10
     min_share: float = 0.05
-    significance: float = 1.0
+    significance: float = 0.8
+    test_axes: Optional[int] = 2
     n_senses: Optional[int] = None
     min_occurrences: int = 10
     max_occurrences: int = 2000
@@ -142,6 +146,8 @@ class InductionSettings:
             raise ValueError(f"min_share is the smallest share of a word's occurrences a sense may hold, in [0, 0.5), got {self.min_share}")
         if self.significance < 0:
             raise ValueError(f"significance is a z-score threshold, >= 0, got {self.significance}")
+        if self.test_axes is not None and self.test_axes < 1:
+            raise ValueError(f"test_axes is a number of principal axes, >= 1 (or None for all), got {self.test_axes}")
         if self.context_window < 1:
             raise ValueError(f"context_window is a number of words on each side, >= 1, got {self.context_window}")
         if self.top_k < 1 or self.temperature <= 0 or self.max_occurrences < 1:
@@ -342,7 +348,9 @@ class Inducer:
             note = f"{word!r}: only {plural(n, 'occurrence')} (fewer than {s.min_occurrences}): one sense"
         else:
             distances = cosine_distances(blocks)
-            labels = cut_senses(distances, s.max_senses, s.n_senses, min_share=s.min_share, significance=s.significance, seed=s.seed)
+            labels = cut_senses(
+                distances, s.max_senses, s.n_senses, min_share=s.min_share, significance=s.significance, seed=s.seed, axes=s.test_axes
+            )
             if labels.max() == 0 and s.n_senses is None and s.max_senses >= 2:
                 extra["best_split"] = self._best_split(word, store, distances, bags, blocks, forms, extra.get("context_vectors"))
         k = int(labels.max()) + 1
@@ -393,7 +401,7 @@ class Inducer:
         occurrences (the rule's own first split), its z-score against the null and the z it needed,
         each side's size and name. Shown, marked as not kept; never used as senses."""
         s = self.settings
-        halves, z = split_score(embed_distances(distances), np.random.default_rng(s.seed))
+        halves, z = split_score(embed_distances(distances), np.random.default_rng(s.seed), axes=s.test_axes)
         sizes = [int((halves == c).sum()) for c in (0, 1)]
         if min(sizes) == 0:
             return {"z": float(z), "needed": -s.significance, "sizes": sizes, "names": []}
