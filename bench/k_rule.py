@@ -54,7 +54,8 @@ def induce_on_set(folder: Path, axes: str, significance: float, weights: str | N
             command += ["--weights", weights]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         summary = json.loads(out.read_text())["induce"]
-    keep = ("mean_ari", "senses_per_word", "named_share", "controls_one_sense", "ambiguous_two_or_more", "controls", "ambiguous_words")
+    keep = ("mean_ari", "senses_per_word", "named_share", "name_words_accepted", "controls_one_sense", "ambiguous_two_or_more")
+    keep += ("controls", "ambiguous_words")
     return {key: summary[key] for key in keep} | {"per_word": summary["per_word"]}
 
 

@@ -232,7 +232,8 @@ def main() -> None:
         if items:
             print(
                 f"induce (own number of senses): mean ARI {ind['mean_ari']:.3f}, {ind['senses_per_word']:.2f} senses per word, "
-                f"named share {ind['named_share']:.2f} of {ind['large_senses']} large senses"
+                f"named share {ind['named_share']:.2f} of {ind['large_senses']} large senses, "
+                f"{ind['name_words_accepted']:.0%} of their names' words accepted"
             )
         print(
             f"the rule's promises: {_rate(ind['controls_one_sense'])} of {ind['controls']} controls given one sense, "

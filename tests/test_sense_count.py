@@ -168,3 +168,29 @@ def test_cell_and_cells_in_the_same_sentence_land_in_the_same_sense(bilm, head):
         (ws,) = induce(both, ["cell"], bilm=bilm, head=head, settings=settings, progress=False)
         labels = ws.labels
         assert (labels[:10] == labels[10:]).all(), representation  # the form does not decide the sense
+
+
+def test_substitutes_name_a_sense_only_where_a_test_says_so():
+    """A substitute names a sense when the LM predicts it there clearly more than elsewhere (Welch's t and a
+    lift); one given a sliver of probability everywhere (a rare word the prior correction lifts) names nothing."""
+    from scipy import sparse
+
+    from spacy_elmo.induction.naming import distinctive_substitutes
+
+    rng = np.random.default_rng(0)
+    vocab = ["money", "river", "quo", "water", "the"]
+    labels = np.repeat([0, 1], 20)
+    mass = np.zeros((40, 5))
+    mass[:20, 0] = rng.uniform(0.05, 0.2, 20)  # money: the first sense
+    mass[20:, 1] = rng.uniform(0.05, 0.2, 20)  # river: the second
+    mass[:, 2] = rng.uniform(1e-6, 1e-5, 40)  # quo: a sliver everywhere
+    mass[:, 3] = 0.1 + rng.uniform(0, 0.01, 40)  # water: as likely in both
+    mass[:3, 4] = 0.3  # a stop word never names
+    scored = distinctive_substitutes(sparse.csr_matrix(mass), labels, vocab)
+    assert list(scored[0]) == ["money"] and list(scored[1]) == ["river"]
+    mass[20:, 0] = mass[:20, 0] * 0.9  # money in both: no longer distinctive
+    assert "money" not in distinctive_substitutes(sparse.csr_matrix(mass), labels, vocab)[0]
+    one = np.zeros(40, dtype=np.int64)  # one sense: against the corpus's mean prediction
+    prior = np.array([0.001, 0.15, 1e-6, 0.1, 0.3])
+    assert list(distinctive_substitutes(sparse.csr_matrix(mass), one, vocab, prior)[0]) == ["money"]
+    assert distinctive_substitutes(sparse.csr_matrix(mass), one, vocab) == [{}]  # no prior, nothing to test against

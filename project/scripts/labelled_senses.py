@@ -115,6 +115,8 @@ class WordScore:
     named: int  # large senses named by an accepted word of their majority gold sense
     large: int  # senses holding >= 15% of the occurrences
     names: List[str]
+    name_hits: int = 0  # the words of the large senses' names that are accepted words of their majority gold sense
+    name_words: int = 0  # the words of the large senses' names
 
     @property
     def is_control(self) -> bool:
@@ -126,7 +128,7 @@ def score_word(item: LabelledWord, result: WordSenses, min_share: float = 0.15) 
     gold = occurrence_gold(item, result)
     labels = result.labels
     gold_names = sorted(set(item.senses))
-    large = hit = 0
+    large = hit = name_hits = name_words = 0
     for sense in result.senses:
         members = labels == sense.id
         if members.sum() < min_share * len(labels):
@@ -135,8 +137,11 @@ def score_word(item: LabelledWord, result: WordSenses, min_share: float = 0.15) 
         majority = gold_names[int(np.bincount(gold[members], minlength=len(gold_names)).argmax())]
         shown = [*sense.substitutes, *getattr(sense, "context", [])]
         hit += named(shown, item.accepted[majority])
+        in_name = [w for w in sense.name.partition(": ")[2].split(" / ") if w]
+        name_words += len(in_name)
+        name_hits += sum(named([w], item.accepted[majority]) for w in in_name)
     ari = None if item.is_control else adjusted_rand(gold, labels)
-    return WordScore(item.word, ari, len(result.senses), item.n_senses, hit, large, [s.name for s in result.senses])
+    return WordScore(item.word, ari, len(result.senses), item.n_senses, hit, large, [s.name for s in result.senses], name_hits, name_words)
 
 
 def _share(flags: Sequence[bool]) -> Optional[float]:
@@ -153,14 +158,16 @@ def promise_rates(scores: Sequence[WordScore]) -> Dict[str, Optional[float]]:
 
 
 def summary(scores: Sequence[WordScore]) -> Dict[str, Optional[float]]:
-    """Over the ambiguous words of ``scores``: mean ARI, senses per word and the named share of the large
-    senses (None without ambiguous words); with the counts of each kind and ``promise_rates``."""
+    """Over the ambiguous words of ``scores``: mean ARI, senses per word, the named share of the large
+    senses and the share of their names' words that are accepted names (None without ambiguous
+    words); with the counts of each kind and ``promise_rates``."""
     ambiguous = [s for s in scores if not s.is_control]
     large = sum(s.large for s in ambiguous)
     return {
         "mean_ari": float(np.mean([s.ari for s in ambiguous])) if ambiguous else None,
         "senses_per_word": float(np.mean([s.n_senses for s in ambiguous])) if ambiguous else None,
         "named_share": float(sum(s.named for s in ambiguous) / large) if large else 0.0,
+        "name_words_accepted": float(sum(s.name_hits for s in ambiguous) / max(sum(s.name_words for s in ambiguous), 1)),
         "large_senses": large,
         "ambiguous_words": len(ambiguous),
         "controls": len(scores) - len(ambiguous),

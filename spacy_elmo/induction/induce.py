@@ -46,7 +46,7 @@ from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
 from .forms import join_runs, target_forms
 from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
-from .naming import context_words, distinctive_words, exclusive, plural, ranked, readable, sense_name
+from .naming import context_words, distinctive_substitutes, distinctive_words, exclusive, plural, ranked, sense_name
 from .substitutes import LMHead, content_mask, fold_vocabulary, lm_states
 
 PARTS = ("substitutes", "vectors", "context")
@@ -351,11 +351,12 @@ class Inducer:
             labels = cut_senses(
                 distances, s.max_senses, s.n_senses, min_share=s.min_share, significance=s.significance, seed=s.seed, axes=s.test_axes
             )
-            if labels.max() == 0 and s.n_senses is None and s.max_senses >= 2:
-                extra["best_split"] = self._best_split(word, store, distances, bags, blocks, forms, extra.get("context_vectors"))
+        mass = self._plain_mass(subs) if subs is not None else None
+        if distances is not None and labels.max() == 0 and s.n_senses is None and s.max_senses >= 2:
+            extra["best_split"] = self._best_split(word, store, distances, mass, blocks, forms, extra.get("context_vectors"))
         k = int(labels.max()) + 1
         weights = self._weights(subs, labels, blocks, bags)
-        senses = self._describe(word, store, labels, weights, bags, blocks, forms, extra.get("context_vectors"), distances)
+        senses = self._describe(word, store, labels, weights, mass, blocks, forms, extra.get("context_vectors"), distances)
         shown = self._shown_vectors(blocks)
         return WordSenses(
             word, forms, list(store.occurrences), senses, weights, shown, s.representation, note,
@@ -392,7 +393,7 @@ class Inducer:
         word: str,
         store: _Store,
         distances: np.ndarray,
-        bags: Optional[Tuple[sparse.csr_matrix, np.ndarray]],
+        mass: Optional[sparse.csr_matrix],
         blocks: List[Any],
         forms: Sequence[str],
         context: Optional[np.ndarray],
@@ -406,7 +407,7 @@ class Inducer:
         if min(sizes) == 0:
             return {"z": float(z), "needed": -s.significance, "sizes": sizes, "names": []}
         onehot = np.eye(2, dtype=np.float32)[halves]
-        named = self._describe(word, store, halves, onehot, bags, blocks, forms, context, distances)
+        named = self._describe(word, store, halves, onehot, mass, blocks, forms, context, distances)
         order = sorted(range(2), key=lambda c: -sizes[c])
         return {
             "z": round(float(z), 3),
@@ -443,6 +444,35 @@ class Inducer:
         fold, drop = self._vocab_tables()
         ids, scores = [i for i, _ in subs], [v for _, v in subs]
         return tfidf(substitute_bags(ids, scores, len(self.head), fold, drop, self.settings.temperature))
+
+    def _plain_mass(self, subs: List[Tuple[np.ndarray, np.ndarray]]) -> sparse.csr_matrix:
+        """float32 ``[n, V]``: each occurrence's plain LM probability of each of its substitutes (the
+        prior correction undone), averaged over the forward and backward readings in the word's place,
+        function words dropped, forms folded onto their lemma: what names a sense
+        (:func:`.naming.distinctive_substitutes`)."""
+        assert self.head is not None
+        fold, drop = self._vocab_tables()
+        log_prior = self.log_prior()
+        lifted = self.settings.prior_weight * log_prior.numpy().astype(np.float64) if log_prior is not None else None
+        total = None
+        plain = subs[:2]  # the forward and backward predictions in the word's place (the pattern's predict its neighbours)
+        for ids, scores in plain:
+            ids = ids.astype(np.int64)
+            log_p = scores.astype(np.float64) + (lifted[ids] if lifted is not None and self.settings.prior_weight > 0 else 0.0)
+            p = np.exp(log_p) * ~drop[ids]
+            rows = np.repeat(np.arange(len(ids)), ids.shape[1])
+            block = sparse.csr_matrix((p.ravel(), (rows, fold[ids].ravel())), shape=(len(ids), len(self.head)))
+            total = block if total is None else total + block
+        assert total is not None
+        return (total / len(plain)).astype(np.float32).tocsr()
+
+    def _folded_prior(self) -> Optional[np.ndarray]:
+        """float64 ``[V]``: the LM's mean prediction over the corpus, folded as :meth:`_plain_mass` folds."""
+        log_prior = self.log_prior()
+        if log_prior is None:
+            return None
+        fold, drop = self._vocab_tables()
+        return np.bincount(fold, weights=np.exp(log_prior.numpy().astype(np.float64)) * ~drop, minlength=len(fold))
 
     def _weights(
         self,
@@ -492,7 +522,7 @@ class Inducer:
         store: _Store,
         labels: np.ndarray,
         weights: np.ndarray,
-        bags: Optional[Tuple[sparse.csr_matrix, np.ndarray]],
+        mass: Optional[sparse.csr_matrix],
         blocks: List[Any],
         forms: Sequence[str] = (),
         context: Optional[np.ndarray] = None,
@@ -506,16 +536,8 @@ class Inducer:
         strongest = weights.argmax(1)
         exclude = {word.lower(), *(f.lower() for f in forms)}
         scored_subs: List[Dict[str, float]] = [{} for _ in range(k)]
-        if bags is not None and self.head is not None:
-            matrix = bags[0]
-            for c in range(k):
-                inside = np.asarray(matrix[strongest == c].mean(0)).ravel() if (strongest == c).any() else np.zeros(matrix.shape[1])
-                outside = np.asarray(matrix[strongest != c].mean(0)).ravel() if (strongest != c).any() else np.zeros(matrix.shape[1])
-                score = inside - outside if k > 1 else inside
-                for i in np.argsort(-score)[: 20 * s.n_names]:
-                    w = self.head.vocab[int(i)].lower()
-                    if score[i] > 0 and w not in scored_subs[c] and readable(w, exclude, s.lang):
-                        scored_subs[c][w] = float(score[i])
+        if mass is not None and self.head is not None:
+            scored_subs = distinctive_substitutes(mass, strongest, self.head.vocab, self._folded_prior(), exclude, s.lang)
         contexts = [context_words(o.text, o.start, o.end, lang=s.lang) for o in store.occurrences]
         background = self.background or Counter(w for ctx in contexts for w in ctx)
         scored_context = distinctive_words(contexts, strongest, background, exclude, lang=s.lang)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Collection, Dict, List, Mapping, Sequence
+from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -142,3 +142,56 @@ def sense_name(word: str, context: Sequence[str], substitutes: Sequence[str], n:
             if w and w not in merged:
                 merged.append(w)
     return f"{word}: {' / '.join(merged[:n])}" if merged else word
+
+
+def distinctive_substitutes(
+    mass: Any,
+    labels: np.ndarray,
+    vocab: Sequence[str],
+    prior: Optional[np.ndarray] = None,
+    exclude: Collection[str] = (),
+    lang: str = "en",
+    min_t: float = 3.0,
+    floor: float = 1e-3,
+    min_lift: float = float(np.log(3.0)),
+) -> List[Dict[str, float]]:
+    """Per sense (``labels`` 0..k-1), the readable substitutes that the LM predicts more often in its
+    occurrences than elsewhere, best first: ``mass`` is ``[n, V]`` (sparse), each occurrence's plain LM
+    probability of each word. A word passes Welch's t-test, ``t >= min_t``, of its mean probability in
+    the sense against the word's other occurrences (against ``prior``, the LM's mean prediction over
+    the corpus, when there is one sense); its score is the difference of the means. So a word the LM
+    gives a sliver of probability everywhere (a rare word lifted by the prior correction) names nothing."""
+    mass = mass.tocsc()
+    k = int(labels.max()) + 1 if len(labels) else 0
+    columns = np.flatnonzero(np.diff(mass.indptr))  # words predicted somewhere
+    dense = np.asarray(mass[:, columns].toarray(), dtype=np.float64)
+
+    def mean_and_error(rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:  # the mean and its squared standard error
+        return rows.mean(0), (rows.var(0, ddof=1) / len(rows) if len(rows) > 1 else np.zeros(rows.shape[1]))
+
+    out: List[Dict[str, float]] = []
+    for c in range(k):
+        inside, outside = labels == c, labels != c
+        if not inside.any():
+            out.append({})
+            continue
+        mean_a, var_a = mean_and_error(dense[inside])
+        if outside.any() and k > 1:
+            mean_b, var_b = mean_and_error(dense[outside])
+        elif prior is not None:
+            mean_b, var_b = prior[columns], np.zeros(len(columns))
+        else:
+            out.append({})
+            continue
+        diff = mean_a - mean_b
+        t = diff / np.sqrt(np.maximum(var_a + var_b, 1e-30))
+        lift = np.log((mean_a + floor) / (mean_b + floor))
+        scores: Dict[str, float] = {}
+        for j in np.argsort(-lift):
+            if diff[j] <= 0 or lift[j] < min_lift:
+                break
+            word = vocab[int(columns[j])].lower()
+            if t[j] >= min_t and word not in scores and readable(word, exclude, lang):
+                scores[word] = float(lift[j])
+        out.append(scores)
+    return out
