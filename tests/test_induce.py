@@ -88,6 +88,24 @@ def test_cut_senses_is_free_of_the_distances_scale():
     assert len(set(cut_senses(distances, n_senses=5))) == 5
 
 
+def test_the_split_test_reads_the_leading_axes():
+    """Two groups apart on the first axis, hidden under 30 axes of noise that is flatter than a Gaussian's
+    (uniform): on all axes the noise swamps the test, on the two leading ones the split shows. None = all
+    axes; 0 or fewer axes is refused."""
+    from spacy_elmo.induction.clustering import count_senses, split_score
+
+    rng = np.random.default_rng(3)
+    truth = np.repeat([0, 1], 30)
+    x = np.hstack([(truth * 3.5 + rng.normal(0, 1, 60))[:, None], rng.uniform(-2.2, 2.2, (60, 30))])
+    _, z_all = split_score(x, np.random.default_rng(0), axes=None)
+    _, z_two = split_score(x, np.random.default_rng(0), axes=2)
+    assert z_two < -0.8 < z_all
+    assert len(set(count_senses(x, axes=2))) >= 2 and set(count_senses(x, axes=None, significance=1.0)) == {0}
+    with pytest.raises(ValueError, match="test_axes"):
+        InductionSettings(test_axes=0)
+    assert InductionSettings().test_axes == 2 and InductionSettings(test_axes=None).test_axes is None
+
+
 def test_inflections_fold_onto_their_lemmas():
     vocab = ["<S>", "</S>", "<UNK>", "bank", "banks", "cities", "city", "walked", "walk", "news", "is"]
     fold = fold_vocabulary(vocab)
