@@ -106,8 +106,49 @@ def test_batch_independence_and_determinism(tmp_path):
         np.testing.assert_array_equal(batched[0], exact[0])
     model.set_inference_precision("float32")
     assert all(np.array_equal(x, y) for x, y in zip(model.embed_sentences(SENTENCES, batch_size=4), together))
-    with pytest.raises(ValueError, match="int8 inference quantizes the LSTM"):
-        model.set_inference_precision("int8")
+    with pytest.raises(ValueError, match="carries no state"):
+        TransformerBiLM(model.config, stateful=True)
+    lm = BiLMLanguageModel(model, 10)  # trainable (tests/test_transformer_training.py); its state holds each tensor once
+    assert set(lm.state_dict()) == {f"bilm.{k}" for k in model.state_dict()} | {"softmax.weight", "softmax.bias"}
+
+
+def test_int8_runs_every_linear_in_int8_batch_independent_and_close_to_float32(tmp_path, monkeypatch):
+    """int8: the blocks' linears on the integer units (each activation row quantized on its own), the
+    rest float32; as close to float32 as the LSTM's int8, batch-independent, deterministic, and gone
+    when float32 is asked for again or when autograd runs (training never sees it)."""
+    from spacy_elmo.kernels import cpu, int8
+
+    if cpu.int8_path() is None or not hasattr(torch.ops.onednn, "qlinear_pointwise"):
+        pytest.skip("this CPU or torch has no int8 path")
+    model = load_trf(write_random_trf(tmp_path / "m", "small", seed=5))
+    exact = model.embed_sentences(SENTENCES, batch_size=4)
+    calls = []
+    real_linear = int8.linear
+    monkeypatch.setattr(int8, "linear", lambda x, w, levels=None: calls.append(tuple(x.shape)) or real_linear(x, w, levels))
+    model.set_inference_precision("int8")
+    low = model.embed_sentences(SENTENCES, batch_size=4)
+    n_linears = sum(isinstance(m, torch.nn.Linear) for m in model.transformer.modules())
+    # one batch: every linear in int8, the query, key and value as one product (4 products a block, 6 linears)
+    assert n_linears == 2 * 6 * model.config.n_layers and len(calls) == 2 * 4 * model.config.n_layers
+    for sentence, batched, reference in zip(SENTENCES, low, exact):
+        np.testing.assert_allclose(model.embed_batch([sentence])[0], batched, rtol=0, atol=1e-5)
+        np.testing.assert_array_equal(batched[0], reference[0])  # the token encoder stays float32
+        cos = (batched * reference).sum(-1) / np.linalg.norm(batched, axis=-1) / np.linalg.norm(reference, axis=-1)
+        assert cos.min() > 0.99 and not np.array_equal(batched[1:], reference[1:])
+    assert all(np.array_equal(x, y) for x, y in zip(model.embed_sentences(SENTENCES, batch_size=4), low))
+    calls.clear()
+    with torch.enable_grad():  # autograd (training) runs float32 whatever the inference precision
+        model(model.token_batch(SENTENCES[:2]))
+    assert calls == []
+    linears = int8.QuantizedLinears(model.transformer, int8.Int8LinearCache(), int8.activation_levels())
+    with torch.enable_grad(), pytest.raises(ValueError, match="for inference"):
+        model.transformer(torch.zeros(1, 3, model.config.projection_dim), torch.tensor([3]), linears)
+    model.set_inference_precision("float32")
+    assert all(np.array_equal(x, y) for x, y in zip(model.embed_sentences(SENTENCES, batch_size=4), exact))
+
+
+def test_transformer_state_and_statefulness(tmp_path):
+    model = load_trf(write_random_trf(tmp_path / "m", "tiny", seed=5))
     with pytest.raises(ValueError, match="carries no state"):
         TransformerBiLM(model.config, stateful=True)
     lm = BiLMLanguageModel(model, 10)  # trainable (tests/test_transformer_training.py); its state holds each tensor once

@@ -35,6 +35,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..kernels import int8
+from ..kernels.int8 import QuantizedLinears
 from .characters import TokenBatch
 from .model import BiLM, BiLMConfig, OptionsError
 from .token_encoder import CharCnnEncoder
@@ -69,9 +71,9 @@ class AllenLayerNorm(nn.Module):
         self.beta = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        mean = x.mean(-1, keepdim=True)
-        std = x.std(-1, unbiased=False, keepdim=True)
-        return self.gamma * (x - mean) / (std + layer_norm_eps(std.dtype)) + self.beta
+        centred = x - x.mean(-1, keepdim=True)
+        std = centred.square().mean(-1, keepdim=True).sqrt_()  # the population std, two passes (torch's std is slow on the last axis)
+        return self.gamma * centred / (std + layer_norm_eps(std.dtype)) + self.beta
 
 
 class TransformerTokenEncoder(CharCnnEncoder):
@@ -91,6 +93,11 @@ class TransformerTokenEncoder(CharCnnEncoder):
         return self.layer_norm(super()._encode(char_ids))
 
 
+def apply_linear(x: torch.Tensor, module: nn.Linear, int8_linears: Optional[QuantizedLinears]) -> torch.Tensor:
+    """``module(x)``, its product in int8 when ``int8_linears`` is given."""
+    return F.linear(x, module.weight, module.bias) if int8_linears is None else int8_linears.apply(x, module)
+
+
 class SelfAttention(nn.Module):
     """Multi-headed scaled dot-product self-attention; ``projections`` are query, key, value, output."""
 
@@ -101,11 +108,17 @@ class SelfAttention(nn.Module):
         self.heads = heads
         self.projections = nn.ModuleList(nn.Linear(dim, dim) for _ in range(4))
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[B, T, D]``; ``allowed`` ``[B, T, T]`` (query, key): which keys a query sees."""
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, int8_linears: Optional[QuantizedLinears] = None) -> torch.Tensor:
+        """``x`` ``[B, T, D]``; ``allowed`` ``[B, T, T]`` (query, key): which keys a query sees;
+        ``int8_linears``: the projections' products in int8 (inference only)."""
         batch, width, dim = x.shape
         linears = cast(Sequence[nn.Linear], self.projections)
-        q, k, v = (F.linear(x, p.weight, p.bias).view(batch, width, self.heads, -1).transpose(1, 2) for p in linears[:3])
+        if int8_linears is None:
+            q, k, v = (F.linear(x, p.weight, p.bias).view(batch, width, self.heads, -1).transpose(1, 2) for p in linears[:3])
+        else:  # one int8 product for the three: the input quantized once
+            q, k, v = (
+                t.reshape(batch, width, self.heads, -1).transpose(1, 2) for t in int8_linears.joined(x, self.projections).split(dim, -1)
+            )
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(dim // self.heads)
         scores = scores.masked_fill(~allowed.unsqueeze(1), torch.finfo(scores.dtype).min)
         if scores.dtype in (torch.bfloat16, torch.float16):  # under bf16 autocast: the softmax in float32
@@ -113,7 +126,7 @@ class SelfAttention(nn.Module):
         else:
             weights = torch.softmax(scores, dim=-1)
         mixed = torch.matmul(weights, v).transpose(1, 2).reshape(batch, width, dim)
-        return F.linear(mixed, linears[3].weight, linears[3].bias)
+        return apply_linear(mixed, linears[3], int8_linears)
 
 
 class Block(nn.Module):
@@ -130,9 +143,10 @@ class Block(nn.Module):
         self.ff_in = nn.Linear(dim, ff_dim)
         self.ff_out = nn.Linear(ff_dim, dim)
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        x = x + F.dropout(self.attention(self.attention_norm(x), allowed), self.dropout, self.training)
-        return x + F.dropout(self.ff_out(torch.relu(self.ff_in(self.ff_norm(x)))), self.dropout, self.training)
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, int8_linears: Optional[QuantizedLinears] = None) -> torch.Tensor:
+        x = x + F.dropout(self.attention(self.attention_norm(x), allowed, int8_linears), self.dropout, self.training)
+        hidden = apply_linear(self.ff_norm(x), self.ff_in, int8_linears).relu_()
+        return x + F.dropout(apply_linear(hidden, self.ff_out, int8_linears), self.dropout, self.training)
 
 
 class TransformerStack(nn.Module):
@@ -143,10 +157,10 @@ class TransformerStack(nn.Module):
         self.blocks = nn.ModuleList(Block(dim, ff_dim, heads) for _ in range(n_layers))
         self.final_norm = AllenLayerNorm(dim)
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> List[torch.Tensor]:
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, int8_linears: Optional[QuantizedLinears] = None) -> List[torch.Tensor]:
         outputs = []
         for block in self.blocks:
-            x = block(x, allowed)
+            x = block(x, allowed, int8_linears)
             outputs.append(x)
         outputs[-1] = self.final_norm(outputs[-1])
         return outputs
@@ -192,7 +206,11 @@ class TransformerContext(nn.Module):
             else:
                 nn.init.zeros_(parameter)
 
-    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> List[torch.Tensor]:
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, int8_linears: Optional[QuantizedLinears] = None) -> List[torch.Tensor]:
+        """``tokens`` ``[B, T, P]`` -> L layers ``[B, T, 2P]``; ``int8_linears`` (inference only): every
+        linear's product in int8 (:class:`~spacy_elmo.kernels.int8.QuantizedLinears`)."""
+        if int8_linears is not None and torch.is_grad_enabled():
+            raise ValueError("int8 products are for inference: run under torch.no_grad() or torch.inference_mode()")
         width = tokens.shape[1]
         positions = cast(torch.Tensor, self.positions)  # a registered buffer
         if width > positions.shape[0]:
@@ -206,9 +224,9 @@ class TransformerContext(nn.Module):
         x = tokens + positions[:width].to(tokens.dtype)
         wanted = self.train_dtype if torch.is_grad_enabled() else self.inference_dtype
         mixed = wanted == torch.bfloat16 and tokens.dtype == torch.float32
-        with torch.autocast(tokens.device.type, dtype=torch.bfloat16, enabled=mixed):
-            forward = self.forward_stack(x, forward_allowed)
-            backward = self.backward_stack(x, backward_allowed)
+        with torch.autocast(tokens.device.type, dtype=torch.bfloat16, enabled=mixed and int8_linears is None):
+            forward = self.forward_stack(x, forward_allowed, int8_linears)
+            backward = self.backward_stack(x, backward_allowed, int8_linears)
         return [torch.cat([f, b], dim=-1) for f, b in zip(forward, backward)]  # the residual stream: float32
 
 
@@ -245,10 +263,11 @@ class TransformerBiLM(BiLM):
     def set_inference_precision(self, precision: str) -> None:
         """As :meth:`BiLM.set_inference_precision`: ``"bfloat16"`` runs the blocks' products in bfloat16
         (autocast; the residual stream, layer norms and attention softmax in float32, the token
-        encoder in float32). ``int8`` quantizes LSTM products, which a transformer biLM has none of,
-        so it is refused rather than run in float32 under its name."""
-        if precision == "int8":
-            raise ValueError("int8 inference quantizes the LSTM biLM's products: a transformer biLM runs float32 or bfloat16")
+        encoder in float32). ``"int8"`` runs every linear of the blocks (the attention's four
+        projections and the feed-forward pair) in int8, from int8 copies of their weights made once
+        (:class:`~spacy_elmo.kernels.int8.QuantizedLinears`), each row of activations quantized on
+        its own; the attention's own products, the softmax, the layer norms, the residual stream
+        and the token encoder stay float32."""
         super().set_inference_precision(precision)
         self.transformer.inference_dtype = torch.bfloat16 if precision == "bfloat16" else None
 
@@ -267,7 +286,11 @@ class TransformerBiLM(BiLM):
     def _contextualize(
         self, batch: TokenBatch, vectors: torch.Tensor, tokens: torch.Tensor, skip_final: bool, products: Optional[Any]
     ) -> List[torch.Tensor]:
-        return self.transformer(tokens, batch.lengths)
+        quantized: Optional[int8.Int8Products] = getattr(self, "_int8", None)
+        linears = None
+        if quantized is not None and not torch.is_grad_enabled() and tokens.dtype == torch.float32:
+            linears = QuantizedLinears(self.transformer, quantized.linears, quantized.levels)
+        return self.transformer(tokens, batch.lengths, linears)
 
 
 __all__ = [

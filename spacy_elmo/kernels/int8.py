@@ -73,7 +73,7 @@ class QuantizedWeight:
 
 def quantize_rows(x: torch.Tensor, levels: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """``x`` ``[n, in]`` float32 as uint8 (zero point ``levels + 1``) and each row's scale ``[n, 1]``."""
-    amax = x.abs().amax(dim=1, keepdim=True)
+    amax = torch.maximum(x.amax(dim=1, keepdim=True), x.amin(dim=1, keepdim=True).neg_())  # max |x| without a copy of |x|
     scale = torch.where(amax > 0, amax / levels, torch.ones_like(amax))
     q = torch.div(x, scale).round_().clamp_(-levels, levels).add_(levels + 1)
     return q.to(torch.uint8), scale
@@ -107,15 +107,70 @@ class Int8WeightCache(bf16.Bf16WeightCache):
         return copies
 
 
+class Int8LinearCache(bf16.Bf16WeightCache):
+    """Every ``nn.Linear`` weight ``[out, in]`` of a module as :class:`QuantizedWeight`, keyed by the
+    linear's name (``"forward_stack.blocks.0.ff_in"``), and the first three linears of each
+    ``projections`` list (an attention's query, key and value) joined into one weight with their
+    biases (``"....projections.qkv"``): all remade when a weight changes."""
+
+    def convert(self, named: List[Tuple[str, nn.Parameter]]) -> Dict[str, Any]:
+        params = dict(named)
+        out: Dict[str, Any] = {}
+        for name, p in named:
+            if name.endswith(".weight") and p.dim() == 2:
+                out[name[: -len(".weight")]] = QuantizedWeight(p.detach().t().float())
+            if name.endswith("projections.0.weight"):
+                prefix = name[: -len("0.weight")]
+                weights = [params[f"{prefix}{i}.weight"].detach() for i in range(3)]
+                biases = [params[f"{prefix}{i}.bias"].detach() for i in range(3)]
+                out[f"{prefix}qkv"] = (QuantizedWeight(torch.cat(weights).t().float().contiguous()), torch.cat(biases).float())
+        return out
+
+
+class QuantizedLinears:
+    """The int8 weights of a module's linears, looked up by the ``nn.Linear`` itself (or by the
+    ``projections`` list whose query, key and value run as one product), and the activations'
+    levels: what a transformer block's products read in int8 mode (:meth:`apply`, :meth:`joined`)."""
+
+    def __init__(self, module: nn.Module, cache: Int8LinearCache, levels: int) -> None:
+        weights: Dict[str, Any] = cache.weights(module)  # the cache's convert: QuantizedWeight values
+        self.levels = levels
+        self.by_module: Dict[nn.Module, Any] = {}
+        for name, child in module.named_modules():
+            if isinstance(child, nn.Linear):
+                self.by_module[child] = weights[name]
+            elif f"{name}.qkv" in weights:
+                self.by_module[child] = weights[f"{name}.qkv"]
+
+    def _run(self, x: torch.Tensor, weight: QuantizedWeight, bias: Optional[torch.Tensor]) -> torch.Tensor:
+        shape = x.shape
+        out = linear(x.reshape(-1, shape[-1]), weight, self.levels)
+        if bias is not None:
+            out.add_(bias)
+        return out.view(*shape[:-1], out.shape[-1])
+
+    def apply(self, x: torch.Tensor, module: nn.Linear) -> torch.Tensor:
+        """``module(x)`` with its product in int8 (each row of ``x`` quantized on its own), its bias in float32."""
+        return self._run(x, self.by_module[module], module.bias)
+
+    def joined(self, x: torch.Tensor, projections: nn.Module) -> torch.Tensor:
+        """``cat([p(x) for p in projections[:3]], -1)`` as one int8 product: ``x`` quantized once."""
+        weight, bias = self.by_module[projections]
+        return self._run(x, weight, bias)
+
+
 class Int8Products:
-    """What a biLM in int8 mode holds: the quantized weights of its LSTM stack."""
+    """What a biLM in int8 mode holds: the quantized weights of its LSTM stack (or of its
+    transformer blocks' linears)."""
 
     def __init__(self) -> None:
         self.levels = activation_levels()  # fails early, at set_inference_precision, on a CPU without a path
         self.lstm = Int8WeightCache()
+        self.linears = Int8LinearCache()
 
     def clear(self) -> None:
         self.lstm.clear()
+        self.linears.clear()
 
 
 def run_layer(
