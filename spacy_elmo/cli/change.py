@@ -54,7 +54,7 @@ def change_settings(
         max_senses=max_senses,
         min_share=min_share,
         significance=significance,
-        test_axes=test_axes or None,
+        test_axes=test_axes,
         seed=seed,
         lang=lang,
     )

@@ -81,15 +81,15 @@ def show_forms(words: List[Any], lang: str) -> None:
     msg.info(forms_hint([word for word, _, _ in words], lang))
 
 
-def induction_settings(representation: str, n_senses: int = 0, **options: Any):
+def induction_settings(representation: str, n_senses: int = 0, test_axes: int = 2, **options: Any):
     """The command line's induction options as :class:`InductionSettings` (0 senses = chosen per
-    word); a bad value is one line."""
+    word, 0 test axes = all of them); a bad value is one line."""
     from ..induction.induce import REPRESENTATION_CHOICES, REPRESENTATIONS, InductionSettings
 
     if representation not in REPRESENTATIONS:
         raise UserError(f"--representation {representation!r}: use one of {REPRESENTATION_CHOICES}")
     try:
-        return InductionSettings(representation=representation, n_senses=n_senses or None, **options)
+        return InductionSettings(representation=representation, n_senses=n_senses or None, test_axes=test_axes or None, **options)
     except ValueError as err:
         raise UserError(str(err)) from None
 
@@ -147,7 +147,7 @@ def induce_cli(
         max_senses=max_senses,
         min_share=min_share,
         significance=significance,
-        test_axes=test_axes or None,
+        test_axes=test_axes,
         min_occurrences=min_occurrences,
         max_occurrences=max_occurrences,
         temperature=temperature,
@@ -243,7 +243,7 @@ def wsi_eval_cli(
         max_senses=max_senses,
         min_share=min_share,
         significance=significance,
-        test_axes=test_axes or None,
+        test_axes=test_axes,
         temperature=temperature,
         prior_weight=prior_weight,
         pattern=pattern_word(pattern),
