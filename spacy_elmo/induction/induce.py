@@ -453,7 +453,7 @@ class Inducer:
         assert self.head is not None
         fold, drop = self._vocab_tables()
         log_prior = self.log_prior()
-        lifted = self.settings.prior_weight * log_prior.numpy().astype(np.float64) if log_prior is not None else None
+        lifted = self.settings.prior_weight * log_prior.cpu().numpy().astype(np.float64) if log_prior is not None else None
         total = None
         plain = subs[:2]  # the forward and backward predictions in the word's place (the pattern's predict its neighbours)
         for ids, scores in plain:
@@ -472,7 +472,7 @@ class Inducer:
         if log_prior is None:
             return None
         fold, drop = self._vocab_tables()
-        return np.bincount(fold, weights=np.exp(log_prior.numpy().astype(np.float64)) * ~drop, minlength=len(fold))
+        return np.bincount(fold, weights=np.exp(log_prior.cpu().numpy().astype(np.float64)) * ~drop, minlength=len(fold))
 
     def _weights(
         self,
