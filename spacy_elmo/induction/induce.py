@@ -458,7 +458,7 @@ class Inducer:
         plain = subs[:2]  # the forward and backward predictions in the word's place (the pattern's predict its neighbours)
         for ids, scores in plain:
             ids = ids.astype(np.int64)
-            log_p = scores.astype(np.float64) + (lifted[ids] if lifted is not None and self.settings.prior_weight > 0 else 0.0)
+            log_p = scores.astype(np.float64) + (lifted[ids] if lifted is not None else 0.0)
             p = np.exp(log_p) * ~drop[ids]
             rows = np.repeat(np.arange(len(ids)), ids.shape[1])
             block = sparse.csr_matrix((p.ravel(), (rows, fold[ids].ravel())), shape=(len(ids), len(self.head)))

@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+from scipy import sparse
 
 from ..lang import language
 
@@ -159,15 +160,22 @@ def distinctive_substitutes(
     occurrences than elsewhere, best first: ``mass`` is ``[n, V]`` (sparse), each occurrence's plain LM
     probability of each word. A word passes Welch's t-test, ``t >= min_t``, of its mean probability in
     the sense against the word's other occurrences (against ``prior``, the LM's mean prediction over
-    the corpus, when there is one sense); its score is the difference of the means. So a word the LM
-    gives a sliver of probability everywhere (a rare word lifted by the prior correction) names nothing."""
-    mass = mass.tocsc()
+    the corpus, when there is one sense) and is at least ``exp(min_lift)`` times as likely there
+    (``floor`` added to both means), and is scored by that log lift. So a word the LM gives a sliver
+    of probability everywhere (a rare word lifted by the prior correction) names nothing."""
+    mass = sparse.csr_matrix(mass, dtype=np.float64)
     k = int(labels.max()) + 1 if len(labels) else 0
-    columns = np.flatnonzero(np.diff(mass.indptr))  # words predicted somewhere
-    dense = np.asarray(mass[:, columns].toarray(), dtype=np.float64)
+    columns = np.flatnonzero(mass.getnnz(axis=0))  # words predicted somewhere
+    mass = mass[:, columns]  # sparse throughout: n occurrences x the words predicted (never dense)
 
     def mean_and_error(rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:  # the mean and its squared standard error
-        return rows.mean(0), (rows.var(0, ddof=1) / len(rows) if len(rows) > 1 else np.zeros(rows.shape[1]))
+        part = mass[rows]
+        n = part.shape[0]
+        mean = np.asarray(part.sum(0)).ravel() / n
+        if n < 2:
+            return mean, np.zeros(len(columns))
+        squares = np.asarray(part.multiply(part).sum(0)).ravel()
+        return mean, np.maximum(squares - n * mean**2, 0.0) / (n - 1) / n
 
     out: List[Dict[str, float]] = []
     for c in range(k):
@@ -175,9 +183,9 @@ def distinctive_substitutes(
         if not inside.any():
             out.append({})
             continue
-        mean_a, var_a = mean_and_error(dense[inside])
+        mean_a, var_a = mean_and_error(np.flatnonzero(inside))
         if outside.any() and k > 1:
-            mean_b, var_b = mean_and_error(dense[outside])
+            mean_b, var_b = mean_and_error(np.flatnonzero(outside))
         elif prior is not None:
             mean_b, var_b = prior[columns], np.zeros(len(columns))
         else:

@@ -25,6 +25,7 @@ The error is stated and measured in ``docs/benchmarks.md`` ("int8 inference").
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
@@ -107,17 +108,21 @@ class Int8WeightCache(bf16.Bf16WeightCache):
         return copies
 
 
+_JOINED = re.compile(r"projections\.[012]\.weight$")  # an attention's query, key and value weights
+
+
 class Int8LinearCache(bf16.Bf16WeightCache):
     """Every ``nn.Linear`` weight ``[out, in]`` of a module as :class:`QuantizedWeight`, keyed by the
     linear's name (``"forward_stack.blocks.0.ff_in"``), and the first three linears of each
     ``projections`` list (an attention's query, key and value) joined into one weight with their
-    biases (``"....projections.qkv"``): all remade when a weight changes."""
+    biases (``"....projections.qkv"``; those three are quantized only joined): all remade when a
+    weight changes."""
 
     def convert(self, named: List[Tuple[str, nn.Parameter]]) -> Dict[str, Any]:
         params = dict(named)
         out: Dict[str, Any] = {}
         for name, p in named:
-            if name.endswith(".weight") and p.dim() == 2:
+            if name.endswith(".weight") and p.dim() == 2 and not _JOINED.search(name):  # query, key, value: joined only
                 out[name[: -len(".weight")]] = QuantizedWeight(p.detach().t().float())
             if name.endswith("projections.0.weight"):
                 prefix = name[: -len("0.weight")]
@@ -137,7 +142,7 @@ class QuantizedLinears:
         self.levels = levels
         self.by_module: Dict[nn.Module, Any] = {}
         for name, child in module.named_modules():
-            if isinstance(child, nn.Linear):
+            if isinstance(child, nn.Linear) and name in weights:
                 self.by_module[child] = weights[name]
             elif f"{name}.qkv" in weights:
                 self.by_module[child] = weights[f"{name}.qkv"]
