@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..induction import DEFAULT_REPRESENTATION
+from ..induction import DEFAULT_REPRESENTATION, SIGNIFICANCE
 from ._util import DEFAULT_THREADS, Arg, Opt, UserError, app, apply_threads, lang_code, msg, user_errors
 
 REPRESENTATION_HELP = (
@@ -18,7 +18,7 @@ MAX_SENSES_OPT = Opt(10, "--max-senses", help="At most this many senses per word
 N_SENSES_OPT = Opt(0, "--n-senses", help="A fixed number of senses per word (0 = chosen per word from the data)")
 MIN_SHARE_OPT = Opt(0.05, "--min-share", help="A sense holds at least this share of a word's occurrences (else it is not split off)")
 SIGNIFICANCE_OPT = Opt(
-    0.8,
+    SIGNIFICANCE,
     "--significance",
     help="A split into two senses must beat one Gaussian of the same spread by this many standard deviations (higher: fewer senses)",
 )

@@ -7,3 +7,8 @@ corpus reading and target forms it needs, and the induced senses' files."""
 #: vectors), chosen for each shipped default on the hand-labelled sense sets, SemEval-2010's tuning
 #: words the second opinion (docs/senses.md#which-representation-by-default)
 DEFAULT_REPRESENTATION = "substitutes+context"
+
+#: the number-of-senses rule's threshold: a split is kept when its z-score against a Gaussian null of
+#: the same spread, on the group's two leading principal axes, is below ``-SIGNIFICANCE``; chosen
+#: again for each shipped default on the tuning data (docs/senses.md#the-rule-on-two-axes-issue-47)
+SIGNIFICANCE = 0.6

@@ -22,6 +22,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import sparse
 
+from . import SIGNIFICANCE
+
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length (zero rows stay zero)."""
@@ -186,7 +188,7 @@ def count_senses(
     points: np.ndarray,
     max_senses: int = 10,
     min_share: float = 0.05,
-    significance: float = 0.8,
+    significance: float = SIGNIFICANCE,
     n_senses: Optional[int] = None,
     seed: int = 0,
     min_size: int = 3,
@@ -203,9 +205,9 @@ def count_senses(
     a handful of outliers. ``max_senses`` caps the number; ``n_senses`` fixes it instead (the
     splits are then made without the test). The senses found are refined by a few k-means steps.
     ``axes``: the test reads each group's ``axes`` leading principal axes only (``None``: all);
-    the defaults (two axes, z below -0.8) were chosen on hand-labelled sense sets and checked on
+    the defaults (two axes, z below -0.6) were chosen on hand-labelled sense sets and checked on
     synthetic clouds of known k (``bench/null_rule.py``: one cloud, heavy-tailed included, stays
-    one sense in 97% of draws of 40-300 points) and on a held-out labelled set (docs/senses.md,
+    one sense in 95% of draws of 40-300 points) and on a held-out labelled set (docs/senses.md,
     "How many senses").
     ``test`` replaces :func:`split_score` (the calibration bench compares other nulls through it).
     """
@@ -265,7 +267,7 @@ def cut_senses(
     n_senses: Optional[int] = None,
     *,
     min_share: float = 0.05,
-    significance: float = 0.8,
+    significance: float = SIGNIFICANCE,
     seed: int = 0,
     axes: Optional[int] = 2,
 ) -> np.ndarray:

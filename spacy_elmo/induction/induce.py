@@ -40,7 +40,7 @@ from ..bilm import BiLM
 from ..bilm.batching import plan_batches
 from ..lang import language
 from ..senses.inventory import SenseInventory
-from . import DEFAULT_REPRESENTATION
+from . import DEFAULT_REPRESENTATION, SIGNIFICANCE
 from .clustering import cosine_distances, cut_senses, embed_distances, remove_form, split_score, substitute_bags, tfidf, unit_rows
 from .context import DEFAULT_WINDOW, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
@@ -117,7 +117,7 @@ class InductionSettings:
     temperature: float = 0.5
     max_senses: int = 10
     min_share: float = 0.05
-    significance: float = 0.8
+    significance: float = SIGNIFICANCE
     test_axes: Optional[int] = 2
     n_senses: Optional[int] = None
     min_occurrences: int = 10
