@@ -279,6 +279,56 @@ def test_permutation_test_holds_its_level_and_finds_a_shift():
     assert permutation_pvalue(a, b, weights, weights, "mahal", 199) == pytest.approx(1 / 200)
 
 
+def test_energy_test_holds_its_level_and_finds_a_sense_that_moved():
+    """The binary call's test: random halves of one two-sense population give roughly uniform
+    p-values; the same senses with their shares flipped (14/4 against 4/14, the labelled flips'
+    design) give p at most 0.01, in any order of the occurrences within
+    each corpus; the same seed gives the same p-value."""
+    from spacy_elmo.change.measures import energy_pvalue
+
+    rng = np.random.default_rng(11)
+    centres = np.eye(32)[:2] * 4.0 + 1.0
+
+    def draw(n_first: int, n_second: int) -> np.ndarray:
+        return np.vstack([centres[0] + rng.standard_normal((n_first, 32)), centres[1] + rng.standard_normal((n_second, 32))])
+
+    nulls = []
+    for seed in range(20):
+        x = draw(36, 36)[rng.permutation(72)]
+        nulls.append(energy_pvalue(x, 36, 199, seed=seed))
+    assert sum(p <= 0.05 for p in nulls) <= 3 and min(nulls) >= 1 / 200
+    flipped = np.vstack([draw(14, 4), draw(4, 14)])
+    assert energy_pvalue(flipped, 18, 199) <= 0.01
+    assert energy_pvalue(flipped, 18, 199, seed=5) == energy_pvalue(flipped, 18, 199, seed=5)
+    reordered = np.vstack([flipped[:18][::-1], flipped[18:][rng.permutation(18)]])
+    assert energy_pvalue(reordered, 18, 999, seed=1) <= 0.01  # other shuffles are drawn, the same conclusion
+    with pytest.raises(ValueError, match="2 or more occurrences in each corpus"):
+        energy_pvalue(flipped, 1, 99)
+    bad = flipped.copy()
+    bad[3, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        energy_pvalue(bad, 18, 99)
+
+
+def test_the_binary_call_tests_what_the_senses_were_induced_from():
+    """``test="energy"`` reads the word's sense representation (``WordSenses.vectors``), not the
+    vectors the measures rank by: a flip there is called though the ranking vectors carry no
+    change; ``test="measure"`` is the permutation test of the ranking measure as before."""
+    rng = np.random.default_rng(12)
+    elmo = rng.normal(size=(36, 16))  # the ranking vectors: one population
+    ws = word_senses("port", elmo[:18], elmo[18:], [0] * 14 + [1] * 4, [0] * 4 + [1] * 14)
+    centres = np.eye(16)[:2] * 2.5 + 1.0
+    labels = np.array([0] * 14 + [1] * 4 + [0] * 4 + [1] * 14)
+    ws.vectors = (centres[labels] + rng.normal(size=(36, 16))).astype(np.float32)
+    settings = ChangeSettings(min_occurrences=2, vectors="elmo", n_resamples=10, n_permutations=199)
+    energy = compare_word(ws, 18, settings, (18, 18), ("A", "B"))
+    assert energy.test == "energy" and energy.p_value == pytest.approx(1 / 200) and energy.changed
+    measured = compare_word(ws, 18, ChangeSettings(min_occurrences=2, vectors="elmo", n_resamples=10, n_permutations=199, test="measure"), (18, 18), ("A", "B"))
+    assert measured.test == "mahal" and measured.p_value > 0.05
+    with pytest.raises(ValueError, match="test must be one of energy, measure"):
+        ChangeSettings(test="t")
+
+
 def test_benjamini_hochberg_matches_its_definition():
     from spacy_elmo.change.measures import benjamini_hochberg
 

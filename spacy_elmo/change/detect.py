@@ -32,6 +32,7 @@ from .measures import (
     MEASURES,
     BinaryRule,
     benjamini_hochberg,
+    energy_pvalue,
     estimates_and_intervals,
     non_finite_rows,
     permutation_pvalue,
@@ -49,6 +50,11 @@ from .sample import CorpusSamples, Sampled
 DEFAULT_MEASURE = "mahal"
 VECTORS = ("elmo", "context", "both")
 DEFAULT_VECTORS = "both"
+# The binary call's test: the energy distance over the senses' own representation, chosen on the dev
+# lemmas of the synthetic benchmark and the labelled and natural flip sets (bench/change_tests.py;
+# docs/change.md#the-binary-call-which-test)
+TESTS = ("energy", "measure")
+DEFAULT_TEST = "energy"
 SHARE_STEP = 0.1  # a sense "grew" or "shrank" when its share moved by at least this much
 Words = Union[None, Sequence[str], Mapping[str, Sequence[str]]]
 
@@ -59,11 +65,15 @@ class ChangeSettings:
 
     max_occurrences: occurrences sampled per word and corpus (a uniform sample beyond: bounded memory).
     min_occurrences: a word with fewer in either corpus is reported without measures.
-    alpha / n_permutations: the binary call is a permutation test of ``measure`` (the corpus labels
-        of the word's occurrences shuffled ``n_permutations`` times), a word called changed when its
-        Benjamini-Hochberg q-value over the words measured together is at most ``alpha`` (the
-        expected share of false calls among the words called changed); a sense's share change is
-        within noise when Fisher's exact test of its counts gives p > ``alpha``.
+    test: what the binary call tests: ``energy`` (the energy distance between the two corpora's
+        occurrences in the representation their senses were induced from, :func:`.measures.energy_pvalue`:
+        any difference of distribution, a sense gained or lost or shares moved) or ``measure`` (the
+        ranking ``measure`` itself, the call before issue 47's test was chosen; docs/change.md).
+    alpha / n_permutations: the test shuffles the corpus labels of the word's occurrences
+        ``n_permutations`` times; a word is called changed when its Benjamini-Hochberg q-value over
+        the words measured together is at most ``alpha`` (the expected share of false calls among
+        the words called changed); a sense's share change is within noise when Fisher's exact test
+        of its counts gives p > ``alpha``.
     rule: SemEval-2020 Task 1's counts (a sense with at most ``rule.at_most`` occurrences in one
         corpus and at least ``rule.at_least`` in the other was gained or lost): a sense's status.
     n_resamples / confidence: the bootstrap's replicates and interval.
@@ -76,6 +86,7 @@ class ChangeSettings:
 
     max_occurrences: int = 200
     min_occurrences: int = 10
+    test: str = DEFAULT_TEST
     alpha: float = 0.05
     n_permutations: int = 999
     rule: BinaryRule = field(default_factory=BinaryRule)
@@ -90,6 +101,8 @@ class ChangeSettings:
     def __post_init__(self) -> None:
         if self.measure not in MEASURES:
             raise ValueError(f"measure must be one of {', '.join(MEASURES)}, got {self.measure!r}")
+        if self.test not in TESTS:
+            raise ValueError(f"test must be one of {', '.join(TESTS)}, got {self.test!r}")
         if self.vectors not in VECTORS:
             raise ValueError(f"vectors must be one of {', '.join(VECTORS)}, got {self.vectors!r}")
         if self.max_occurrences < 2 or self.min_occurrences < 2:
@@ -134,7 +147,8 @@ class WordChange:
     measures: Dict[str, float] = field(default_factory=dict)
     intervals: Dict[str, Tuple[float, float]] = field(default_factory=dict)
     changed: Optional[bool] = None  # the binary call (None: too few occurrences to measure)
-    p_value: Optional[float] = None  # the permutation test of the ranking measure (None: not measured)
+    p_value: Optional[float] = None  # the binary call's permutation test (None: not measured)
+    test: Optional[str] = None  # what it tested: "energy" or the ranking measure
     q_value: Optional[float] = None  # its Benjamini-Hochberg adjustment over the words measured together
     binary_counts_a: List[int] = field(default_factory=list)  # per sense id: the counts the binary call used (equal_size_counts)
     binary_counts_b: List[int] = field(default_factory=list)
@@ -229,7 +243,12 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
         last = ", ranked last" if settings.measure == "mahal" else ""
         change.note = f"{ws.word!r}: too few occurrences for MAHAL ({n_a} + {n_b} < its {axes} axes + 2): not computed{last}"
     tested = settings.measure if settings.measure in change.measures else next(k for k in ("apd_c", "prt") if k in change.measures)
-    change.p_value = permutation_pvalue(a, b, wa, wb, tested, settings.n_permutations, settings.seed)
+    if settings.test == "energy":
+        change.test = "energy"
+        change.p_value = energy_pvalue(np.asarray(ws.vectors, np.float64), n_a, settings.n_permutations, settings.seed)
+    else:
+        change.test = tested
+        change.p_value = permutation_pvalue(a, b, wa, wb, tested, settings.n_permutations, settings.seed)
     if np.isfinite(change.p_value):  # alone, the word's own test; compare_samples adjusts over the words measured together
         change.q_value, change.changed = change.p_value, bool(change.p_value <= settings.alpha)
     counts_a, counts_b = sense_counts(wa), sense_counts(wb)

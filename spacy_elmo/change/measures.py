@@ -399,6 +399,40 @@ def permutation_pvalue(
     return (1 + exceed) / (1 + n_permutations)
 
 
+def energy_pvalue(x: np.ndarray, n_a: int, n_permutations: int = 999, seed: int = 0) -> float:
+    """The permutation p-value of the energy distance (Szekely & Rizzo 2004) between the first
+    ``n_a`` rows of ``x`` (corpus A) and the rest (B): ``2 E|a - b| - E|a - a'| - E|b - b'|`` over
+    the unit rows' Euclidean distances (within a corpus over pairs of distinct occurrences), the
+    corpus labels shuffled ``n_permutations`` times, ``p = (1 + shuffles at least as large) / (1 +
+    n_permutations)``. It is 0 in expectation only when the two distributions are equal, so it
+    answers any difference between them: a sense that appears or vanishes, or shares that move.
+    ``x`` is what the senses were induced from (:attr:`..induction.induced.WordSenses.vectors`),
+    read without the labels, so under the null every shuffle is as likely as the observed split."""
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be 1 or more, got {n_permutations}")
+    u = unit(x)
+    n_b = len(u) - n_a
+    if n_a < 2 or n_b < 2:
+        raise ValueError(f"the energy test needs 2 or more occurrences in each corpus, got {n_a} and {n_b}")
+    if len(non_finite_rows(u)):
+        raise ValueError("occurrence vectors hold NaN or infinite values: nothing can be tested on them")
+    gram = u @ u.T
+    sq = np.diag(gram)
+    distances = np.sqrt(np.clip(sq[:, None] + sq[None, :] - 2.0 * gram, 0.0, None))
+    labels = np.zeros(len(u))
+    labels[n_a:] = 1.0
+    rng = np.random.default_rng(seed)
+    in_b = np.vstack([labels] + [rng.permutation(labels) for _ in range(n_permutations)])
+    in_a = 1.0 - in_b
+    to_a, to_b = in_a @ distances, in_b @ distances  # [P, n]: each occurrence's summed distance to A's and to B's
+    across = (to_b * in_a).sum(1) / (n_a * n_b)
+    within_a = (to_a * in_a).sum(1) / (n_a * (n_a - 1))  # the diagonal is 0: distinct pairs only
+    within_b = (to_b * in_b).sum(1) / (n_b * (n_b - 1))
+    values = 2.0 * across - within_a - within_b
+    observed = values[0]
+    return float((values >= observed - 1e-12 * max(abs(observed), 1.0)).sum() / len(values))
+
+
 def benjamini_hochberg(p_values: List[float]) -> List[float]:
     """Benjamini-Hochberg adjusted p-values (q-values) of the finite ``p_values`` (NaN stays NaN):
     calling the words with ``q <= alpha`` changed keeps the expected share of false calls among them

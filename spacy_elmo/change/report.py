@@ -65,7 +65,8 @@ def word_json(change: WordChange) -> Dict[str, Any]:
         "measures": {k: _round(v) for k, v in change.measures.items()},
         "intervals": {k: [_round(lo), _round(hi)] for k, (lo, hi) in change.intervals.items()},
         "changed": change.changed,
-        "p_value": change.p_value,  # the permutation test of the ranking measure
+        "test": change.test,  # what the binary call tested: "energy" (the senses' representation) or the ranking measure
+        "p_value": change.p_value,  # its permutation test
         "q_value": change.q_value,  # adjusted over the words measured together (Benjamini-Hochberg)
         "binary_counts_a": counts[0] if counts else None,  # what the binary call compared (samples of equal size)
         "binary_counts_b": counts[1] if counts else None,
@@ -135,7 +136,8 @@ def _test(change: WordChange) -> str:
     """`` (p = 0.001, q = 0.004)``: the permutation test behind the binary call, where it ran."""
     if change.p_value is None or change.q_value is None:
         return ""
-    return f" (permutation p = {change.p_value:.2g}, q = {change.q_value:.2g})"
+    test = "energy test" if change.test == "energy" else f"permutation test of {MEASURE_NAMES.get(change.test or '', change.test)}"
+    return f" ({test} p = {change.p_value:.2g}, q = {change.q_value:.2g})"
 
 
 def explain(change: WordChange, names: Any = ("A", "B"), width: int = 90, min_share: float = 0.05) -> List[str]:
@@ -186,6 +188,7 @@ def page_change(change: WordChange, report: ChangeReport) -> Dict[str, Any]:
         "intervals": {k: [_round(lo), _round(hi)] for k, (lo, hi) in change.intervals.items()},
         "confidence": report.settings.get("confidence"),
         "changed": change.changed,
+        "test": change.test,
         "p_value": change.p_value,
         "q_value": change.q_value,
         "sample": [change.n_a, change.n_b],

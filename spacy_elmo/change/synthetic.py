@@ -246,6 +246,7 @@ def evaluate(
             "rule": {"at_least": settings.rule.at_least, "at_most": settings.rule.at_most},
             "representation": settings.induction.representation,
             "vectors": settings.vectors,
+            "test": settings.test,
         },
         "weights": str(weights or "en_default"),
         "threads": torch.get_num_threads(),

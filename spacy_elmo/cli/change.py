@@ -25,6 +25,12 @@ VECTORS_OPT = Opt(
     "or both. Default: both (chosen on the synthetic benchmark's dev half)",
 )
 SEED_OPT = Opt(0, "--seed", help="Seed of the samples and the bootstrap")
+TEST_OPT = Opt(
+    "energy",
+    "--test",
+    help="The binary call's test: energy (the energy distance over the occurrences as the senses were induced from them; "
+    "chosen on the dev lemmas and the tuning flip sets) or measure (the ranking measure's own permutation test)",
+)
 THREADS_OPT = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)")
 WEIGHTS_OPT = Opt(
     Path("en_default"), "--weights", "-w", help="biLM folder (with softmax.pt + vocab.txt for substitutes); en_default = the embedded model"
@@ -125,6 +131,7 @@ def change_cli(
         help="The binary call: a word changed when its permutation test's q-value (adjusted over the words) is at most this",
     ),
     permutations: int = Opt(999, "--permutations", help="Shuffles of the corpus labels in each word's permutation test"),
+    test: str = TEST_OPT,
     seed: int = SEED_OPT,
     pages: bool = Opt(True, "--pages/--no-pages", help="Also write an explore page per word (pages/WORD.html; needs Plotly)"),
     lang: str = LANG_OPT,
@@ -159,6 +166,7 @@ def change_cli(
         confidence=confidence,
         measure=measure,
         vectors=vectors,
+        test=test,
     )
     pair = [n.strip() for n in names.split(",")] if names else [corpus_a.name.split(",")[0], corpus_b.name.split(",")[0]]
     if len(pair) != 2 or not all(pair):
@@ -221,6 +229,7 @@ def change_eval_cli(
     at_least: int = AT_LEAST_OPT,
     at_most: int = AT_MOST_OPT,
     vectors: str = VECTORS_OPT,
+    test: str = TEST_OPT,
     size: int = Opt(50, "--size", help="Occurrences in each of a lemma's two sampled corpora"),
     min_per_sense: int = Opt(20, "--min-per-sense", help="A lemma takes part with two senses of at least this many SemCor occurrences"),
     max_lemmas: int = Opt(0, "--max-lemmas", help="At most this many lemmas (0 = every eligible one)"),
@@ -247,6 +256,7 @@ def change_eval_cli(
         seed,
         min_occurrences=2,
         vectors=vectors,
+        test=test,
     )
     semcor = data / "Training_Corpora" / "SemCor"
     if not any((semcor / f"semcor.data.xml{gz}").is_file() for gz in ("", ".gz")):
