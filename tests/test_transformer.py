@@ -97,13 +97,13 @@ def test_batch_independence_and_determinism(tmp_path):
         np.testing.assert_allclose(alone, batched, rtol=0, atol=1e-5)
     again = model.embed_sentences(SENTENCES, batch_size=4)
     assert all(np.array_equal(x, y) for x, y in zip(together, again))
-    model.set_inference_precision("bfloat16")  # the blocks' products in bfloat16: close to float32, batch-independent alike
+    model.set_inference_precision("bfloat16")  # the products in bfloat16: close to float32, batch-independent alike
     low = model.embed_sentences(SENTENCES, batch_size=4)
     for sentence, batched, exact in zip(SENTENCES, low, together):
         np.testing.assert_allclose(model.embed_batch([sentence])[0], batched, rtol=0, atol=1e-5)
         cos = (batched * exact).sum(-1) / np.linalg.norm(batched, axis=-1) / np.linalg.norm(exact, axis=-1)
-        assert cos.min() > 0.99 and not np.array_equal(batched[1:], exact[1:])  # layer 0 is the float32 token encoder
-        np.testing.assert_array_equal(batched[0], exact[0])
+        assert cos.min() > 0.99 and not np.array_equal(batched[1:], exact[1:])
+        assert cos[0].min() > 0.999 and not np.array_equal(batched[0], exact[0])  # the token encoder's products in bfloat16 too
     model.set_inference_precision("float32")
     assert all(np.array_equal(x, y) for x, y in zip(model.embed_sentences(SENTENCES, batch_size=4), together))
     with pytest.raises(ValueError, match="carries no state"):

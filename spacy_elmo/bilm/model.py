@@ -285,6 +285,10 @@ class BiLM(nn.Module):
         """Forget the carried LSTM state (``stateful`` mode only)."""
         self._state = None
 
+    def _bf16_token_encoder(self, products: bf16.Bf16Products) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The token encoder with bfloat16 products (:func:`bf16.encode_tokens`), float32 out."""
+        return partial(bf16.encode_tokens, self.token_encoder, products.encoder.weights(self.token_encoder))
+
     def encode(self, batch: TokenBatch, skip_final: bool = False) -> Tuple[torch.Tensor, List[torch.Tensor]]:
         """Token vectors ``[B, T, P]`` and the L LSTM layer outputs ``[B, T, 2P]`` (with
         ``skip_final``, incomplete at the boundary positions: see :class:`BiLstmStack`)."""
@@ -293,7 +297,7 @@ class BiLM(nn.Module):
         products = self._bf16_products()
         run: Callable[[torch.Tensor], torch.Tensor] = self.token_encoder
         if products is not None and self.bf16_token_encoder:
-            run = partial(bf16.encode_tokens, self.token_encoder, products.encoder.weights(self.token_encoder))
+            run = self._bf16_token_encoder(products)
         if self.token_cache is not None and not torch.is_grad_enabled() and len(batch.strings) == len(char_ids):
             vectors = self.token_cache.encode(self.token_encoder, batch.strings, char_ids, run)
         else:

@@ -29,7 +29,7 @@ blocks per direction, ``lstm.projection_dim`` the model width, ``lstm.dim`` the 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import torch
 from torch import nn
@@ -251,9 +251,8 @@ class TransformerBiLM(BiLM):
 
     Everything around it is :class:`BiLM`'s: :meth:`forward` ``[L+1, B, T, 2P]``, batching,
     ``embed_sentences``, the token cache. A Transformer carries no state between batches, so
-    ``stateful=True`` is refused; the token encoder runs in float32 under bfloat16 inference."""
-
-    bf16_token_encoder = False
+    ``stateful=True`` is refused. Under bfloat16 inference the token encoder's products run in
+    bfloat16 as the LSTM biLM's do, its layer norm in float32."""
 
     def __init__(self, config: BiLMConfig, stateful: bool = False, token_cache_size: int = 0) -> None:
         if stateful:
@@ -262,14 +261,20 @@ class TransformerBiLM(BiLM):
 
     def set_inference_precision(self, precision: str) -> None:
         """As :meth:`BiLM.set_inference_precision`: ``"bfloat16"`` runs the blocks' products in bfloat16
-        (autocast; the residual stream, layer norms and attention softmax in float32, the token
-        encoder in float32). ``"int8"`` runs every linear of the blocks (the attention's four
+        (autocast; the residual stream, layer norms and attention softmax in float32) and the token
+        encoder's products in bfloat16 (its highway gates' maths and layer norm in float32). ``"int8"`` runs every linear of the blocks (the attention's four
         projections and the feed-forward pair) in int8, from int8 copies of their weights made once
         (:class:`~spacy_elmo.kernels.int8.QuantizedLinears`), each row of activations quantized on
         its own; the attention's own products, the softmax, the layer norms, the residual stream
         and the token encoder stay float32."""
         super().set_inference_precision(precision)
         self.transformer.inference_dtype = torch.bfloat16 if precision == "bfloat16" else None
+
+    def _bf16_token_encoder(self, products: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The char CNN, highways and projection with bfloat16 products, then the encoder's layer norm in float32."""
+        encode = super()._bf16_token_encoder(products)
+        encoder = cast(TransformerTokenEncoder, self.token_encoder)
+        return lambda char_ids: encoder.layer_norm(encode(char_ids))
 
     def _build_token_encoder(self, config: BiLMConfig) -> CharCnnEncoder:
         transformer_section(config)
