@@ -322,7 +322,8 @@ def test_the_change_page_shows_rank_measures_call_and_statuses(browser, tmp_path
     summary = browser.execute_script("return document.querySelector('#change p').textContent")
     assert f"rank {record['rank']} of 2 by MAHAL" in summary
     assert f"binary call: {'changed' if record['changed'] else 'no change'}" in summary and "in samples of 18" in summary
-    assert record["p_value"] is None or f"a permutation test of MAHAL, in samples of 18 from old and from new: p = {record['p_value']:.3g}" in summary
+    tested = "the energy distance between the occurrences as their senses were induced from them"  # the default --test energy
+    assert record["p_value"] is None or f"a permutation test of {tested}, in samples of 18 from old and from new: p = {record['p_value']:.3g}" in summary
     rows = browser.execute_script(
         "return Array.from(document.querySelectorAll('#measures tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))"
     )
