@@ -26,10 +26,10 @@ VECTORS_OPT = Opt(
 )
 SEED_OPT = Opt(0, "--seed", help="Seed of the samples and the bootstrap")
 TEST_OPT = Opt(
-    "energy",
+    "",
     "--test",
-    help="The binary call's test: energy (the energy distance over the occurrences as the senses were induced from them; "
-    "chosen on the dev lemmas and the tuning flip sets) or measure (the ranking measure's own permutation test)",
+    help="The binary call's test: energy (the energy distance over the occurrences as the senses were induced from them) "
+    "or measure (the ranking measure's own permutation test). Default: energy (chosen on the dev lemmas and the tuning flip sets)",
 )
 THREADS_OPT = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core)")
 WEIGHTS_OPT = Opt(
