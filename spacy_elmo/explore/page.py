@@ -350,8 +350,9 @@ def _change_summary(senses: WordSenses) -> str:
         p, q = change.get("p_value"), change.get("q_value")
         if p is not None:  # the binary call's permutation test (pages saved before it: the count rule)
             adjusted = f", q = {float(q):.3g} over the words measured together" if q is not None else ""
-            tested = change.get("test") or ranked_by  # pages saved before the energy test: the ranking measure
-            what = "the energy distance between the occurrences as their senses were induced from them" if tested == "energy" else html.escape(names.get(tested, tested))
+            tested = str(change.get("test") or ranked_by)  # pages saved before the energy test: the ranking measure
+            energy = "the energy distance between the occurrences as their senses were induced from them"
+            what = energy if tested == "energy" else html.escape(str(names.get(tested, tested)))
             how = f"a permutation test of {what}, in samples of {size} from {a} and from {b}: p = {float(p):.3g}{adjusted}"
         else:
             how = f"SemEval-2020 Task 1's rule on each sense's count, in samples of {size} from {a} and from {b}"
