@@ -24,7 +24,7 @@ import torch
 
 from spacy_elmo import WeightsError, load_bilm
 from spacy_elmo.bilm.scalar_mix import ScalarMix
-from spacy_elmo.bilm.transformer import TransformerBiLM
+from spacy_elmo.bilm.transformer import Rows, TransformerBiLM, TransformerContext
 from spacy_elmo.bilm.trf_folder import load_trf, trf_options
 from spacy_elmo.cli import main
 from spacy_elmo.hub import download, first_seen, published, trf_archive
@@ -110,6 +110,40 @@ def test_batch_independence_and_determinism(tmp_path):
         TransformerBiLM(model.config, stateful=True)
     lm = BiLMLanguageModel(model, 10)  # trainable (tests/test_transformer_training.py); its state holds each tensor once
     assert set(lm.state_dict()) == {f"bilm.{k}" for k in model.state_dict()} | {"softmax.weight", "softmax.bias"}
+
+
+def test_blocks_run_over_the_real_positions_only():
+    """The blocks' products read the real positions packed; padding comes back as zeros, finite
+    (a padded query sees every key, so no attention row is empty), and never moves a real position."""
+    real = torch.tensor([[True, True, False], [True, False, False]])
+    rows = Rows(real)
+    x = torch.arange(18.0).view(2, 3, 3)
+    assert rows.pack(x).shape == (3, 3)
+    assert torch.equal(rows.unpack(rows.pack(x)), x * real.unsqueeze(-1))
+    context = TransformerContext(2, 16, 32, 4, 10)
+    context.init_for_training()
+    tokens = torch.randn(3, 6, 16)
+    with torch.no_grad():
+        layers = context(tokens, torch.tensor([6, 2, 4]))
+        alone = context(tokens[1:2, :2], torch.tensor([2]))
+    for layer, single in zip(layers, alone):
+        assert torch.isfinite(layer).all() and not layer[1, 2:].any() and not layer[2, 4:].any()
+        torch.testing.assert_close(layer[1:2, :2], single, rtol=0, atol=1e-6)
+
+
+def test_bfloat16_blocks_read_weight_copies_made_once(tmp_path):
+    """bfloat16 inference multiplies bfloat16 copies of the blocks' weights, made once and remade
+    only when a weight changes (not a cast per product, as autocast would)."""
+    model = load_trf(write_random_trf(tmp_path / "m", "tiny", seed=5))
+    model.set_inference_precision("bfloat16")
+    first = model.embed_sentences(SENTENCES, batch_size=2)
+    copies = model._bf16.linears
+    assert copies.conversions == 1 and len(SENTENCES) > 2  # several batches, one conversion
+    with torch.no_grad():
+        model.transformer.forward_stack.blocks[0].ff_in.weight.mul_(2.0)
+    second = model.embed_sentences(SENTENCES, batch_size=2)
+    assert copies.conversions == 2
+    assert not all(np.array_equal(x, y) for x, y in zip(first, second))
 
 
 def test_int8_runs_every_linear_in_int8_batch_independent_and_close_to_float32(tmp_path, monkeypatch):

@@ -25,6 +25,7 @@ about as far (``bench/bf16_ablation.py``, ``bench/results/bf16-ablation.md``). S
 
 from __future__ import annotations
 
+import re
 import threading
 from functools import partial
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -40,15 +41,17 @@ BF16 = torch.bfloat16
 
 class Bf16Products:
     """What a biLM in bfloat16 mode holds: one weight cache for its token encoder, one for its
-    LSTM stack (each keyed on its own module's parameters)."""
+    LSTM stack and one for a transformer biLM's linears (each keyed on its own module's parameters)."""
 
     def __init__(self) -> None:
         self.encoder = Bf16WeightCache(derive_layouts)
         self.lstm = Bf16WeightCache()
+        self.linears = Bf16LinearCache()
 
     def clear(self) -> None:
         self.encoder.clear()
         self.lstm.clear()
+        self.linears.clear()
 
 
 class Bf16WeightCache:
@@ -99,6 +102,101 @@ class Bf16WeightCache:
 
     def __setstate__(self, state: Dict) -> None:
         self.__init__(state["derive"])  # type: ignore[misc]
+
+
+_JOINED = re.compile(r"projections\.[012]\.weight$")  # an attention's query, key and value weights
+
+
+def linear_copies(named: List[Tuple[str, nn.Parameter]], make: Callable[[torch.Tensor], Any]) -> Dict[str, Any]:
+    """``make(weight [in, out] float32)`` for every ``nn.Linear`` weight among ``named``, keyed by the
+    linear's name (``"forward_stack.blocks.0.ff_in"``), and for the first three linears of each
+    ``projections`` list (an attention's query, key and value) joined into one weight, with their
+    biases joined (``"....projections.qkv"``: ``(copy, bias)``; those three are copied only joined)."""
+    params = dict(named)
+    out: Dict[str, Any] = {}
+    for name, p in named:
+        if name.endswith(".weight") and p.dim() == 2 and not _JOINED.search(name):  # query, key, value: joined only
+            out[name[: -len(".weight")]] = make(p.detach().t().float())
+        if name.endswith("projections.0.weight"):
+            prefix = name[: -len("0.weight")]
+            weights = [params[f"{prefix}{i}.weight"].detach() for i in range(3)]
+            biases = [params[f"{prefix}{i}.bias"].detach() for i in range(3)]
+            out[f"{prefix}qkv"] = (make(torch.cat(weights).t().float().contiguous()), torch.cat(biases).float())
+    return out
+
+
+class Bf16LinearCache(Bf16WeightCache):
+    """Every ``nn.Linear`` weight of a module in bfloat16, ``[in, out]`` (:func:`linear_copies`), remade
+    when a weight changes."""
+
+    def convert(self, named: List[Tuple[str, nn.Parameter]]) -> Dict[str, Any]:
+        return linear_copies(named, lambda weight: weight.to(BF16).contiguous())
+
+
+class LinearProducts:
+    """A module's linears run from copies of their weights made once (a :class:`Bf16WeightCache`
+    subclass whose copies :func:`linear_copies` keyed), looked up by the ``nn.Linear`` itself or by
+    the ``projections`` list whose query, key and value run as one product; float32 in and out,
+    the bias added in float32. Subclasses say how a copy multiplies (:meth:`product`)."""
+
+    def __init__(self, module: nn.Module, cache: Bf16WeightCache) -> None:
+        copies: Dict[str, Any] = cache.weights(module)
+        self.by_module: Dict[nn.Module, Any] = {}
+        for name, child in module.named_modules():
+            if isinstance(child, nn.Linear) and name in copies:
+                self.by_module[child] = copies[name]
+            elif f"{name}.qkv" in copies:
+                self.by_module[child] = copies[f"{name}.qkv"]
+
+    def product(self, x: torch.Tensor, weight: Any) -> torch.Tensor:
+        """``x @ weight`` for ``x`` ``[N, in]`` float32, float32 out."""
+        raise NotImplementedError
+
+    def _run(self, x: torch.Tensor, weight: Any, bias: Optional[torch.Tensor]) -> torch.Tensor:
+        shape = x.shape
+        out = self.product(x.reshape(-1, shape[-1]), weight)
+        if bias is not None:
+            out.add_(bias)
+        return out.view(*shape[:-1], out.shape[-1])
+
+    def apply(self, x: torch.Tensor, module: nn.Linear, relu: bool = False) -> torch.Tensor:
+        """``module(x)`` with its product from the copy, its bias in float32; with ``relu``,
+        ``relu(module(x))``, in whatever dtype the next product reads best (float32 here)."""
+        out = self._run(x, self.by_module[module], module.bias)
+        return out.relu_() if relu else out
+
+    def joined(self, x: torch.Tensor, projections: nn.Module) -> torch.Tensor:
+        """``cat([p(x) for p in projections[:3]], -1)`` as one product."""
+        weight, bias = self.by_module[projections]
+        return self._run(x, weight, bias)
+
+
+class Bf16Linears(LinearProducts):
+    """A module's linears with bfloat16 products (the inputs rounded to bfloat16, float32 sums, the
+    result back to float32), from bfloat16 copies of the weights made once (:class:`Bf16LinearCache`)."""
+
+    def product(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return _matmul(x, weight)
+
+    def apply(self, x: torch.Tensor, module: nn.Linear, relu: bool = False) -> torch.Tensor:
+        """As :meth:`LinearProducts.apply` (float32 out: it joins the residual stream); with ``relu``
+        the bias and relu join the product's pass and the result stays bfloat16 (a feed-forward's
+        hidden layer, read next by a bfloat16 product)."""
+        if not relu:
+            return super().apply(x, module)
+        return self._bfloat16(x, self.by_module[module], module.bias, relu=True)
+
+    def joined(self, x: torch.Tensor, projections: nn.Module) -> torch.Tensor:
+        """As :meth:`LinearProducts.joined`, bias included in the product's pass, bfloat16 out (the
+        attention's own products read it in bfloat16)."""
+        weight, bias = self.by_module[projections]
+        return self._bfloat16(x, weight, bias)
+
+    @staticmethod
+    def _bfloat16(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], relu: bool = False) -> torch.Tensor:
+        shape = x.shape
+        out = matmul.linear(x.reshape(-1, shape[-1]).to(BF16), weight, bias, relu=relu)
+        return out.view(*shape[:-1], out.shape[-1])
 
 
 def _matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

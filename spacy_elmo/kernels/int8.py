@@ -25,7 +25,6 @@ The error is stated and measured in ``docs/benchmarks.md`` ("int8 inference").
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
@@ -108,60 +107,26 @@ class Int8WeightCache(bf16.Bf16WeightCache):
         return copies
 
 
-_JOINED = re.compile(r"projections\.[012]\.weight$")  # an attention's query, key and value weights
-
-
 class Int8LinearCache(bf16.Bf16WeightCache):
-    """Every ``nn.Linear`` weight ``[out, in]`` of a module as :class:`QuantizedWeight`, keyed by the
-    linear's name (``"forward_stack.blocks.0.ff_in"``), and the first three linears of each
-    ``projections`` list (an attention's query, key and value) joined into one weight with their
-    biases (``"....projections.qkv"``; those three are quantized only joined): all remade when a
-    weight changes."""
+    """Every ``nn.Linear`` weight ``[out, in]`` of a module as :class:`QuantizedWeight`
+    (:func:`~.bf16.linear_copies`: keyed by the linear's name, an attention's query, key and value
+    joined into one weight with their biases), all remade when a weight changes."""
 
     def convert(self, named: List[Tuple[str, nn.Parameter]]) -> Dict[str, Any]:
-        params = dict(named)
-        out: Dict[str, Any] = {}
-        for name, p in named:
-            if name.endswith(".weight") and p.dim() == 2 and not _JOINED.search(name):  # query, key, value: joined only
-                out[name[: -len(".weight")]] = QuantizedWeight(p.detach().t().float())
-            if name.endswith("projections.0.weight"):
-                prefix = name[: -len("0.weight")]
-                weights = [params[f"{prefix}{i}.weight"].detach() for i in range(3)]
-                biases = [params[f"{prefix}{i}.bias"].detach() for i in range(3)]
-                out[f"{prefix}qkv"] = (QuantizedWeight(torch.cat(weights).t().float().contiguous()), torch.cat(biases).float())
-        return out
+        return bf16.linear_copies(named, QuantizedWeight)
 
 
-class QuantizedLinears:
-    """The int8 weights of a module's linears, looked up by the ``nn.Linear`` itself (or by the
-    ``projections`` list whose query, key and value run as one product), and the activations'
-    levels: what a transformer block's products read in int8 mode (:meth:`apply`, :meth:`joined`)."""
+class QuantizedLinears(bf16.LinearProducts):
+    """The int8 weights of a module's linears (:class:`Int8LinearCache`) and the activations'
+    levels: what a transformer block's products read in int8 mode (each row of activations
+    quantized on its own, the bias in float32)."""
 
     def __init__(self, module: nn.Module, cache: Int8LinearCache, levels: int) -> None:
-        weights: Dict[str, Any] = cache.weights(module)  # the cache's convert: QuantizedWeight values
+        super().__init__(module, cache)
         self.levels = levels
-        self.by_module: Dict[nn.Module, Any] = {}
-        for name, child in module.named_modules():
-            if isinstance(child, nn.Linear) and name in weights:
-                self.by_module[child] = weights[name]
-            elif f"{name}.qkv" in weights:
-                self.by_module[child] = weights[f"{name}.qkv"]
 
-    def _run(self, x: torch.Tensor, weight: QuantizedWeight, bias: Optional[torch.Tensor]) -> torch.Tensor:
-        shape = x.shape
-        out = linear(x.reshape(-1, shape[-1]), weight, self.levels)
-        if bias is not None:
-            out.add_(bias)
-        return out.view(*shape[:-1], out.shape[-1])
-
-    def apply(self, x: torch.Tensor, module: nn.Linear) -> torch.Tensor:
-        """``module(x)`` with its product in int8 (each row of ``x`` quantized on its own), its bias in float32."""
-        return self._run(x, self.by_module[module], module.bias)
-
-    def joined(self, x: torch.Tensor, projections: nn.Module) -> torch.Tensor:
-        """``cat([p(x) for p in projections[:3]], -1)`` as one int8 product: ``x`` quantized once."""
-        weight, bias = self.by_module[projections]
-        return self._run(x, weight, bias)
+    def product(self, x: torch.Tensor, weight: QuantizedWeight) -> torch.Tensor:
+        return linear(x, weight, self.levels)
 
 
 class Int8Products:

@@ -100,18 +100,22 @@ def _use_onednn(x: torch.Tensor, weight: torch.Tensor, min_rows: int = 2) -> boo
     )
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``x @ weight (+ bias)`` for ``x`` ``[N, in]`` and ``weight`` ``[in, out]``."""
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, relu: bool = False) -> torch.Tensor:
+    """``x @ weight (+ bias)`` for ``x`` ``[N, in]`` and ``weight`` ``[in, out]``, in ``x``'s dtype;
+    with ``relu``, ``relu(x @ weight + bias)`` (one pass in oneDNN's kernel)."""
     if _use_onednn(x, weight):
-        return _ONEDNN(x.contiguous(), weight.t(), bias, "none", [], "")
+        return _ONEDNN(x.contiguous(), weight.t(), bias, "relu" if relu else "none", [], "")
     if bias is None:
-        return torch.matmul(x, weight)
-    return torch.addmm(bias, x, weight) if x.dim() == 2 else torch.matmul(x, weight) + bias
+        out = torch.matmul(x, weight)
+    else:
+        bias = bias.to(x.dtype)
+        out = torch.addmm(bias, x, weight) if x.dim() == 2 else torch.matmul(x, weight) + bias
+    return out.relu_() if relu else out
 
 
-def linear_t(x: torch.Tensor, weight_out_in: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+def linear_t(x: torch.Tensor, weight_out_in: torch.Tensor, bias: Optional[torch.Tensor] = None, relu: bool = False) -> torch.Tensor:
     """``F.linear`` semantics (``weight`` ``[out, in]``), routed like :func:`linear`."""
-    return linear(x, weight_out_in.t(), bias)
+    return linear(x, weight_out_in.t(), bias, relu)
 
 
 def directional_matmul(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
