@@ -116,10 +116,18 @@ def test_blocks_run_over_the_real_positions_only():
     """The blocks' products read the real positions packed; padding comes back as zeros, finite
     (a padded query sees every key, so no attention row is empty), and never moves a real position."""
     real = torch.tensor([[True, True, False], [True, False, False]])
-    rows = Rows(real)
+    rows = Rows([2, 1], 3, torch.device("cpu"))
     x = torch.arange(18.0).view(2, 3, 3)
     assert rows.pack(x).shape == (3, 3)
     assert torch.equal(rows.unpack(rows.pack(x)), x * real.unsqueeze(-1))
+    lengths = [3, 9, 1, 4, 9, 2, 7, 5, 6, 8, 2, 3]  # two attention groups, each as wide as its longest sentence
+    rows = Rows(lengths, 9, torch.device("cpu"))
+    packed = torch.randn(sum(lengths), 5)
+    groups = rows.gather(packed)
+    assert [g.shape[:2] for g in groups] == [(8, 9), (4, 3)]  # 9 9 8 7 6 5 4 3, then 3 2 2 1
+    assert torch.equal(rows.scatter(groups), packed)
+    for group, mask in zip(groups, rows.masks(backward=True)):
+        assert mask.shape == (group.shape[0], 1, group.shape[1], group.shape[1]) and mask.any(-1).all()
     context = TransformerContext(2, 16, 32, 4, 10)
     context.init_for_training()
     tokens = torch.randn(3, 6, 16)
