@@ -239,7 +239,9 @@ class TransformerStack(nn.Module):
         self.blocks = nn.ModuleList(Block(dim, ff_dim, heads) for _ in range(n_layers))
         self.final_norm = AllenLayerNorm(dim)
 
-    def forward(self, x: torch.Tensor, masks: List[torch.Tensor], rows: Rows, linears: Optional[LinearProducts] = None) -> List[torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, masks: List[torch.Tensor], rows: Rows, linears: Optional[LinearProducts] = None
+    ) -> List[torch.Tensor]:
         """``x`` ``[N, D]`` packed -> each block's output ``[N, D]``."""
         outputs = []
         for block in self.blocks:
