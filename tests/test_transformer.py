@@ -24,7 +24,7 @@ import torch
 
 from spacy_elmo import WeightsError, load_bilm
 from spacy_elmo.bilm.scalar_mix import ScalarMix
-from spacy_elmo.bilm.transformer import Rows, TransformerBiLM, TransformerContext
+from spacy_elmo.bilm.transformer import Rows, TransformerBiLM, TransformerContext, attention_groups
 from spacy_elmo.bilm.trf_folder import load_trf, trf_options
 from spacy_elmo.cli import main
 from spacy_elmo.hub import download, first_seen, published, trf_archive
@@ -128,6 +128,10 @@ def test_blocks_run_over_the_real_positions_only():
     assert torch.equal(rows.scatter(groups), packed)
     for group, mask in zip(groups, rows.masks(backward=True)):
         assert mask.shape == (group.shape[0], 1, group.shape[1], group.shape[1]) and mask.any(-1).all()
+    # similar lengths (training's buckets) stay one group; a group closes only once it holds 8
+    assert attention_groups(sorted(range(20, 27), reverse=True) * 20) == [range(0, 140)]
+    assert attention_groups([50] * 8 + [10] * 9) == [range(0, 8), range(8, 17)]
+    assert attention_groups([50] * 7 + [10] * 9) == [range(0, 8), range(8, 16)]  # the eighth joins the long ones
     context = TransformerContext(2, 16, 32, 4, 10)
     context.init_for_training()
     tokens = torch.randn(3, 6, 16)

@@ -106,9 +106,25 @@ def apply_linear(x: torch.Tensor, module: nn.Linear, linears: Optional[LinearPro
     return matmul.linear_t(x, module.weight, module.bias, relu=relu)
 
 
-#: sentences per attention group: a batch's sentences attend in groups of this many, by length, each
-#: group over its own longest sentence's width (not the batch's)
+#: the attention's groups: a batch's sentences, longest first, attend in groups, each over its own
+#: longest sentence's width (not the batch's); a group of at least ATTENTION_GROUP sentences closes
+#: where the next sentence is at most GROUP_WIDTH_RATIO of its width, so a batch of similar lengths
+#: (training's buckets) stays one group and a batch in input order splits where it pays
 ATTENTION_GROUP = 8
+GROUP_WIDTH_RATIO = 0.75
+
+
+def attention_groups(lengths: Sequence[int]) -> List[range]:
+    """Consecutive groups of ``lengths`` (longest first): see :data:`GROUP_WIDTH_RATIO`."""
+    groups: List[range] = []
+    start = 0
+    for i in range(1, len(lengths)):
+        if i - start >= ATTENTION_GROUP and lengths[i] <= GROUP_WIDTH_RATIO * lengths[start]:
+            groups.append(range(start, i))
+            start = i
+    if len(lengths):
+        groups.append(range(start, len(lengths)))
+    return groups
 
 
 class Rows:
@@ -118,8 +134,9 @@ class Rows:
     sentence by sentence, not ``B * T``): every product of a block is row by row, so skipping the
     padded rows changes no real position's arithmetic and saves the products' work on them (UD EWT
     test in batches of 64 in input order: 4,667 real positions in 14,168). The attention, the one
-    step that mixes positions, runs in groups of :data:`ATTENTION_GROUP` sentences of similar
-    length, each padded only to its own longest (:meth:`gather`, :meth:`masks`, :meth:`scatter`)."""
+    step that mixes positions, runs in groups of sentences of similar length
+    (:func:`attention_groups`), each padded only to its own longest (:meth:`gather`, :meth:`masks`,
+    :meth:`scatter`)."""
 
     def __init__(self, lengths: Sequence[int], width: int, device: torch.device) -> None:
         self.batch, self.width = len(lengths), width
@@ -129,16 +146,18 @@ class Rows:
         self.n = int(sizes.sum())
         offsets = torch.cumsum(sizes, 0) - sizes  # each sentence's first packed row
         order = sorted(range(self.batch), key=lambda i: -lengths[i])
-        #: per group: packed row of each (sentence, step), ``n`` (a zero row) at padding ``[g, t]``; which are real
-        self.groups: List[Tuple[torch.Tensor, torch.Tensor]] = []
+        #: per group: packed row of each (sentence, step), ``n`` (a zero row) at padding, flat ``[g * t]``;
+        #: which of them are real ``[g, t]``; the flat indices of the real ones
+        self.groups: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         rows = []
-        for start in range(0, self.batch, ATTENTION_GROUP):
-            members = torch.tensor(order[start : start + ATTENTION_GROUP], dtype=torch.long, device=device)
+        for group in attention_groups([lengths[i] for i in order]):
+            members = torch.tensor(order[group[0] : group[-1] + 1], dtype=torch.long, device=device)
             span = torch.arange(int(sizes[members].max()), device=device)
             real = span.unsqueeze(0) < sizes[members].unsqueeze(1)
-            gather = torch.where(real, offsets[members].unsqueeze(1) + span.unsqueeze(0), self.n)
-            self.groups.append((gather, real))
-            rows.append(gather[real])
+            gather = torch.where(real, offsets[members].unsqueeze(1) + span.unsqueeze(0), self.n).reshape(-1)
+            flat_real = real.reshape(-1).nonzero().squeeze(1)
+            self.groups.append((gather, real, flat_real))
+            rows.append(gather.index_select(0, flat_real))
         self.order = torch.argsort(torch.cat(rows)) if rows else torch.zeros(0, dtype=torch.long, device=device)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
@@ -152,19 +171,20 @@ class Rows:
 
     def gather(self, x: torch.Tensor) -> List[torch.Tensor]:
         """``[N, D]`` -> each group's ``[g, t, D]``, zeros at padding."""
-        padded = torch.cat([x, x.new_zeros(1, x.shape[-1])])
-        return [padded[gather] for gather, _ in self.groups]
+        padded = torch.cat([x, x.new_zeros(1, x.shape[-1])])  # index_select, not indexing: its gradient is a plain index_add
+        return [padded.index_select(0, gather).view(real.shape[0], real.shape[1], -1) for gather, real, _ in self.groups]
 
     def scatter(self, groups: List[torch.Tensor]) -> torch.Tensor:
         """Each group's ``[g, t, D]`` -> ``[N, D]`` (the real positions, in packed order)."""
-        return torch.cat([y[real] for y, (_, real) in zip(groups, self.groups)]).index_select(0, self.order)
+        real_rows = [y.reshape(-1, y.shape[-1]).index_select(0, flat_real) for y, (_, _, flat_real) in zip(groups, self.groups)]
+        return torch.cat(real_rows).index_select(0, self.order)
 
     def masks(self, backward: bool) -> List[torch.Tensor]:
         """Each group's ``[g, 1, t, t]`` (query, key): the keys a query sees, the forward direction
         the keys ``<=`` it, the backward one the real keys ``>=`` it; a padded query sees every key
         (no row of the attention is empty, and its output is never used)."""
         out = []
-        for _, real in self.groups:
+        for _, real, _ in self.groups:
             span = torch.arange(real.shape[1], device=real.device)
             causal = span.unsqueeze(1) >= span.unsqueeze(0)  # [t, t]: key <= query
             seen = (causal.t().unsqueeze(0) & real.unsqueeze(1)) if backward else causal.unsqueeze(0)
@@ -388,6 +408,7 @@ class TransformerBiLM(BiLM):
 
 __all__ = [
     "ATTENTION_GROUP",
+    "GROUP_WIDTH_RATIO",
     "HEADS",
     "Rows",
     "TRANSFORMER_KEY",
