@@ -208,16 +208,21 @@ class SelfAttention(nn.Module):
         their weights (int8 or bfloat16; inference only)."""
         dim = x.shape[-1]
         projections = cast(Sequence[nn.Linear], self.projections)
+        grouped: List[Sequence[torch.Tensor]]
         if linears is None:
             qkv = [rows.gather(apply_linear(x, p)) for p in projections[:3]]
-            grouped = list(zip(*qkv))
+            grouped = [list(group) for group in zip(*qkv)]
         else:  # one product for the three: the input quantized (or rounded) once
-            grouped = [tuple(t.split(dim, -1)) for t in rows.gather(linears.joined(x, self.projections))]
-        mixed = [
-            self._attend(*(t.reshape(t.shape[0], t.shape[1], self.heads, -1).transpose(1, 2) for t in group), mask)
-            for group, mask in zip(grouped, masks)
-        ]
+            grouped = [t.split(dim, -1) for t in rows.gather(linears.joined(x, self.projections))]
+        mixed = []
+        for group, mask in zip(grouped, masks):
+            q, k, v = (self._heads(t) for t in group)
+            mixed.append(self._attend(q, k, v, mask))
         return apply_linear(rows.scatter(mixed), projections[3], linears)
+
+    def _heads(self, t: torch.Tensor) -> torch.Tensor:
+        """``[g, t, D]`` -> ``[g, H, t, D / H]``."""
+        return t.reshape(t.shape[0], t.shape[1], self.heads, -1).transpose(1, 2)
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """One group's heads ``[g, H, t, d]`` -> ``[g, t, H * d]``."""
