@@ -282,7 +282,8 @@ class TransformerContext(nn.Module):
     For training (:mod:`spacy_elmo.training`): :attr:`dropout` drops each sublayer's output, and
     with :attr:`train_dtype` ``torch.bfloat16`` the steps under autograd run their products in
     bfloat16 (autocast) while the residual stream, the layer norms and the attention weights'
-    softmax stay float32; :attr:`inference_dtype` does the same for inference (no autograd)."""
+    softmax stay float32. Inference in bfloat16 or int8 passes ``linears`` (copies of the weights)
+    to :meth:`forward` instead."""
 
     def __init__(self, n_layers: int, dim: int, ff_dim: int, heads: int, positions: int) -> None:
         super().__init__()
@@ -290,8 +291,6 @@ class TransformerContext(nn.Module):
         self.backward_stack = TransformerStack(n_layers, dim, ff_dim, heads)
         self.register_buffer("positions", sinusoidal_positions(positions, dim))
         self.train_dtype: Optional[torch.dtype] = None
-        #: at inference (no autograd), ``torch.bfloat16`` runs the products in bfloat16 as training does
-        self.inference_dtype: Optional[torch.dtype] = None
 
     @property
     def dropout(self) -> float:
@@ -330,9 +329,8 @@ class TransformerContext(nn.Module):
             )
         rows = Rows([int(n) for n in lengths.tolist()], width, tokens.device)
         x = rows.pack(tokens + positions[:width].to(tokens.dtype))
-        wanted = self.train_dtype if torch.is_grad_enabled() else self.inference_dtype
-        mixed = wanted == torch.bfloat16 and tokens.dtype == torch.float32
-        with torch.autocast(tokens.device.type, dtype=torch.bfloat16, enabled=mixed and linears is None):
+        mixed = torch.is_grad_enabled() and self.train_dtype == torch.bfloat16 and tokens.dtype == torch.float32
+        with torch.autocast(tokens.device.type, dtype=torch.bfloat16, enabled=mixed):
             forward = self.forward_stack(x, rows.masks(backward=False), rows, linears)
             backward = self.backward_stack(x, rows.masks(backward=True), rows, linears)
         # the residual stream (float32), zeros at padding
@@ -378,7 +376,6 @@ class TransformerBiLM(BiLM):
         on its own, and the token encoder in float32. Either way the attention's own products and
         softmax, the layer norms, biases and the residual stream stay float32."""
         super().set_inference_precision(precision)
-        self.transformer.inference_dtype = torch.bfloat16 if precision == "bfloat16" else None
 
     def _bf16_token_encoder(self, products: Any) -> Callable[[torch.Tensor], torch.Tensor]:
         """The char CNN, highways and projection with bfloat16 products, then the encoder's layer norm in float32."""
