@@ -118,8 +118,8 @@ def test_autograd_never_takes_the_int8_path(default_bilm):
 def test_product_is_the_exact_integer_product_scaled():
     torch.manual_seed(0)
     w, x = torch.randn(96, 40), torch.randn(7, 96) * torch.logspace(-3, 2, 7)[:, None]
-    q = int8.QuantizedWeight(w)
-    assert q.values.dtype == torch.int8 and q.values.abs().max() == 127
+    q = int8.QuantizedWeight(w, keep_values=True)
+    assert q.values is not None and q.values.dtype == torch.int8 and q.values.abs().max() == 127
     assert (q.dequantized() - w).abs().max() <= q.scales.max() / 2 + 1e-6  # round to nearest
     levels = int8.activation_levels()
     xq, scale = int8.quantize_rows(x, levels)
@@ -139,6 +139,9 @@ def test_bad_input_is_one_clear_error(default_bilm, monkeypatch):
         int8.linear(torch.randn(3, 5), q)
     with pytest.raises(ValueError, match="float32 CPU"):
         int8.QuantizedWeight(torch.randn(2, 3, 4))
+    assert q.values is None  # only the packed copy is kept by default
+    with pytest.raises(ValueError, match="keep_values=True"):
+        q.dequantized()
     monkeypatch.setattr(cpu, "features", lambda: frozenset({"sse2", "neon"}))
     bilm = copy.deepcopy(default_bilm)
     with pytest.raises(int8.Int8Unavailable, match="needs an x86 CPU with AVX2"):

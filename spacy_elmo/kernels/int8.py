@@ -53,21 +53,29 @@ def activation_levels() -> int:
 
 
 class QuantizedWeight:
-    """A weight ``[in, out]`` as int8 per output channel: oneDNN's packed layout and the scales."""
+    """A weight ``[in, out]`` as int8 per output channel: oneDNN's packed layout and the scales.
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    Only the packed copy is kept (the plain int8 values would double the quantized weights'
+    memory: 72 MB more for the original model's LSTM); ``keep_values=True`` keeps them too, for
+    :meth:`dequantized` and exact-product checks.
+    """
+
+    def __init__(self, weight: torch.Tensor, keep_values: bool = False) -> None:
         if weight.dim() != 2 or weight.dtype != torch.float32 or weight.device.type != "cpu":
             raise ValueError(f"int8: expected a float32 CPU [in, out] weight, got {weight.dtype} {tuple(weight.shape)} on {weight.device}")
         rows = weight.t()  # [out, in]: one scale per output channel
         amax = rows.abs().amax(dim=1)
         self.scales = torch.where(amax > 0, amax / 127, torch.ones_like(amax)).contiguous()
-        self.values = torch.round(rows / self.scales[:, None]).clamp_(-127, 127).to(torch.int8).contiguous()
+        values = torch.round(rows / self.scales[:, None]).clamp_(-127, 127).to(torch.int8).contiguous()
         self.zero_points = torch.zeros(len(amax), dtype=torch.long)
-        self.packed = torch.ops.onednn.qlinear_prepack(self.values, None)
+        self.packed = torch.ops.onednn.qlinear_prepack(values, None)
+        self.values: Optional[torch.Tensor] = values if keep_values else None
         self.in_features, self.out_features = weight.shape
 
     def dequantized(self) -> torch.Tensor:
-        """The float32 weight ``[in, out]`` these int8 values stand for (for error checks)."""
+        """The float32 weight ``[in, out]`` these int8 values stand for (for error checks; needs ``keep_values=True``)."""
+        if self.values is None:
+            raise ValueError("this QuantizedWeight kept only its packed copy: build it with keep_values=True to read its values")
         return (self.values.float() * self.scales[:, None]).t()
 
 
