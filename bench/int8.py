@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 from bench_common import (
+    WORK,
     add_threads,
     command,
     cpu_seconds,
@@ -109,7 +110,7 @@ def main() -> None:
     ap.add_argument(
         "--precisions", default=",".join(PRECISIONS), help="which to run, float32 first (bfloat16 is very slow without bf16 units)"
     )
-    ap.add_argument("--work", type=Path, default=Path("bench/work"), help="where random weights are written")
+    ap.add_argument("--work", type=Path, default=WORK, help="where random weights are written (default: the benches' folder in the system temp dir, outside the clone)")
     ap.add_argument("--json", type=Path, help="also write the report here")
     ap.add_argument("--memory", action="store_true", help="instead of speed and distance: each precision's peak memory, a fresh process each")
     add_threads(ap)
