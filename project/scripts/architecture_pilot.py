@@ -50,7 +50,7 @@ def read_run(folder: Path) -> Dict[str, Any]:
     }
 
 
-def plot(runs: Dict[str, Dict[str, Any]], png: Path) -> None:
+def plot(runs: Dict[str, Dict[str, Any]], png: Path, title: str = "LSTM or Transformer biLM: validation perplexity per CPU minute") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -63,7 +63,7 @@ def plot(runs: Dict[str, Dict[str, Any]], png: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("CPU minutes (one core)")
     ax.set_ylabel("validation perplexity (average of directions)")
-    ax.set_title("LSTM or Transformer biLM: validation perplexity per CPU minute")
+    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -111,6 +111,7 @@ def main(argv: List[str] | None = None) -> None:
     c.add_argument("runs", nargs="+", help="NAME=RUN_FOLDER")
     c.add_argument("--png", type=Path, required=True)
     c.add_argument("--json", type=Path, required=True)
+    c.add_argument("--title", default="LSTM or Transformer biLM: validation perplexity per CPU minute", help="the plot's title")
     v = sub.add_parser("speed", help="component tokens/s of each model at batch 64 and at nlp.pipe's default batch")
     v.add_argument("models", nargs="+", help="NAME=MODEL_FOLDER")
     v.add_argument("--sentences", type=Path, required=True, help="space-tokenised sentences, one a line (e.g. UD EWT test's)")
@@ -129,7 +130,7 @@ def main(argv: List[str] | None = None) -> None:
         if not folder:
             raise SystemExit(f"{item!r}: give NAME=RUN_FOLDER")
         runs[name] = read_run(Path(folder))
-    plot(runs, args.png)
+    plot(runs, args.png, args.title)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"runs": runs}, indent=1) + "\n", encoding="utf-8")
     for name, run in runs.items():
