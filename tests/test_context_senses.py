@@ -70,8 +70,11 @@ def test_context_separates_two_topics_and_names_them(bilm):
     assert adjusted_rand(truth, ws.labels) == pytest.approx(1.0)
     by_gold = {truth[ws.senses[c].examples[0]]: ws.senses[c].context for c in range(2)}  # each sense's distinctive context words
     # "sat", "watched", "ask" and "today" tell the two templates apart as well as the topic words do;
-    # the words that point where the sense's contexts differ come first
-    assert set(by_gold[0][:3]) <= set(RIVER) and set(by_gold[1][:3]) <= set(MONEY), by_gold
+    # the words that point where the sense's contexts differ come first, and a sense never takes the
+    # other's topic words (which third word follows depends on the head's substitutes, noise here:
+    # a random head over the default biLM's states)
+    assert set(by_gold[0][:2]) <= set(RIVER) and set(by_gold[1][:2]) <= set(MONEY), by_gold
+    assert not set(by_gold[0]) & set(MONEY) and not set(by_gold[1]) & set(RIVER), by_gold
     assert "context_vectors" in ws.extra and ws.extra["context_vectors"].shape == (len(sentences), bilm.config.projection_dim)
 
 
