@@ -12,7 +12,9 @@
   shape, written once under ``--work``), or nothing for the embedded default model.
 
 ``--memory`` measures instead each precision's peak resident memory, in a fresh process that loads
-the model, sets the precision and embeds the sentences once.
+the model, sets the precision and embeds the sentences once, and the memory still resident after
+the run; ``int8-released`` is int8 after ``BiLM.release_float_products()`` (the LSTM's float32
+weights freed: int8-only inference).
 
 ``--text``: ``books``, ``ud`` or a file (as ``bench/bf16.py``). Writes ``--json`` and prints a
 markdown table. Precisions this CPU cannot run (int8 without AVX2) are reported as skipped.
@@ -78,18 +80,23 @@ def run(bilm: Any, sentences: Sequence[Sequence[str]], precision: str, batch: in
 MEMORY_CHILD = """
 import json, sys
 import torch
-from bench_common import peak_rss_mb, text_sentences
+from bench_common import peak_rss_mb, rss_mb, text_sentences
 from spacy_elmo import load_bilm
 torch.set_num_threads(1)
-model, text, n, batch, precision = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+model, text, n, batch, precision, release = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
 sentences = text_sentences(text, n)
 bilm = load_bilm(model)
 loaded = peak_rss_mb()
+parameters = sum(p.numel() * p.element_size() for p in bilm.parameters()) / 2**20
 bilm.set_inference_precision(precision)
+if release:
+    bilm.release_float_products()
 bilm.embed_sentences(sentences, batch_size=batch)
-print(json.dumps({"peak_rss_mb": peak_rss_mb(), "after_load_mb": loaded,
-                  "parameters_mb": sum(p.numel() * p.element_size() for p in bilm.parameters()) / 2**20}))
+print(json.dumps({"peak_rss_mb": peak_rss_mb(), "after_load_mb": loaded, "resident_after_mb": rss_mb(),
+                  "parameters_mb": parameters,
+                  "float32_parameters_kept_mb": sum(p.numel() * p.element_size() for p in bilm.parameters()) / 2**20}))
 """
+RELEASED = "-released"  # int8 with the LSTM's float32 weights freed (BiLM.release_float_products)
 
 
 def memory(model: str, text: str, n: int, batch: int, precisions: Sequence[str]) -> Dict[str, Any]:
@@ -97,7 +104,10 @@ def memory(model: str, text: str, n: int, batch: int, precisions: Sequence[str])
     sentences once, per precision (MB); and the float32 parameters' size."""
     from bench_common import run_child
 
-    return {p: run_child(MEMORY_CHILD, model, text, n, batch, p) for p in precisions}
+    runs = {p: run_child(MEMORY_CHILD, model, text, n, batch, p, 0) for p in precisions}
+    if "int8" in precisions:
+        runs["int8" + RELEASED] = run_child(MEMORY_CHILD, model, text, n, batch, "int8", 1)
+    return runs
 
 
 def main() -> None:
@@ -135,8 +145,10 @@ def main() -> None:
                   "weights": a.weights or "embedded default", "text": a.text if a.text in ("books", "ud") else Path(a.text).name,
                   "sentences": len(sentences), "batch": a.batch, "memory": memory(model_path(a.weights, a.work), a.text, a.sentences, a.batch, precisions)}
         lines = [f"{report['weights']}, {len(sentences)} sentences of {report['text']}, batch {a.batch}, one thread, {report['machine'].get('cpu', '')}", "",
-                 "| precision | peak RSS (MB) | after loading (MB) | float32 parameters (MB) |", "| --- | --- | --- | --- |"]
-        lines += [f"| {p} | {m['peak_rss_mb']:,.0f} | {m['after_load_mb']:,.0f} | {m['parameters_mb']:,.0f} |" for p, m in report["memory"].items()]
+                 "| precision | peak RSS (MB) | after loading (MB) | resident after the run (MB) | float32 parameters kept (MB) |",
+                 "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {p} | {m['peak_rss_mb']:,.0f} | {m['after_load_mb']:,.0f} | {m['resident_after_mb']:,.0f} | {m['float32_parameters_kept_mb']:,.0f} |"
+                  for p, m in report["memory"].items()]
         write_results(a.json, report, "\n".join(lines))
         return
     quantize_seconds = None

@@ -398,4 +398,8 @@ def test_int8_corpus_matches_embed_sentences_in_int8_and_is_its_own_configuratio
     expected = quantized.embed_sentences([line.split() for line in LINES])
     for i in range(len(LINES)):  # one chunk = the same batches as embed_sentences: equal to the bit
         assert np.array_equal(arrays[str(i)], expected[i])
+    from spacy_elmo.embedding.worker import _EMBEDDERS
+
+    int8_embedders = [e for spec, e in _EMBEDDERS.items() if spec.precision == "int8"]  # this process's worker
+    assert int8_embedders and all(e.bilm.float_products_released for e in int8_embedders)  # LSTM weights held once, in int8
     assert not np.array_equal(arrays["0"][1:], bilm.embed_sentences([LINES[0].split()])[0][1:])

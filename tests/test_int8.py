@@ -115,6 +115,43 @@ def test_autograd_never_takes_the_int8_path(default_bilm):
     assert trained.requires_grad and torch.equal(trained.detach(), expected)
 
 
+def test_released_float_weights_give_the_same_vectors_and_every_other_use_one_clear_error(default_bilm, tmp_path):
+    import pickle
+
+    from spacy_elmo.bilm import FloatWeightsReleased, save_native
+
+    bilm = copy.deepcopy(default_bilm)
+    with pytest.raises(ValueError, match="set_inference_precision"):
+        bilm.release_float_products()  # float32 still: nothing to release into
+    bilm.set_inference_precision("int8")
+    expected = bilm.embed_sentences(SENTENCES)
+    products = sum(p.numel() * 4 for n, p in bilm.lstm.named_parameters() if n.rsplit(".", 1)[-1] in int8.INT8_PRODUCTS)
+    assert bilm.release_float_products() == products > 0
+    assert bilm.float_products_released and bilm.release_float_products() == 0
+    assert all(p.numel() == 0 for n, p in bilm.lstm.named_parameters() if n.rsplit(".", 1)[-1] in int8.INT8_PRODUCTS)
+    assert all(np.array_equal(a, b) for a, b in zip(expected, bilm.embed_sentences(SENTENCES)))
+    bilm.clear_token_cache()  # the int8 copies are the only weights left: kept
+    assert all(np.array_equal(a, b) for a, b in zip(expected, bilm.embed_sentences(SENTENCES)))
+    from spacy_elmo.bilm import TokenBatch
+
+    folder = tmp_path / "model"
+    save_native(default_bilm, folder)
+    before = {f.name: f.read_bytes() for f in folder.iterdir()}
+    for attempt in (
+        bilm.state_dict,
+        lambda: save_native(bilm, folder),  # refused before the folder is touched
+        lambda: bilm.set_inference_precision("float32"),
+        bilm.train,
+        lambda: copy.deepcopy(bilm),
+        lambda: pickle.dumps(bilm),
+        lambda: bilm(TokenBatch.from_sentences(SENTENCES[:2])),  # autograd on
+    ):
+        with pytest.raises(FloatWeightsReleased, match="int8"):
+            attempt()
+    assert {f.name: f.read_bytes() for f in folder.iterdir()} == before
+    assert default_bilm.inference_precision == "float32" and default_bilm.lstm.layers[0].w_input.numel() > 0
+
+
 def test_product_is_the_exact_integer_product_scaled():
     torch.manual_seed(0)
     w, x = torch.randn(96, 40), torch.randn(7, 96) * torch.logspace(-3, 2, 7)[:, None]

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..kernels import bf16, int8
+from ..kernels.int8 import FloatWeightsReleased
 from .batching import plan_batches
 from .characters import MAX_CHARS, N_CHARACTERS, TokenBatch, batch_to_char_ids
 from .lstm import BiLstmStack, LstmState
@@ -253,10 +254,64 @@ class BiLM(nn.Module):
         if precision not in self.INFERENCE_PRECISIONS:
             raise ValueError(f"inference precision must be one of {list(self.INFERENCE_PRECISIONS)}, got {precision!r}")
         if precision != self.inference_precision:
+            self._refuse_released(f"set_inference_precision({precision!r})")
             quantized = int8.Int8Products() if precision == "int8" else None  # raises before anything changes
             self._bf16 = bf16.Bf16Products() if precision == "bfloat16" else None
             self._int8 = quantized
             self.clear_token_cache()  # its vectors were computed at the other precision
+
+    #: whether :meth:`release_float_products` applies (the LSTM stack's products; not a subclass's contextualizer)
+    can_release_float_products = True
+
+    def release_float_products(self) -> int:
+        """int8 inference only: quantize the LSTM stack's products now and free their float32
+        weights (:data:`~spacy_elmo.kernels.int8.INT8_PRODUCTS`, 85% of the original model's
+        parameters), so they are held once, in int8. Needs ``set_inference_precision("int8")``
+        first. Afterwards the model runs int8 inference only: training, autograd, another
+        precision, ``state_dict`` and saving raise :class:`FloatWeightsReleased`; load it again for
+        those. Returns the bytes of float32 weights freed (0 if already released)."""
+        if self.float_products_released:
+            return 0
+        quantized: Optional[int8.Int8Products] = getattr(self, "_int8", None)
+        if quantized is None:
+            raise ValueError(
+                f"release_float_products: the biLM runs in {self.inference_precision}; call set_inference_precision('int8') first"
+            )
+        stack = getattr(self, "lstm", None)
+        if not self.can_release_float_products or not isinstance(stack, BiLstmStack):
+            raise ValueError(f"release_float_products: only the LSTM biLM's float32 products can be released, not {type(self).__name__}'s")
+        with torch.no_grad():
+            quantized.lstm.freeze(stack)
+        freed = 0
+        for name, parameter in stack.named_parameters():
+            if name.rsplit(".", 1)[-1] in int8.INT8_PRODUCTS:
+                freed += parameter.numel() * parameter.element_size()
+                parameter.data = parameter.data.new_empty(0)
+                parameter.requires_grad_(False)
+        self._float_released = True
+        release_free_memory()
+        return freed
+
+    @property
+    def float_products_released(self) -> bool:
+        """Whether :meth:`release_float_products` freed the LSTM's float32 weights."""
+        return getattr(self, "_float_released", False)
+
+    def _refuse_released(self, what: str) -> None:
+        if self.float_products_released:
+            raise FloatWeightsReleased(
+                f"{what}: this biLM released its float32 LSTM weights for int8-only inference (release_float_products); "
+                "load the model again to train, save, copy or run it at another precision"
+            )
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        self._refuse_released("state_dict")
+        return super().state_dict(*args, **kwargs)
+
+    def train(self, mode: bool = True) -> "BiLM":
+        if mode:
+            self._refuse_released("train()")
+        return super().train(mode)
 
     @property
     def inference_precision(self) -> str:
@@ -292,6 +347,8 @@ class BiLM(nn.Module):
     def encode(self, batch: TokenBatch, skip_final: bool = False) -> Tuple[torch.Tensor, List[torch.Tensor]]:
         """Token vectors ``[B, T, P]`` and the L LSTM layer outputs ``[B, T, 2P]`` (with
         ``skip_final``, incomplete at the boundary positions: see :class:`BiLstmStack`)."""
+        if torch.is_grad_enabled():
+            self._refuse_released("a forward pass with autograd (use torch.inference_mode())")
         device = self.token_encoder.char_embedding.weight.device
         char_ids = batch.char_ids.to(device)
         products = self._bf16_products()

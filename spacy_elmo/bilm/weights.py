@@ -184,8 +184,8 @@ def save_native(model: BiLM, out_dir: PathLike) -> Path:
     atomically. ``config.json`` is the manifest: an old one is removed before the weights are
     replaced and the new one, with the weights file's size and SHA-256, is written last, so a
     folder is either a complete model or refused by :func:`load_native` as incomplete or damaged."""
+    state = {k: v.detach().cpu().float().contiguous() for k, v in model.state_dict().items()}  # before the folder is touched
     out = start_folder(out_dir, CONFIG_NAME)
-    state = {k: v.detach().cpu().float().contiguous() for k, v in model.state_dict().items()}
     write_atomic(out / WEIGHTS_NAME, lambda handle: torch.save(state, handle))
     manifest = {
         "format": NATIVE_FORMAT,

@@ -74,6 +74,9 @@ class ChunkEmbedder:
         self.lock = threading.Lock()
         self.bilm = load_bilm(spec.weights)
         self.bilm.set_inference_precision(spec.precision)
+        # an embedder only reads: it holds the LSTM's weights once, in int8
+        if spec.precision == "int8" and self.bilm.can_release_float_products:
+            self.bilm.release_float_products()
         ChunkEmbedder.loads += 1
         self.tokenize = make_tokenizer(spec.tokenizer, spec.lang)
         self.mixer: Optional[ScalarMix] = None

@@ -36,6 +36,10 @@ from . import bf16, cpu, matmul, native
 INT8_PRODUCTS = ("w_input", "w_state", "w_proj")
 
 
+class FloatWeightsReleased(RuntimeError):
+    """The biLM freed its float32 LSTM weights for int8-only inference (``BiLM.release_float_products``)."""
+
+
 class Int8Unavailable(ValueError):
     """This machine has no int8 product path (no AVX2, or a torch without oneDNN's int8 linear)."""
 
@@ -104,7 +108,36 @@ def linear(x: torch.Tensor, weight: QuantizedWeight, levels: Optional[int] = Non
 class Int8WeightCache(bf16.Bf16WeightCache):
     """The LSTM stack's :data:`INT8_PRODUCTS` as :class:`QuantizedWeight`, one per layer, parameter
     and direction (``"layers.0.w_state.1"``), remade when a weight changes (the same key as
-    :class:`~.bf16.Bf16WeightCache`: identity, storage and in-place version of every parameter)."""
+    :class:`~.bf16.Bf16WeightCache`: identity, storage and in-place version of every parameter).
+
+    :meth:`freeze` makes the current copies final (the float32 weights they came from may then be
+    freed): they are served as they are, kept through :meth:`clear`, and refuse to be pickled."""
+
+    frozen = False
+
+    def freeze(self, module: nn.Module) -> Dict[str, Any]:
+        """Quantize ``module``'s products now and keep these copies for good; returns them."""
+        copies = self.weights(module)
+        with self._lock:
+            self.frozen, self._key, self._held = True, (), []  # the float32 storages are no longer held here
+        return copies
+
+    def weights(self, module: nn.Module) -> Dict[str, Any]:
+        if self.frozen:
+            return self._copies
+        return super().weights(module)
+
+    def clear(self) -> None:
+        if not self.frozen:  # frozen copies are the only weights left
+            super().clear()
+
+    def __getstate__(self) -> Dict:
+        if self.frozen:
+            raise FloatWeightsReleased(
+                "this biLM released its float32 LSTM weights (int8 inference only): its int8 copies cannot be pickled or "
+                "copied; load the model again where it is needed and release there"
+            )
+        return super().__getstate__()
 
     def convert(self, named: List[Tuple[str, nn.Parameter]]) -> Dict[str, Any]:
         copies: Dict[str, Any] = {}
