@@ -18,8 +18,10 @@ from typing import Dict, List, Optional
 
 from bench_common import Clock, machine, use_threads, write_results
 
+from spacy_elmo.induction import DEFAULT_REPRESENTATION
 
-def run(files: List[Path], weights: Optional[str], n_pairs: int, per_word: int, representation: str = "substitutes") -> Dict[str, object]:
+
+def run(files: List[Path], weights: Optional[str], n_pairs: int, per_word: int, representation: str) -> Dict[str, object]:
     from spacy_elmo.evaluation.wsi_check import pseudoword_check
     from spacy_elmo.hub.load import load_bilm
     from spacy_elmo.induction.induce import InductionSettings, load_head
@@ -45,7 +47,9 @@ def main() -> None:
     parser.add_argument("--weights", default=None, help="the biLM (default: the embedded default)")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--per-word", type=int, default=100)
-    parser.add_argument("--representation", default="substitutes", help="induce's representation (e.g. substitutes+context)")
+    parser.add_argument(
+        "--representation", default=DEFAULT_REPRESENTATION, help=f"induce's representation (default: induce's, {DEFAULT_REPRESENTATION})"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     use_threads(1)
@@ -54,7 +58,7 @@ def main() -> None:
         "machine": machine(1),
         "command": "OMP_NUM_THREADS=1 python bench/wsi_check.py --books BOOKS --biomed ARTICLES"
         + (f" --weights {args.weights}" if args.weights else "")
-        + (f" --representation {args.representation}" if args.representation != "substitutes" else ""),
+        + f" --representation {args.representation}",
         "representation": args.representation,
     }
     for name, folder, limit in (("books", args.books, args.max_files), ("biomed", args.biomed, None)):
