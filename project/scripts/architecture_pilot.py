@@ -50,7 +50,10 @@ def read_run(folder: Path) -> Dict[str, Any]:
     }
 
 
-def plot(runs: Dict[str, Dict[str, Any]], png: Path, title: str = "LSTM or Transformer biLM: validation perplexity per CPU minute") -> None:
+DEFAULT_TITLE = "LSTM or Transformer biLM: validation perplexity per CPU minute"
+
+
+def plot(runs: Dict[str, Dict[str, Any]], png: Path, title: str = DEFAULT_TITLE) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,7 +114,7 @@ def main(argv: List[str] | None = None) -> None:
     c.add_argument("runs", nargs="+", help="NAME=RUN_FOLDER")
     c.add_argument("--png", type=Path, required=True)
     c.add_argument("--json", type=Path, required=True)
-    c.add_argument("--title", default="LSTM or Transformer biLM: validation perplexity per CPU minute", help="the plot's title")
+    c.add_argument("--title", default=DEFAULT_TITLE, help="the plot's title")
     v = sub.add_parser("speed", help="component tokens/s of each model at batch 64 and at nlp.pipe's default batch")
     v.add_argument("models", nargs="+", help="NAME=MODEL_FOLDER")
     v.add_argument("--sentences", type=Path, required=True, help="space-tokenised sentences, one a line (e.g. UD EWT test's)")
