@@ -265,7 +265,7 @@ class BiLM(nn.Module):
 
     def release_float_products(self) -> int:
         """int8 inference only: quantize the LSTM stack's products now and free their float32
-        weights (:data:`~spacy_elmo.kernels.int8.INT8_PRODUCTS`, 85% of the original model's
+        weights (:data:`~spacy_elmo.kernels.int8.INT8_PRODUCTS`, 81% of the original model's
         parameters), so they are held once, in int8. Needs ``set_inference_precision("int8")``
         first. Afterwards the model runs int8 inference only: training, autograd, another
         precision, ``state_dict`` and saving raise :class:`FloatWeightsReleased`; load it again for
