@@ -260,8 +260,11 @@ class BiLM(nn.Module):
             self._int8 = quantized
             self.clear_token_cache()  # its vectors were computed at the other precision
 
-    #: whether :meth:`release_float_products` applies (the LSTM stack's products; not a subclass's contextualizer)
-    can_release_float_products = True
+    @property
+    def can_release_float_products(self) -> bool:
+        """Whether :meth:`release_float_products` applies: an LSTM stack's products (a transformer's
+        int8 linears are remade from its float32 weights)."""
+        return isinstance(getattr(self, "lstm", None), BiLstmStack)
 
     def release_float_products(self) -> int:
         """int8 inference only: quantize the LSTM stack's products now and free their float32
@@ -277,9 +280,9 @@ class BiLM(nn.Module):
             raise ValueError(
                 f"release_float_products: the biLM runs in {self.inference_precision}; call set_inference_precision('int8') first"
             )
-        stack = getattr(self, "lstm", None)
-        if not self.can_release_float_products or not isinstance(stack, BiLstmStack):
+        if not self.can_release_float_products:
             raise ValueError(f"release_float_products: only the LSTM biLM's float32 products can be released, not {type(self).__name__}'s")
+        stack: BiLstmStack = self.lstm
         with torch.no_grad():
             quantized.lstm.freeze(stack)
         freed = 0

@@ -361,8 +361,6 @@ class TransformerBiLM(BiLM):
     ``stateful=True`` is refused. Under bfloat16 inference the token encoder's products run in
     bfloat16 as the LSTM biLM's do, its layer norm in float32."""
 
-    can_release_float_products = False  # its linears' int8 copies are remade from the float32 weights
-
     def __init__(self, config: BiLMConfig, stateful: bool = False, token_cache_size: int = 0) -> None:
         if stateful:
             raise ValueError("a transformer biLM carries no state between batches: stateful=True does not apply")
