@@ -415,10 +415,14 @@ def main() -> None:
         draws += list(real_draws(args.cache, args.small))
     result: Dict[str, object] = {
         "machine": machine(threads=1),
-        "features": "OMP_NUM_THREADS=1 python bench/null_rule.py features --books BOOKS --modern WIKIPEDIA WIKINEWS --weights W"
+        "features": None
+        if args.cache is None
+        else "OMP_NUM_THREADS=1 python bench/null_rule.py features --books BOOKS --modern WIKIPEDIA WIKINEWS --weights W"
         " --cache CACHE [--start 40 | --by-context] (BOOKS: the books folder, first 10 by name; WIKIPEDIA, WIKINEWS: the"
         " modern corpus' wikipedia.valid.txt.gz and wikinews.valid.txt.gz; W: the v2 candidate, step 17,000)",
-        "command": f"OMP_NUM_THREADS=1 python bench/null_rule.py score --cache CACHE --repeats {args.repeats} --small {args.small}"
+        "command": "OMP_NUM_THREADS=1 python bench/null_rule.py score"
+        + (" --cache CACHE" if args.cache is not None else "")
+        + f" --repeats {args.repeats} --small {args.small}"
         + (f" --rules {args.rules}" if args.rules != ",".join(RULES) else ""),
         "rules": {},
     }
