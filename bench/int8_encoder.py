@@ -21,6 +21,7 @@ the encoder's float32 step in this process only.
 from __future__ import annotations
 
 import argparse
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any, Dict, List
@@ -32,33 +33,20 @@ from bench_common import WORK, add_threads, command, machine, random_weights, te
 ARMS = ("lstm", "lstm+encoder")
 
 
-def encode_int8(encoder: Any, weights: Dict[str, Any], char_ids: torch.Tensor) -> torch.Tensor:
-    """The encoder's float32 step (convolutions, max, activation) with int8 highway and projection products."""
+def encode_int8(encoder: Any, linears: Any, char_ids: torch.Tensor) -> torch.Tensor:
+    """The encoder's float32 step (convolutions, max, activation) with int8 highway and projection
+    products (``linears``: :class:`spacy_elmo.kernels.int8.QuantizedLinears` of the encoder)."""
     from spacy_elmo.bilm.token_encoder import _ACTIVATIONS
-    from spacy_elmo.kernels import int8
 
     x = encoder.char_embedding(char_ids).transpose(1, 2)
     h = _ACTIVATIONS[encoder.activation](torch.cat([conv(x).amax(dim=-1) for conv in encoder.convs], dim=-1))
-    for k, highway in enumerate(encoder.highways):
-        transformed = torch.relu_(int8.linear(h, weights[f"{k}.transform"]).add_(highway.transform.bias))
-        gate = torch.sigmoid_(int8.linear(h, weights[f"{k}.carry"]).add_(highway.carry.bias))
+    for highway in encoder.highways:
+        transformed = linears.apply(h, highway.transform, relu=True)
+        gate = torch.sigmoid_(linears.apply(h, highway.carry))
         h = torch.lerp(h, transformed, gate)
     if isinstance(encoder.projection, torch.nn.Linear):
-        return int8.linear(h, weights["projection"]).add_(encoder.projection.bias)
+        return linears.apply(h, encoder.projection)
     return h
-
-
-def quantized_encoder_weights(encoder: Any) -> Dict[str, Any]:
-    """int8 copies of the encoder's highway and projection weights (``[in, out]``, per output channel)."""
-    from spacy_elmo.kernels import int8
-
-    weights = {}
-    for k, highway in enumerate(encoder.highways):
-        weights[f"{k}.transform"] = int8.QuantizedWeight(highway.transform.weight.detach().t().contiguous())
-        weights[f"{k}.carry"] = int8.QuantizedWeight(highway.carry.weight.detach().t().contiguous())
-    if isinstance(encoder.projection, torch.nn.Linear):
-        weights["projection"] = int8.QuantizedWeight(encoder.projection.weight.detach().t().contiguous())
-    return weights
 
 
 def main() -> None:
@@ -75,9 +63,8 @@ def main() -> None:
     add_threads(parser)
     args = parser.parse_args()
     use_threads(args.threads)
-    import time
-
     from spacy_elmo import load_bilm
+    from spacy_elmo.kernels import int8
 
     path = (
         None
@@ -92,7 +79,8 @@ def main() -> None:
     batches = [sentences[i : i + args.batch] for i in range(0, len(sentences), args.batch)]
     encoder = bilm.token_encoder
     float_step = encoder._encode
-    int8_step = partial(encode_int8, encoder, quantized_encoder_weights(encoder))
+    linears = int8.QuantizedLinears(encoder, int8.Int8LinearCache(), int8.activation_levels())
+    int8_step = partial(encode_int8, encoder, linears)
 
     def embed(arm: str) -> List[np.ndarray]:
         encoder._encode = int8_step if arm == "lstm+encoder" else float_step

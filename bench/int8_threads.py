@@ -26,7 +26,7 @@ from bench_common import command, machine, write_results
 SHAPES = [("recurrent", 64, 512, 16384), ("projection", 64, 4096, 512), ("input (a group of 8 steps)", 512, 512, 16384)]
 
 
-def timed(fn: Callable[[], None], repeats: int) -> float:
+def median_seconds(fn: Callable[[], None], repeats: int) -> float:
     """Median seconds of ``fn`` over ``repeats`` runs (after one warm-up)."""
     fn()
     runs = []
@@ -85,10 +85,10 @@ def main() -> None:
         row: Dict[str, float] = {}
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            row[f"float32_t{threads}"] = timed(both(run_float), args.repeats)
-            row[f"int8_t{threads}"] = timed(both(run_int8), args.repeats)
+            row[f"float32_t{threads}"] = median_seconds(both(run_float), args.repeats)
+            row[f"int8_t{threads}"] = median_seconds(both(run_int8), args.repeats)
         torch.set_num_threads(1)
-        row["int8_two_python_threads"] = timed(concurrent(run_int8), args.repeats)
+        row["int8_two_python_threads"] = median_seconds(concurrent(run_int8), args.repeats)
         per_call = {k: v / (2 * args.calls) * 1e3 for k, v in row.items()}
         results["products"][name] = {"ms_per_product": per_call, "rows": rows, "in": n_in, "out": n_out}
         f1, f2, q1, q2, qp = (per_call[k] for k in ("float32_t1", "float32_t2", "int8_t1", "int8_t2", "int8_two_python_threads"))
