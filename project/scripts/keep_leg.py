@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Keep a leg that missed the ship rule's margin in the repository, so that no machine holds it.
+
+    python scripts/keep_leg.py training/default-v2-legN --init INIT [--out models/en_default-next] [--verdict "..."]
+
+A leg of the default (``default-v2-continue``) that holds the floors but misses the margin is
+continued by the next leg, and the legs are measured together against the shipped default
+(docs/model-card.md, "Keep it learning"). Its package used to live in ``packages/``, a folder
+outside git, and two legs were lost with a machine that way. This writes the leg's package (the
+embedded default's layout, as ``ship`` writes it) into ``--out``, a folder the repository tracks,
+with a ``snapshot.json`` that carries the whole chain:
+
+- ``base_sha256``: the SHA-256 of the shipped default's ``weights.pt`` the legs continue, so a
+  kept folder that no longer continues the shipped default (another default shipped since) is
+  seen at once (``tests/test_kept_legs.py``);
+- ``kept_legs``: each kept leg (seed, steps, tokens, minutes, precision, validation perplexity at
+  its end, the rule's verdict) in order;
+- ``step``, ``tokens``, ``elapsed_minutes``: the shipped default's cumulative figures plus the kept
+  legs', as the card records them.
+
+The new folder is written beside ``--out`` and swapped in only when complete, so an interrupted
+run leaves the previous kept legs as they were. When the legs ship, ``--out`` is removed in the
+commit that replaces the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+REPO = Path(__file__).resolve().parent.parent.parent
+SHIPPED = REPO / "spacy_elmo" / "models" / "en_default"
+DEFAULT_OUT = REPO / "project" / "models" / "en_default-next"
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_metrics(run_dir: Path) -> List[Dict[str, Any]]:
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: pass the output folder of a finished `finetune` leg")
+    return [json.loads(line) for line in path.read_text(encoding="utf8").splitlines() if line.strip()]
+
+
+def leg_record(run_dir: Path, verdict: Optional[str]) -> Dict[str, Any]:
+    """The finished leg's own figures: from its train_config.json and metrics.jsonl."""
+    config = json.loads((run_dir / "train_config.json").read_text(encoding="utf8"))
+    rows = read_metrics(run_dir)
+    train = [r for r in rows if "loss" in r]
+    valid = [r for r in rows if "valid_ppl_avg" in r or "valid_ppl_fwd" in r]
+    if not (run_dir / "model" / "weights.pt").is_file() or not train:
+        last = train[-1]["step"] if train else 0
+        raise ValueError(f"{run_dir} has no model/ (logged up to step {last} of {config['max_steps']}): only a finished leg is kept")
+    end = valid[-1] if valid else {}
+    precisions = sorted({r["precision"] for r in train if "precision" in r})
+    return {
+        "seed": config["seed"],
+        "steps": config["max_steps"],
+        "tokens": int(train[-1]["tokens"]),
+        "elapsed_minutes": round(train[-1]["elapsed_s"] / 60.0, 2),
+        "precision": "/".join(precisions) or config.get("precision"),
+        "lr": config["lr"],
+        "valid_ppl_end": round(end.get("valid_ppl_avg", end.get("valid_ppl_fwd", float("nan"))), 2) if end else None,
+        "verdict": verdict or "not yet measured",
+    }
+
+
+def chain(init: Path, shipped: Path) -> Dict[str, Any]:
+    """What ``init`` holds: the shipped default itself, or kept legs on top of it."""
+    shipped_sha = json.loads((shipped / "config.json").read_text(encoding="utf8"))["sha256"]["weights.pt"]
+    if sha256(init / "weights.pt") == shipped_sha:
+        return {"kept_legs": [], "base": shipped_sha}
+    snapshot = json.loads((init / "snapshot.json").read_text(encoding="utf8")) if (init / "snapshot.json").is_file() else {}
+    if snapshot.get("base_sha256") != shipped_sha or sha256(init / "weights.pt") != snapshot.get("weights_sha256"):
+        raise ValueError(
+            f"{init} is neither the shipped default nor kept legs that continue it (its snapshot.json's base_sha256 "
+            f"is {snapshot.get('base_sha256')!r}, the shipped weights' {shipped_sha!r}): keep legs that continue the shipped default"
+        )
+    return {"snapshot": snapshot, "kept_legs": list(snapshot.get("kept_legs", [])), "base": shipped_sha}
+
+
+def readme(snapshot: Dict[str, Any]) -> str:
+    """What the kept folder is, for a person who finds it in the repository."""
+    rows = "\n".join(
+        f"| {x['seed']} | {x['steps']:,} | {x['tokens']:,} | {x['elapsed_minutes']:.0f} | {x['precision']} | {x['lr']:g} | {x['valid_ppl_end']} | {x['verdict']} |"
+        for x in snapshot["kept_legs"]
+    )
+    return (
+        "# Kept legs of the default: the next leg's start (not shipped)\n\n"
+        "Legs of the embedded default that missed the ship rule's margin, kept in the repository so that no\n"
+        'machine holds the only copy (`project/scripts/keep_leg.py`, docs/model-card.md, "Keep it learning").\n'
+        "The next leg continues this folder (`vars.default_v2_continue_init`); when the legs ship, the folder\n"
+        "goes in the commit that replaces `spacy_elmo/models/en_default`. Not part of the wheel.\n\n"
+        f"Continues the shipped weights with SHA-256 `{snapshot['base_sha256']}`; cumulative {snapshot['tokens']:,} tokens.\n\n"
+        "| seed | steps | tokens | CPU-minutes | precision | peak lr | valid ppl at its end | verdict |\n"
+        "| ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |\n"
+        f"{rows}\n"
+    )
+
+
+def keep_leg(run_dir: Path, init: Path, out: Path, shipped: Path = SHIPPED, verdict: Optional[str] = None) -> Dict[str, Any]:
+    """Write ``run_dir``'s package with its chain into ``out`` (swapped in when complete); its snapshot."""
+    sys.path.insert(0, str(REPO))
+    from spacy_elmo.training.ship import ship_model
+
+    run_dir, init, out = Path(run_dir), Path(init), Path(out)
+    ran_from = json.loads((run_dir / "train_config.json").read_text(encoding="utf8")).get("init_model")
+    if ran_from and Path(ran_from).resolve() != init.resolve():
+        raise ValueError(f"{run_dir} continued {ran_from}, not {init}: pass the folder the leg started from as --init")
+    before = chain(init, shipped)
+    leg = leg_record(run_dir, verdict)
+    legs = before["kept_legs"] + [leg]
+    base = json.loads((shipped / "snapshot.json").read_text(encoding="utf8"))  # the cumulative figures the legs add to
+    staging = out.with_name(out.name + ".partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    ship_model(run_dir, staging)
+    snapshot = {
+        "step": base["step"] + sum(x["steps"] for x in legs),
+        "tokens": base["tokens"] + sum(x["tokens"] for x in legs),
+        "elapsed_minutes": round(base["elapsed_minutes"] + sum(x["elapsed_minutes"] for x in legs), 2),
+        "run": f"{base['run']}, then kept legs " + ", ".join(f"seed {x['seed']}" for x in legs) + " (not shipped yet)",
+        "leg": {
+            "run": f"default-v2-continue (seed {leg['seed']}, {leg['steps']:,} steps, {leg['precision']})",
+            "step": leg["steps"],
+            "tokens": leg["tokens"],
+            "elapsed_minutes": leg["elapsed_minutes"],
+        },
+        "base_sha256": before["base"],
+        "weights_sha256": sha256(staging / "weights.pt"),
+        "kept_legs": legs,
+    }
+    (staging / "snapshot.json").write_text(json.dumps(snapshot, indent=1) + "\n", encoding="utf8")
+    (staging / "README.md").write_text(readme(snapshot), encoding="utf8")
+    if out.exists():
+        retired = out.with_name(out.name + ".old")
+        if retired.exists():
+            shutil.rmtree(retired)
+        out.rename(retired)
+        staging.rename(out)
+        shutil.rmtree(retired)
+    else:
+        staging.rename(out)
+    return snapshot
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run_dir", type=Path, help="the finished leg's finetune output folder")
+    parser.add_argument("--init", type=Path, required=True, help="the folder the leg continued (the shipped default or kept legs)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--shipped", type=Path, default=SHIPPED, help="the shipped default (default: the package's)")
+    parser.add_argument("--verdict", default=None, help="the ship rule's verdict on the legs, when measured")
+    args = parser.parse_args(argv)
+    try:
+        snapshot = keep_leg(args.run_dir, args.init, args.out, args.shipped, args.verdict)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    legs = snapshot["kept_legs"]
+    print(
+        f"kept {len(legs)} leg(s) in {args.out}: seeds {', '.join(str(x['seed']) for x in legs)}; cumulative {snapshot['tokens']:,} tokens"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Legs of the default that missed the ship rule's margin, kept in the repository
+(``project/scripts/keep_leg.py``, ``project/models/en_default-next``) so that no machine holds them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+import torch
+import yaml
+from keep_leg import keep_leg, main, sha256
+
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED = REPO / "spacy_elmo" / "models" / "en_default"
+KEPT = REPO / "project" / "models" / "en_default-next"
+
+
+def _model(folder: Path, weights: bytes) -> None:
+    folder.mkdir(parents=True)
+    (folder / "weights.pt").write_bytes(weights)
+    (folder / "config.json").write_text(json.dumps({"sha256": {"weights.pt": hashlib.sha256(weights).hexdigest()}}))
+    (folder / "vocab.txt").write_text("the\nbank\n")
+    torch.save({"weight": torch.ones(2, 3), "bias": torch.zeros(2)}, folder / "softmax.pt")
+
+
+def _shipped(tmp_path: Path) -> Path:
+    shipped = tmp_path / "shipped"
+    _model(shipped, b"shipped weights")
+    snapshot = {"step": 1000, "tokens": 5_000_000, "elapsed_minutes": 100.0, "run": "v2 + legs 3 to 15"}
+    (shipped / "snapshot.json").write_text(json.dumps(snapshot))
+    return shipped
+
+
+def _leg(tmp_path: Path, init: Path, seed: int, weights: bytes, finished: bool = True) -> Path:
+    run = tmp_path / f"leg{seed}"
+    if finished:
+        _model(run / "model", weights)
+    else:
+        run.mkdir(parents=True)
+    config: Dict[str, Any] = {"init_model": str(init), "seed": seed, "max_steps": 40, "lr": 1e-3, "precision": "auto", "log_every": 20}
+    (run / "train_config.json").write_text(json.dumps(config))
+    rows = [
+        {"step": 20, "tokens": 80_000, "loss": 9.5, "elapsed_s": 60.0, "precision": "bfloat16"},
+        {"step": 40, "tokens": 160_000, "loss": 9.4, "elapsed_s": 120.0, "precision": "bfloat16"},
+        {"step": 40, "tokens": 160_000, "valid_ppl_fwd": 106.0, "valid_ppl_bwd": 104.0, "valid_ppl_avg": 105.0},
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[: 3 if finished else 1]))
+    return run
+
+
+def test_a_kept_leg_carries_its_chain_and_the_next_leg_extends_it(tmp_path):
+    shipped = _shipped(tmp_path)
+    out = tmp_path / "next"
+    first = keep_leg(_leg(tmp_path, shipped, 16, b"leg 16"), shipped, out, shipped=shipped)
+    assert [x["seed"] for x in first["kept_legs"]] == [16] and first["kept_legs"][0]["valid_ppl_end"] == 105.0
+    assert first["tokens"] == 5_160_000 and first["step"] == 1040 and first["elapsed_minutes"] == 102.0
+    assert first["base_sha256"] == hashlib.sha256(b"shipped weights").hexdigest()
+    assert (out / "weights.pt").read_bytes() == b"leg 16" and first["weights_sha256"] == sha256(out / "weights.pt")
+    assert torch.load(out / "softmax.pt", weights_only=True)["weight"].dtype == torch.float16  # ship's layout
+    # the next leg continues the kept folder and is kept over it, the chain growing
+    second = keep_leg(_leg(tmp_path, out, 17, b"leg 17"), out, out, shipped=shipped, verdict="NOT SHIP")
+    assert [x["seed"] for x in second["kept_legs"]] == [16, 17] and second["tokens"] == 5_320_000
+    assert second["kept_legs"][1]["verdict"] == "NOT SHIP" and (out / "weights.pt").read_bytes() == b"leg 17"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("next")) == ["next"]  # no staging left
+
+
+def test_what_is_not_a_finished_leg_of_the_shipped_default_is_refused_and_nothing_is_lost(tmp_path):
+    shipped = _shipped(tmp_path)
+    out = tmp_path / "next"
+    keep_leg(_leg(tmp_path, shipped, 16, b"leg 16"), shipped, out, shipped=shipped)
+    kept = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ValueError, match="only a finished leg is kept"):
+        keep_leg(_leg(tmp_path, out, 17, b"", finished=False), out, out, shipped=shipped)
+    with pytest.raises(ValueError, match="not .*pass the folder the leg started from"):
+        keep_leg(_leg(tmp_path / "x", shipped, 18, b"leg 18"), out, out, shipped=shipped)  # it continued another folder
+    other = tmp_path / "other"
+    _model(other, b"somebody else's model")
+    with pytest.raises(ValueError, match="neither the shipped default nor kept legs"):
+        keep_leg(_leg(tmp_path / "y", other, 19, b"leg 19"), other, out, shipped=shipped)
+    (out / "weights.pt").write_bytes(b"changed after it was kept")
+    with pytest.raises(ValueError, match="neither the shipped default nor kept legs"):
+        keep_leg(_leg(tmp_path / "z", out, 20, b"leg 20"), out, out, shipped=shipped)
+    (out / "weights.pt").write_bytes(kept["weights.pt"])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == kept  # every refusal left the kept folder as it was
+    assert main([str(tmp_path / "leg17"), "--init", str(out), "--out", str(out), "--shipped", str(shipped)]) == 2
+
+
+def test_the_project_continues_the_kept_legs_of_the_shipped_default():
+    """Where the project's next leg continues kept legs, they are in the repository, continue the
+    shipped default's very weights, are unchanged since they were kept, and the next leg's number
+    follows the last kept leg's; otherwise the next leg continues the shipped default."""
+    variables = yaml.safe_load((REPO / "project" / "project.yml").read_text())["vars"]
+    init = variables["default_v2_continue_init"]
+    if init == "../spacy_elmo/models/en_default":
+        assert not KEPT.exists(), "kept legs nobody continues: continue them (vars.default_v2_continue_init) or remove them"
+        return
+    assert init == "models/en_default-next" and (KEPT / "weights.pt").is_file()
+    snapshot = json.loads((KEPT / "snapshot.json").read_text())
+    shipped = json.loads((SHIPPED / "config.json").read_text())["sha256"]["weights.pt"]
+    assert snapshot["base_sha256"] == shipped, "the kept legs continue a default that is no longer shipped"
+    assert sha256(KEPT / "weights.pt") == snapshot["weights_sha256"]
+    assert json.loads((KEPT / "config.json").read_text())["sha256"]["weights.pt"] == snapshot["weights_sha256"]
+    legs = snapshot["kept_legs"]
+    assert variables["default_v2_leg"] == legs[-1]["seed"] + 1
+    base = json.loads((SHIPPED / "snapshot.json").read_text())
+    assert snapshot["tokens"] == base["tokens"] + sum(x["tokens"] for x in legs)
+    assert (KEPT / "vocab.txt").read_bytes() == (SHIPPED / "vocab.txt").read_bytes()
