@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""The legs' learning-rate pilot: validation perplexity of legs that differ only in their peak rate.
+
+    python scripts/lr_pilot.py "1e-4=training/pilot-leg-lr-1e-4" "3e-4=training/pilot-leg-lr-3e-4" \\
+        "1e-3=training/pilot-leg-lr-1e-3" --start 105.3 --png ../docs/img/leg-lr-pilot.png --json ../bench/results/leg-lr-pilot.json
+
+Each arm is a ``finetune`` folder continuing the same model with the same seed (so the same batches
+in the same order) and step budget, with ``configs/pilots/leg-lr-*.json``. ``metrics.jsonl`` holds
+the validation perplexity (exact, full softmax, the first ``eval_sentences`` validation sentences)
+every ``eval_every`` steps. Writes a JSON summary (per arm: its peak rate, its steps, tokens and
+minutes, its validation curve) and a plot of the curves against training tokens, with the starting
+model's perplexity (``--start``) as a line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+
+def read_arm(folder: Path) -> Dict[str, Any]:
+    """An arm's settings and validation curve."""
+    config = json.loads((folder / "train_config.json").read_text())
+    records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    valid = list({r["step"]: r for r in records if "valid_ppl_avg" in r}.values())  # the end's evaluation is logged twice
+    train = [r for r in records if "loss" in r]
+    if not valid:
+        raise SystemExit(f"{folder}: no validation perplexity in metrics.jsonl yet")
+    return {
+        "lr": config["lr"],
+        "seed": config["seed"],
+        "max_steps": config["max_steps"],
+        "steps": train[-1]["step"] if train else None,
+        "tokens": train[-1]["tokens"] if train else None,
+        "minutes": round(train[-1]["elapsed_s"] / 60.0, 1) if train else None,
+        "valid": [{"step": r["step"], "tokens": r["tokens"], "ppl_avg": round(r["valid_ppl_avg"], 3)} for r in valid],
+    }
+
+
+def plot(arms: Dict[str, Dict[str, Any]], start: Optional[float], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for name, arm in arms.items():
+        xs = [0.0] + [v["tokens"] / 1e6 for v in arm["valid"]] if start else [v["tokens"] / 1e6 for v in arm["valid"]]
+        ys = ([start] if start else []) + [v["ppl_avg"] for v in arm["valid"]]
+        ax.plot(xs, ys, marker="o", label=f"peak lr {name}")
+    if start:
+        ax.axhline(start, color="grey", linestyle=":", linewidth=1, label=f"start ({start:g})")
+    ax.set_xlabel("training tokens in the leg (millions)")
+    ax.set_ylabel("validation perplexity (first 1,000 sentences)")
+    ax.set_title("A leg of the default: its peak learning rate")
+    ax.legend()
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=100)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("arms", nargs="+", help="NAME=RUN_FOLDER, one per arm")
+    parser.add_argument("--start", type=float, default=None, help="the starting model's validation perplexity, drawn as a line")
+    parser.add_argument("--png", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    arms = {}
+    for spec in args.arms:
+        name, sep, folder = spec.partition("=")
+        if not sep:
+            raise SystemExit(f"{spec!r}: write each arm as NAME=RUN_FOLDER")
+        arms[name] = read_arm(Path(folder))
+    for name, arm in arms.items():
+        curve = ", ".join(f"{v['ppl_avg']:.2f} at {v['step']:,}" for v in arm["valid"])
+        print(f"peak lr {name}: {curve} ({arm['tokens']:,} tokens, {arm['minutes']} minutes)")
+    if args.json:
+        args.json.write_text(json.dumps({"start_valid_ppl": args.start, "arms": arms}, indent=1) + "\n")
+    if args.png:
+        plot(arms, args.start, args.png)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
