@@ -26,24 +26,18 @@ commit that replaces the default.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from spacy_elmo.bilm.weights import file_sha256 as sha256
+from spacy_elmo.training.ship import ship_model
+
 REPO = Path(__file__).resolve().parent.parent.parent
 SHIPPED = REPO / "spacy_elmo" / "models" / "en_default"
 DEFAULT_OUT = REPO / "project" / "models" / "en_default-next"
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_metrics(run_dir: Path) -> List[Dict[str, Any]]:
@@ -111,9 +105,6 @@ def readme(snapshot: Dict[str, Any]) -> str:
 
 def keep_leg(run_dir: Path, init: Path, out: Path, shipped: Path = SHIPPED, verdict: Optional[str] = None) -> Dict[str, Any]:
     """Write ``run_dir``'s package with its chain into ``out`` (swapped in when complete); its snapshot."""
-    sys.path.insert(0, str(REPO))
-    from spacy_elmo.training.ship import ship_model
-
     run_dir, init, out = Path(run_dir), Path(init), Path(out)
     ran_from = json.loads((run_dir / "train_config.json").read_text(encoding="utf8")).get("init_model")
     if ran_from and Path(ran_from).resolve() != init.resolve():
