@@ -30,7 +30,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from spacy_elmo.bilm.weights import file_sha256 as sha256
 from spacy_elmo.training.ship import ship_model
@@ -52,11 +52,10 @@ def leg_record(run_dir: Path, verdict: Optional[str]) -> Dict[str, Any]:
     config = json.loads((run_dir / "train_config.json").read_text(encoding="utf8"))
     rows = read_metrics(run_dir)
     train = [r for r in rows if "loss" in r]
-    valid = [r for r in rows if "valid_ppl_avg" in r or "valid_ppl_fwd" in r]
+    valid = [r for r in rows if "valid_ppl_avg" in r]
     if not (run_dir / "model" / "weights.pt").is_file() or not train:
         last = train[-1]["step"] if train else 0
         raise ValueError(f"{run_dir} has no model/ (logged up to step {last} of {config['max_steps']}): only a finished leg is kept")
-    end = valid[-1] if valid else {}
     precisions = sorted({r["precision"] for r in train if "precision" in r})
     return {
         "seed": config["seed"],
@@ -65,23 +64,25 @@ def leg_record(run_dir: Path, verdict: Optional[str]) -> Dict[str, Any]:
         "elapsed_minutes": round(train[-1]["elapsed_s"] / 60.0, 2),
         "precision": "/".join(precisions) or config.get("precision"),
         "lr": config["lr"],
-        "valid_ppl_end": round(end.get("valid_ppl_avg", end.get("valid_ppl_fwd", float("nan"))), 2) if end else None,
+        "valid_ppl_end": round(valid[-1]["valid_ppl_avg"], 2) if valid else None,
         "verdict": verdict or "not yet measured",
     }
 
 
-def chain(init: Path, shipped: Path) -> Dict[str, Any]:
-    """What ``init`` holds: the shipped default itself, or kept legs on top of it."""
+def chain(init: Path, shipped: Path) -> Tuple[List[Dict[str, Any]], str]:
+    """What ``init`` holds (the shipped default itself, or kept legs on top of it): its kept legs and
+    the shipped weights' SHA-256."""
     shipped_sha = json.loads((shipped / "config.json").read_text(encoding="utf8"))["sha256"]["weights.pt"]
-    if sha256(init / "weights.pt") == shipped_sha:
-        return {"kept_legs": [], "base": shipped_sha}
+    init_sha = sha256(init / "weights.pt")
+    if init_sha == shipped_sha:
+        return [], shipped_sha
     snapshot = json.loads((init / "snapshot.json").read_text(encoding="utf8")) if (init / "snapshot.json").is_file() else {}
-    if snapshot.get("base_sha256") != shipped_sha or sha256(init / "weights.pt") != snapshot.get("weights_sha256"):
+    if snapshot.get("base_sha256") != shipped_sha or init_sha != snapshot.get("weights_sha256"):
         raise ValueError(
             f"{init} is neither the shipped default nor kept legs that continue it (its snapshot.json's base_sha256 "
             f"is {snapshot.get('base_sha256')!r}, the shipped weights' {shipped_sha!r}): keep legs that continue the shipped default"
         )
-    return {"snapshot": snapshot, "kept_legs": list(snapshot.get("kept_legs", [])), "base": shipped_sha}
+    return list(snapshot.get("kept_legs", [])), shipped_sha
 
 
 def readme(snapshot: Dict[str, Any]) -> str:
@@ -109,9 +110,9 @@ def keep_leg(run_dir: Path, init: Path, out: Path, shipped: Path = SHIPPED, verd
     ran_from = json.loads((run_dir / "train_config.json").read_text(encoding="utf8")).get("init_model")
     if ran_from and Path(ran_from).resolve() != init.resolve():
         raise ValueError(f"{run_dir} continued {ran_from}, not {init}: pass the folder the leg started from as --init")
-    before = chain(init, shipped)
+    kept, base_sha = chain(init, shipped)
     leg = leg_record(run_dir, verdict)
-    legs = before["kept_legs"] + [leg]
+    legs = kept + [leg]
     base = json.loads((shipped / "snapshot.json").read_text(encoding="utf8"))  # the cumulative figures the legs add to
     staging = out.with_name(out.name + ".partial")
     if staging.exists():
@@ -128,7 +129,7 @@ def keep_leg(run_dir: Path, init: Path, out: Path, shipped: Path = SHIPPED, verd
             "tokens": leg["tokens"],
             "elapsed_minutes": leg["elapsed_minutes"],
         },
-        "base_sha256": before["base"],
+        "base_sha256": base_sha,
         "weights_sha256": sha256(staging / "weights.pt"),
         "kept_legs": legs,
     }
