@@ -11,7 +11,7 @@ from typing import Any, Dict
 import pytest
 import torch
 import yaml
-from keep_leg import keep_leg, main, sha256
+from keep_leg import keep_leg, main, sha256, valid_perplexity
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / "spacy_elmo" / "models" / "en_default"
@@ -108,3 +108,55 @@ def test_the_project_continues_the_kept_legs_of_the_shipped_default():
     base = json.loads((SHIPPED / "snapshot.json").read_text())
     assert snapshot["tokens"] == base["tokens"] + sum(x["tokens"] for x in legs)
     assert (KEPT / "vocab.txt").read_bytes() == (SHIPPED / "vocab.txt").read_bytes()
+
+
+def _real_model(folder: Path, seed: int) -> None:
+    from spacy_elmo.bilm.model import BiLM, BiLMConfig
+    from spacy_elmo.training.data import Vocabulary
+    from spacy_elmo.training.lm import BiLMLanguageModel
+    from spacy_elmo.training.trainer import export_model
+
+    torch.manual_seed(seed)
+    folder.mkdir(parents=True)
+    words = ["<S>", "</S>", "<UNK>", "the", "bank"]
+    bilm = BiLM(BiLMConfig(lstm_dim=8, projection_dim=4, filters=((1, 4), (2, 4)), n_highway=1))
+    export_model(BiLMLanguageModel(bilm, len(words)).eval(), Vocabulary(words), folder)
+
+
+def test_sibling_runs_of_a_leg_are_kept_as_the_mean_of_their_weights(tmp_path):
+    from spacy_elmo.training.trainer import load_language_model
+
+    shipped = tmp_path / "shipped"
+    _real_model(shipped, 0)
+    (shipped / "snapshot.json").write_text(json.dumps({"step": 1000, "tokens": 5_000_000, "elapsed_minutes": 100.0, "run": "v2"}))
+    runs = []
+    for seed, model_seed in ((18, 1), (1018, 2)):
+        run = _leg(tmp_path / str(seed), shipped, seed, b"")
+        for name in ("weights.pt", "softmax.pt", "config.json", "vocab.txt"):
+            (run / "model" / name).unlink()
+        (run / "model").rmdir()
+        _real_model(run / "model", model_seed)
+        runs.append(run)
+    out = tmp_path / "next"
+    snapshot = keep_leg(runs[0], shipped, out, shipped=shipped, siblings=[runs[1]], valid_ppl=101.5)
+    leg = snapshot["kept_legs"][0]
+    assert leg["seed"] == 18 and [x["seed"] for x in leg["averaged"]] == [18, 1018]
+    assert leg["tokens"] == 320_000 and leg["steps"] == 80 and leg["elapsed_minutes"] == 4.0 and leg["valid_ppl_end"] == 101.5
+    assert snapshot["tokens"] == 5_000_000 + 320_000 and "the mean of seeds 18, 1018" in snapshot["leg"]["run"]
+    kept, _ = load_language_model(out)  # verified against its recorded digest
+    (a, _), (b, _) = (load_language_model(r / "model") for r in runs)
+    for name in ("bilm.lstm.layers.0.w_state", "bilm.token_encoder.projection.weight", "softmax.weight"):
+        expected = (a.state_dict()[name] + b.state_dict()[name]) / 2
+        assert torch.allclose(kept.state_dict()[name], expected, atol=1e-3 if name == "softmax.weight" else 1e-6), name  # softmax: float16
+    assert "18 + 1018 (mean)" in (out / "README.md").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("next")) == ["next"]  # no staging or soup left
+    with pytest.raises(ValueError, match="pass the folder the leg started from"):
+        keep_leg(runs[0], shipped, tmp_path / "again", shipped=shipped, siblings=[_leg(tmp_path / "elsewhere", tmp_path, 1019, b"x")])
+    valid = tmp_path / "valid.json"
+    valid.write_text(json.dumps({"split": "valid", "ppl_avg": 103.604, "tokens": 23442}))
+    args = [str(runs[0]), "--init", str(shipped), "--out", str(tmp_path / "by-command"), "--shipped", str(shipped)]
+    assert main(args + ["--sibling", str(runs[1]), "--valid-json", str(valid)]) == 0
+    assert json.loads((tmp_path / "by-command" / "snapshot.json").read_text())["kept_legs"][0]["valid_ppl_end"] == 103.6
+    valid.write_text(json.dumps({"split": "test", "ppl_avg": 99.0}))
+    with pytest.raises(ValueError, match="not `evaluate --split valid"):
+        valid_perplexity(valid)

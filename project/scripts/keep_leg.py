@@ -2,6 +2,7 @@
 """Keep a leg that missed the ship rule's margin in the repository, so that no machine holds it.
 
     python scripts/keep_leg.py training/default-v2-legN --init INIT [--out models/en_default-next] [--verdict "..."]
+        [--sibling training/default-v2-legNb --valid-json VALID.json]
 
 A leg of the default (``default-v2-continue``) that holds the floors but misses the margin is
 continued by the next leg, and the legs are measured together against the shipped default
@@ -18,6 +19,10 @@ with a ``snapshot.json`` that carries the whole chain:
 - ``step``, ``tokens``, ``elapsed_minutes``: the shipped default's cumulative figures plus the kept
   legs', as the card records them.
 
+A leg may be run twice from the same init with two seeds, one on each core (sibling runs): with
+``--sibling`` the kept model is the mean of their weights (``spacy_elmo average``, a uniform model
+soup), the leg's steps, tokens and minutes are the runs' sums and ``averaged`` lists each run.
+
 The new folder is written beside ``--out`` and swapped in only when complete, so an interrupted
 run leaves the previous kept legs as they were. When the legs ship, ``--out`` is removed in the
 commit that replaces the default.
@@ -30,9 +35,10 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spacy_elmo.bilm.weights import file_sha256 as sha256
+from spacy_elmo.training.average import average_models
 from spacy_elmo.training.ship import ship_model
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -85,10 +91,15 @@ def chain(init: Path, shipped: Path) -> Tuple[List[Dict[str, Any]], str]:
     return list(snapshot.get("kept_legs", [])), shipped_sha
 
 
+def _seeds(leg: Dict[str, Any]) -> str:
+    """A leg's seed, or its runs' seeds where it is the mean of sibling runs."""
+    return " + ".join(str(x["seed"]) for x in leg["averaged"]) + " (mean)" if leg.get("averaged") else str(leg["seed"])
+
+
 def readme(snapshot: Dict[str, Any]) -> str:
     """What the kept folder is, for a person who finds it in the repository."""
     rows = "\n".join(
-        f"| {x['seed']} | {x['steps']:,} | {x['tokens']:,} | {x['elapsed_minutes']:.0f} | {x['precision']} | {x['lr']:g} | {x['valid_ppl_end']} | {x['verdict']} |"
+        f"| {_seeds(x)} | {x['steps']:,} | {x['tokens']:,} | {x['elapsed_minutes']:.0f} | {x['precision']} | {x['lr']:g} | {x['valid_ppl_end']} | {x['verdict']} |"
         for x in snapshot["kept_legs"]
     )
     return (
@@ -104,27 +115,78 @@ def readme(snapshot: Dict[str, Any]) -> str:
     )
 
 
-def keep_leg(run_dir: Path, init: Path, out: Path, shipped: Path = SHIPPED, verdict: Optional[str] = None) -> Dict[str, Any]:
-    """Write ``run_dir``'s package with its chain into ``out`` (swapped in when complete); its snapshot."""
-    run_dir, init, out = Path(run_dir), Path(init), Path(out)
+def _check_init(run_dir: Path, init: Path) -> None:
     ran_from = json.loads((run_dir / "train_config.json").read_text(encoding="utf8")).get("init_model")
     if ran_from and Path(ran_from).resolve() != init.resolve():
         raise ValueError(f"{run_dir} continued {ran_from}, not {init}: pass the folder the leg started from as --init")
+
+
+def soup_record(leg: Dict[str, Any], siblings: Sequence[Dict[str, Any]], valid_ppl: Optional[float]) -> Dict[str, Any]:
+    """One leg made of sibling runs averaged: its steps, tokens and minutes are the runs' sums (the
+    CPU work it holds), ``runs`` each run's own record, ``valid_ppl_end`` the mean model's as measured."""
+    runs = [leg] + list(siblings)
+    return {
+        **leg,
+        "steps": sum(x["steps"] for x in runs),
+        "tokens": sum(x["tokens"] for x in runs),
+        "elapsed_minutes": round(sum(x["elapsed_minutes"] for x in runs), 2),
+        "valid_ppl_end": valid_ppl,
+        "averaged": [{k: v for k, v in x.items() if k != "verdict"} for x in runs],
+    }
+
+
+def valid_perplexity(path: Optional[Path]) -> Optional[float]:
+    """The average validation perplexity in ``evaluate``'s output JSON (None without one)."""
+    if path is None:
+        return None
+    result = json.loads(Path(path).read_text(encoding="utf8"))
+    if result.get("split") != "valid" or "ppl_avg" not in result:
+        raise ValueError(f"{path} is not `evaluate --split valid --output` of a model (split {result.get('split')!r})")
+    return round(float(result["ppl_avg"]), 2)
+
+
+def keep_leg(
+    run_dir: Path,
+    init: Path,
+    out: Path,
+    shipped: Path = SHIPPED,
+    verdict: Optional[str] = None,
+    siblings: Sequence[Path] = (),
+    valid_ppl: Optional[float] = None,
+) -> Dict[str, Any]:
+    """Write ``run_dir``'s package with its chain into ``out`` (swapped in when complete); its snapshot.
+    With ``siblings`` (runs of the same leg from the same init, other seeds) the kept model is the
+    mean of their weights and ``run_dir``'s (``spacy_elmo average``), ``valid_ppl`` its measured
+    validation perplexity."""
+    run_dir, init, out = Path(run_dir), Path(init), Path(out)
+    siblings = [Path(p) for p in siblings]
+    for run in [run_dir, *siblings]:
+        _check_init(run, init)
     kept, base_sha = chain(init, shipped)
     leg = leg_record(run_dir, verdict)
+    if siblings:
+        leg = soup_record(leg, [leg_record(p, None) for p in siblings], valid_ppl)
     legs = kept + [leg]
     base = json.loads((shipped / "snapshot.json").read_text(encoding="utf8"))  # the cumulative figures the legs add to
     staging = out.with_name(out.name + ".partial")
     if staging.exists():
         shutil.rmtree(staging)
-    ship_model(run_dir, staging)
+    if siblings:
+        soup = out.with_name(out.name + ".soup")
+        average_models([run_dir, *siblings], soup)
+        shutil.copyfile(run_dir / "train_config.json", soup / "train_config.json")
+        ship_model(soup, staging)
+        shutil.rmtree(soup)
+    else:
+        ship_model(run_dir, staging)
     snapshot = {
         "step": base["step"] + sum(x["steps"] for x in legs),
         "tokens": base["tokens"] + sum(x["tokens"] for x in legs),
         "elapsed_minutes": round(base["elapsed_minutes"] + sum(x["elapsed_minutes"] for x in legs), 2),
         "run": f"{base['run']}, then kept legs " + ", ".join(f"seed {x['seed']}" for x in legs) + " (not shipped yet)",
         "leg": {
-            "run": f"default-v2-continue (seed {leg['seed']}, {leg['steps']:,} steps, {leg['precision']})",
+            "run": f"default-v2-continue (seed {leg['seed']}, {leg['steps']:,} steps, {leg['precision']})"
+            + (f", the mean of seeds {', '.join(str(x['seed']) for x in leg['averaged'])}" if siblings else ""),
             "step": leg["steps"],
             "tokens": leg["tokens"],
             "elapsed_minutes": leg["elapsed_minutes"],
@@ -154,9 +216,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--shipped", type=Path, default=SHIPPED, help="the shipped default (default: the package's)")
     parser.add_argument("--verdict", default=None, help="the ship rule's verdict on the legs, when measured")
+    parser.add_argument(
+        "--sibling",
+        type=Path,
+        action="append",
+        default=[],
+        help="another finished run of this leg (same init, its own seed): keep the mean of their weights",
+    )
+    parser.add_argument(
+        "--valid-json",
+        type=Path,
+        default=None,
+        help="with --sibling: `evaluate --split valid --output` of the mean model (its perplexity is recorded)",
+    )
     args = parser.parse_args(argv)
     try:
-        snapshot = keep_leg(args.run_dir, args.init, args.out, args.shipped, args.verdict)
+        snapshot = keep_leg(args.run_dir, args.init, args.out, args.shipped, args.verdict, args.sibling, valid_perplexity(args.valid_json))
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""Commands ``prepare``, ``pretrain``, ``finetune``, ``evaluate``, ``snapshot``, ``ship`` and ``package``: training a biLM and shipping it."""
+"""Commands ``prepare``, ``pretrain``, ``finetune``, ``evaluate``, ``snapshot``, ``ship``, ``average`` and ``package``: training a biLM and shipping it."""
 
 from __future__ import annotations
 
@@ -397,6 +397,26 @@ def ship_cli(
     for name, size in ship_model(run_dir, dest).items():
         msg.text(f"{name:<20} {size / 1e6:8.2f} MB")
     msg.good(f"wrote {dest}")
+
+
+@app.command("average")
+@user_errors
+def average_cli(
+    # fmt: off
+    runs: List[Path] = Arg(..., help="Two or more `finetune` output folders (or model folders) that continued one model"),
+    out: Path = Opt(..., "--out", "-o", help="Model folder to write: the mean of their weights (and softmax), for `evaluate` and `ship`"),
+    force: bool = Opt(False, "--force", help="Overwrite a non-empty OUT. Default: off"),
+    # fmt: on
+) -> None:
+    """Average the weights of runs that continued one model (a uniform model soup); each input's weights verified first."""
+    from ..training.average import average_models
+
+    refuse_overwrite(out, force)
+    try:
+        record = average_models(runs, out)
+    except (FileNotFoundError, ValueError) as err:
+        raise UserError(str(err)) from None
+    msg.good(f"wrote {out}: the mean of {len(record['inputs'])} models (weights SHA-256 {record['weights_sha256'][:12]}...)")
 
 
 @app.command("package")

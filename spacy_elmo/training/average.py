@@ -1,0 +1,90 @@
+"""Average biLMs that continued one model: a uniform model soup (Wortsman et al. 2022).
+
+Two fine-tuning runs from the same weights, at a low learning rate and on different orders of
+the corpus (``finetune --seed``), end close to each other in weight space; the mean of their
+weights is a model of its own, often better than either (each run's noise from its batches
+averages out, as in checkpoint averaging). ::
+
+    python -m spacy_elmo average training/leg-a training/leg-b --out training/leg-soup
+
+Each input is a training run folder (its ``model/``) or a model folder with a softmax and
+vocabulary (``finetune``'s or ``snapshot``'s export). Every input's weights are verified against
+their recorded SHA-256 on load; the inputs must share the shape, the vocabulary (the same tokens in
+the same order) and every parameter's name and size. The mean is taken in float64 and written in the
+native layout (``config.json`` with the new weights' digest, ``weights.pt``, ``softmax.pt``,
+``vocab.txt``) plus ``soup.json`` naming the inputs and their digests; ``ship`` takes the result
+like any run's model. Whether a soup is better than its inputs is a measurement, not a promise:
+the project measures it (docs/model-card.md, "Sibling legs").
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+import torch
+
+from ..bilm.weights import file_sha256
+from ..files import write_json
+from .ship import model_folder
+from .trainer import export_model, load_language_model
+
+SOUP_NAME = "soup.json"
+
+
+def _options(folder: Path) -> Dict[str, Any]:
+    return json.loads((folder / "config.json").read_text(encoding="utf8"))["options"]
+
+
+def average_models(inputs: Sequence[Path], out: Path) -> Dict[str, Any]:
+    """Write the uniform average of the models in ``inputs`` (run folders or model folders) to ``out``;
+    returns what ``soup.json`` records. ``out`` is written beside itself and renamed when complete."""
+    folders = [model_folder(Path(p)) for p in inputs]
+    if len(folders) < 2:
+        raise ValueError(f"averaging needs two or more models, got {len(folders)}")
+    if len({f.resolve() for f in folders}) < len(folders):
+        raise ValueError("the same model is named twice: average distinct runs")
+    first_options = _options(folders[0])
+    for folder in folders[1:]:
+        if _options(folder) != first_options:
+            raise ValueError(
+                f"{folder} has another shape than {folders[0]} (config.json's options differ): only models of one shape average"
+            )
+    models, vocabs = zip(*(load_language_model(f) for f in folders))  # each verified against its recorded digest
+    for folder, vocab in zip(folders[1:], vocabs[1:]):
+        if vocab.tokens != vocabs[0].tokens:
+            raise ValueError(f"{folder}'s vocabulary differs from {folders[0]}'s: only runs that continued one model average")
+    states = [m.state_dict() for m in models]
+    for folder, state in zip(folders[1:], states[1:]):
+        mismatch = [k for k in set(state) | set(states[0]) if k not in state or k not in states[0] or state[k].shape != states[0][k].shape]
+        if mismatch:
+            raise ValueError(f"{folder}'s parameters differ from {folders[0]}'s ({', '.join(sorted(mismatch)[:3])}): cannot average them")
+    mean = {
+        k: (torch.stack([s[k].double() for s in states]).mean(0)).to(v.dtype) if torch.is_floating_point(v) else v.clone()
+        for k, v in states[0].items()
+    }
+    model = models[0]
+    model.load_state_dict(mean)
+    out = Path(out)
+    staging = out.with_name(out.name + ".partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    export_model(model, vocabs[0], staging)
+    record: Dict[str, Any] = {
+        "inputs": [{"path": str(Path(p)), "weights_sha256": file_sha256(f / "weights.pt")} for p, f in zip(inputs, folders)],
+        "weights_sha256": file_sha256(staging / "weights.pt"),
+    }
+    write_json(staging / SOUP_NAME, record, indent=1)
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+    return record
+
+
+def soup_inputs(folder: Path) -> List[str]:
+    """The inputs a soup folder was averaged from (empty for a model that is not a soup)."""
+    path = Path(folder) / SOUP_NAME
+    return [x["path"] for x in json.loads(path.read_text(encoding="utf8"))["inputs"]] if path.is_file() else []
