@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.bilm.model import BiLM, BiLMConfig
 from spacy_elmo.cli import app
-from spacy_elmo.training.average import average_models, soup_inputs
+from spacy_elmo.training.average import SOUP_NAME, average_models
 from spacy_elmo.training.data import Vocabulary
 from spacy_elmo.training.lm import BiLMLanguageModel
 from spacy_elmo.training.ship import ship_model
@@ -36,8 +36,10 @@ def test_the_mean_of_two_runs_is_the_mean_of_every_parameter_and_loads_like_a_ru
     for name, value in soup.state_dict().items():
         assert torch.allclose(value, (ma.state_dict()[name].double() + mb.state_dict()[name].double()).div(2).float(), atol=1e-7), name
     assert vocab.tokens == WORDS
-    assert soup_inputs(tmp_path / "soup") == [str(tmp_path / "a"), str(b)]
-    assert [x["weights_sha256"] for x in record["inputs"]] == [json.loads((f / "config.json").read_text())["sha256"]["weights.pt"] for f in (a, b)]
+    assert [x["path"] for x in json.loads((tmp_path / "soup" / SOUP_NAME).read_text())["inputs"]] == [str(tmp_path / "a"), str(b)]
+    assert [x["weights_sha256"] for x in record["inputs"]] == [
+        json.loads((f / "config.json").read_text())["sha256"]["weights.pt"] for f in (a, b)
+    ]
     assert not (tmp_path / "soup.partial").exists()
     sizes = ship_model(tmp_path / "soup", tmp_path / "shipped")  # `ship` takes it like a run's model
     assert {"weights.pt", "softmax.pt", "vocab.txt", "config.json"} <= set(sizes)

@@ -9,8 +9,8 @@ averages out, as in checkpoint averaging). ::
 
 Each input is a training run folder (its ``model/``) or a model folder with a softmax and
 vocabulary (``finetune``'s or ``snapshot``'s export). Every input's weights are verified against
-their recorded SHA-256 on load; the inputs must share the shape, the vocabulary (the same tokens in
-the same order) and every parameter's name and size. The mean is taken in float64 and written in the
+their recorded SHA-256 on load; the inputs must share the shape and the vocabulary (the same tokens in
+the same order), and so every parameter's name and size. The mean is taken in float64 and written in the
 native layout (``config.json`` with the new weights' digest, ``weights.pt``, ``softmax.pt``,
 ``vocab.txt``) plus ``soup.json`` naming the inputs and their digests; ``ship`` takes the result
 like any run's model. Whether a soup is better than its inputs is a measurement, not a promise:
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, Sequence
 
 import torch
 
@@ -56,11 +56,7 @@ def average_models(inputs: Sequence[Path], out: Path) -> Dict[str, Any]:
     for folder, vocab in zip(folders[1:], vocabs[1:]):
         if vocab.tokens != vocabs[0].tokens:
             raise ValueError(f"{folder}'s vocabulary differs from {folders[0]}'s: only runs that continued one model average")
-    states = [m.state_dict() for m in models]
-    for folder, state in zip(folders[1:], states[1:]):
-        mismatch = [k for k in set(state) | set(states[0]) if k not in state or k not in states[0] or state[k].shape != states[0][k].shape]
-        if mismatch:
-            raise ValueError(f"{folder}'s parameters differ from {folders[0]}'s ({', '.join(sorted(mismatch)[:3])}): cannot average them")
+    states = [m.state_dict() for m in models]  # one shape and one vocabulary: the same parameters
     mean = {
         k: (torch.stack([s[k].double() for s in states]).mean(0)).to(v.dtype) if torch.is_floating_point(v) else v.clone()
         for k, v in states[0].items()
@@ -82,9 +78,3 @@ def average_models(inputs: Sequence[Path], out: Path) -> Dict[str, Any]:
         shutil.rmtree(out)
     staging.rename(out)
     return record
-
-
-def soup_inputs(folder: Path) -> List[str]:
-    """The inputs a soup folder was averaged from (empty for a model that is not a soup)."""
-    path = Path(folder) / SOUP_NAME
-    return [x["path"] for x in json.loads(path.read_text(encoding="utf8"))["inputs"]] if path.is_file() else []
