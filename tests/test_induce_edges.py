@@ -106,6 +106,24 @@ def test_pseudoword_pairs_and_check(bilm, head):
     assert "pseudoword check: mean ARI" in report.line() and report.as_dict()["pairs"][0]["first"] == "river"
 
 
+def test_a_pseudoword_hides_its_words_from_the_induction(bilm, head):
+    """The made-up token replaces the word in the text the induction reads too: left as "river" and
+    "account", the forms would be the known split, and removing each form's mean vector would remove it."""
+    from spacy_elmo.evaluation.wsi_check import add_pseudoword
+    from spacy_elmo.induction.induce import Inducer
+
+    corpus = RIVER * 2 + [s.replace("bank", "account") for s in MONEY] * 2
+    kept = word_occurrences(corpus, ["river", "account"], per_word=6)
+    inducer = Inducer(bilm, head, InductionSettings(min_occurrences=4, n_representatives=2, representation="vectors"))
+    sides = add_pseudoword(inducer, "river+account", [kept["river"], kept["account"]])
+    inducer.flush()
+    ws = inducer.word_senses("river+account")
+    assert ws.forms == ["river+account"]
+    assert [o.text[o.start : o.end] for o in ws.occurrences] == ["river+account"] * len(sides)
+    first = ws.occurrences[0].text
+    assert "river+account" in first and first.replace("river+account", "river") == kept["river"][0][2].text
+
+
 def test_induce_check_is_printed_saved_and_shown(tmp_path, capsys):
     torch.set_num_threads(1)
     (tmp_path / "a.txt").write_text("\n".join((RIVER + MONEY) * 10), encoding="utf-8")  # bank 100 times, river and money 20

@@ -115,11 +115,19 @@ def word_occurrences(corpus: Corpus, words: Sequence[str], per_word: int, lang: 
 
 
 def add_pseudoword(inducer: Inducer, merged: str, groups: Sequence[Sequence[Kept]]) -> List[int]:
-    """Add each group's occurrences to ``inducer`` with the word replaced by ``merged``; the group of each, in order."""
+    """Add each group's occurrences to ``inducer`` with the word replaced by ``merged``; the group of each, in order.
+
+    The word is replaced in the occurrence's text as well as in the tokens the biLM reads: the
+    induction takes a word's forms from its occurrences' spans, and removes what a form alone
+    contributes (its mean vector; itself among the context words). Left as ``said`` and
+    ``hand``, those forms would be the known split itself, and removing them would remove it."""
     sides: List[int] = []
     for side, group in enumerate(groups):
         for tokens, position, occurrence in group:
-            inducer.add(merged, [*tokens[:position], merged, *tokens[position + 1 :]], position, occurrence)
+            o = occurrence
+            text = o.text[: o.start] + merged + o.text[o.end :]
+            hidden = Occurrence(text, o.start, o.start + len(merged), o.source)
+            inducer.add(merged, [*tokens[:position], merged, *tokens[position + 1 :]], position, hidden)
             sides.append(side)
     return sides
 
