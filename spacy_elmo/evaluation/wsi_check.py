@@ -123,10 +123,8 @@ def add_pseudoword(inducer: Inducer, merged: str, groups: Sequence[Sequence[Kept
     ``hand``, those forms would be the known split itself, and removing them would remove it."""
     sides: List[int] = []
     for side, group in enumerate(groups):
-        for tokens, position, occurrence in group:
-            o = occurrence
-            text = o.text[: o.start] + merged + o.text[o.end :]
-            hidden = Occurrence(text, o.start, o.start + len(merged), o.source)
+        for tokens, position, o in group:
+            hidden = Occurrence(o.text[: o.start] + merged + o.text[o.end :], o.start, o.start + len(merged), o.source)
             inducer.add(merged, [*tokens[:position], merged, *tokens[position + 1 :]], position, hidden)
             sides.append(side)
     return sides
