@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""The legs' learning-rate pilot: validation perplexity of legs that differ only in their peak rate.
+"""The legs' pilots: validation perplexity of legs that differ in one setting (peak rate, dropout).
 
     python scripts/lr_pilot.py "1e-4=training/pilot-leg-lr-1e-4" "3e-4=training/pilot-leg-lr-3e-4" \\
         "1e-3=training/pilot-leg-lr-1e-3" --start 105.3 --png ../docs/img/leg-lr-pilot.png --json ../bench/results/leg-lr-pilot.json
 
 Each arm is a ``finetune`` folder continuing the same model with the same seed (so the same batches
-in the same order) and step budget, with ``configs/pilots/leg-lr-*.json``. ``metrics.jsonl`` holds
+in the same order) and step budget, with ``configs/pilots/leg-lr-*.json`` (or ``leg-dropout-0.json``
+beside a leg of ``configs/default-v2-continue.json``: ``--label "dropout {}" --title ...``). ``metrics.jsonl`` holds
 the validation perplexity (exact, full softmax, the first ``eval_sentences`` validation sentences)
 every ``eval_every`` steps. Writes a JSON summary (per arm: its peak rate, its steps, tokens and
 minutes, its validation curve) and a plot of the curves against training tokens, with the starting
@@ -30,6 +31,7 @@ def read_arm(folder: Path) -> Dict[str, Any]:
         raise SystemExit(f"{folder}: no validation perplexity in metrics.jsonl yet")
     return {
         "lr": config["lr"],
+        "dropout": config.get("dropout"),
         "seed": config["seed"],
         "max_steps": config["max_steps"],
         "steps": train[-1]["step"] if train else None,
@@ -39,7 +41,7 @@ def read_arm(folder: Path) -> Dict[str, Any]:
     }
 
 
-def plot(arms: Dict[str, Dict[str, Any]], start: Optional[float], png: Path) -> None:
+def plot(arms: Dict[str, Dict[str, Any]], start: Optional[float], png: Path, label: str, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -49,12 +51,12 @@ def plot(arms: Dict[str, Dict[str, Any]], start: Optional[float], png: Path) -> 
     for name, arm in arms.items():
         xs = [0.0] + [v["tokens"] / 1e6 for v in arm["valid"]] if start else [v["tokens"] / 1e6 for v in arm["valid"]]
         ys = ([start] if start else []) + [v["ppl_avg"] for v in arm["valid"]]
-        ax.plot(xs, ys, marker="o", label=f"peak lr {name}")
+        ax.plot(xs, ys, marker="o", label=label.format(name))
     if start:
         ax.axhline(start, color="grey", linestyle=":", linewidth=1, label=f"start ({start:g})")
     ax.set_xlabel("training tokens in the leg (millions)")
     ax.set_ylabel("validation perplexity (first 1,000 sentences)")
-    ax.set_title("A leg of the default: its peak learning rate")
+    ax.set_title(title)
     ax.legend()
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
@@ -67,6 +69,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--start", type=float, default=None, help="the starting model's validation perplexity, drawn as a line")
     parser.add_argument("--png", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--label", default="peak lr {}", help="each arm's legend, its NAME in place of {}")
+    parser.add_argument("--title", default="A leg of the default: its peak learning rate")
     args = parser.parse_args(argv)
     arms = {}
     for spec in args.arms:
@@ -76,11 +80,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         arms[name] = read_arm(Path(folder))
     for name, arm in arms.items():
         curve = ", ".join(f"{v['ppl_avg']:.2f} at {v['step']:,}" for v in arm["valid"])
-        print(f"peak lr {name}: {curve} ({arm['tokens']:,} tokens, {arm['minutes']} minutes)")
+        print(f"{args.label.format(name)}: {curve} ({arm['tokens']:,} tokens, {arm['minutes']} minutes)")
     if args.json:
         args.json.write_text(json.dumps({"start_valid_ppl": args.start, "arms": arms}, indent=1) + "\n")
     if args.png:
-        plot(arms, args.start, args.png)
+        plot(arms, args.start, args.png, args.label, args.title)
     return 0
 
 
