@@ -1,0 +1,124 @@
+"""Shipping a leg of the default (``project/scripts/ship_leg.py``): only what passed the rule, only
+the model that was measured, and every record of the shipped default moved on together."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Dict, Tuple
+
+import pytest
+import yaml
+from keep_leg import keep_leg
+from ship_leg import ShipRefused, default_describe, main, ship_leg
+
+from tests.test_kept_legs import _leg, _model, _shipped
+
+REPO = Path(__file__).resolve().parent.parent
+CONTEXT = "context words, with the LM head's output embeddings (the context representation)"
+
+
+def _records(tmp_path: Path, ari_gain: float) -> Tuple[Path, Path, Path, Path]:
+    """The shipped default's report, the docs' figures and project.yml, copied; a candidate report
+    that is the shipped one with its context-vector ARI moved by ``ari_gain``."""
+    baseline = tmp_path / "shipped-default.json"
+    shutil.copyfile(REPO / "bench" / "results" / "shipped-default.json", baseline)
+    figures = tmp_path / "figures.json"
+    shutil.copyfile(REPO / "bench" / "results" / "figures.json", figures)
+    project = tmp_path / "project.yml"
+    shutil.copyfile(REPO / "project" / "project.yml", project)
+    report: Dict[str, Any] = json.loads(baseline.read_text())
+    report["sense_set"]["features"][CONTEXT]["ari_gold"] += ari_gain
+    report["note"] = "measured by hand"
+    for section in report.values():  # measured on the leg's package
+        for key in ("model", "weights"):
+            if isinstance(section, dict) and isinstance(section.get(key), str):
+                section[key] = "packages/package"
+    candidate = tmp_path / "candidate-v2c17.json"
+    candidate.write_text(json.dumps(report))
+    return candidate, baseline, figures, project
+
+
+def _state(*paths: Path) -> Dict[str, bytes]:
+    out = {}
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        out.update({str(p): p.read_bytes() for p in files})
+    return out
+
+
+def test_a_leg_that_passes_the_rule_ships_with_its_chain_its_report_and_its_figures(tmp_path):
+    shipped = _shipped(tmp_path)
+    kept = tmp_path / "next"
+    keep_leg(_leg(tmp_path, shipped, 16, b"leg 16"), shipped, kept, shipped=shipped, verdict="NOT SHIP")
+    run = _leg(tmp_path, kept, 17, b"leg 17")
+    package = tmp_path / "package"
+    _model(package, b"leg 17")
+    candidate, baseline, figures, project = _records(tmp_path, 0.05)
+    old_ari = json.loads(baseline.read_text())["sense_set"]["features"][CONTEXT]["ari_gold"]
+    snapshot = ship_leg(
+        run, kept, package, candidate, "v2 + legs 3 to 17", shipped=shipped, baseline_path=baseline,
+        figures_path=figures, project_path=project, kept_folder=kept,
+    )  # fmt: skip
+    assert (shipped / "weights.pt").read_bytes() == b"leg 17" and not kept.exists()
+    assert snapshot["tokens"] == 5_000_000 + 2 * 160_000 and snapshot["step"] == 1080 and snapshot["elapsed_minutes"] == 104.0
+    assert [x["seed"] for x in snapshot["kept_legs"]] == [16] and snapshot["previous_sha256"] == hashlib.sha256(
+        b"shipped weights"
+    ).hexdigest()
+    assert "seed 17" in snapshot["leg"]["run"] and "kept legs 16" in snapshot["leg"]["run"] and snapshot["run"].endswith("then legs 16, 17")
+    assert json.loads((shipped / "snapshot.json").read_text()) == snapshot
+    config = json.loads((shipped / "train_config.json").read_text())
+    assert config["precision"] == "bf16" and config["init_model"] == "en_default + legs 16 to 16 (kept in project/models/next)"
+    report = json.loads(baseline.read_text())
+    assert report["model"] == "v2 + legs 3 to 17" and report["model_path"] == "en_default" and "note" not in report
+    assert report["sense_set"]["features"][CONTEXT]["ari_gold"] == pytest.approx(old_ari + 0.05)
+    figure = json.loads(figures.read_text())["default.sense_set.context_ari"]
+    assert (
+        figure["value"] == round(old_ari + 0.05, 4)
+        and "candidate-v2c17.json#" in figure["source"]
+        and "v2 + legs 3 to 17" in figure["model"]
+    )
+    variables = yaml.safe_load(project.read_text())["vars"]
+    assert variables["default_v2_leg"] == 18 and variables["default_v2_continue_init"] == "../spacy_elmo/models/en_default"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("shipped")) == ["shipped", "shipped-default.json"]
+
+
+def test_what_did_not_pass_or_was_not_measured_is_refused_and_nothing_is_written(tmp_path):
+    shipped = _shipped(tmp_path)
+    run = _leg(tmp_path, shipped, 16, b"leg 16")
+    package = tmp_path / "package"
+    _model(package, b"leg 16")
+    candidate, baseline, figures, project = _records(tmp_path, 0.01)  # under the margin: modern the same, ARI +0.01
+    before = _state(shipped, baseline, figures, project)
+    places = dict(shipped=shipped, baseline_path=baseline, figures_path=figures, project_path=project, kept_folder=tmp_path / "next")
+    with pytest.raises(ShipRefused, match="does not pass the ship rule.*better by the margin"):
+        ship_leg(run, shipped, package, candidate, "v2 + legs 3 to 16", **places)
+    (tmp_path / "passing").mkdir()
+    candidate, *_ = _records(tmp_path / "passing", 0.05)  # passes the rule, but names another model or init
+    with pytest.raises(ShipRefused, match="measured package, not other-package"):
+        ship_leg(run, shipped, tmp_path / "other-package", candidate, "v2 + legs 3 to 16", **places)
+    other = tmp_path / "other" / "package"
+    _model(other, b"another model")
+    with pytest.raises(ShipRefused, match="does not hold .*weights"):
+        ship_leg(run, shipped, other, candidate, "v2 + legs 3 to 16", **places)
+    with pytest.raises(ValueError, match="pass the folder the leg started from"):
+        ship_leg(_leg(tmp_path / "x", tmp_path / "elsewhere", 17, b"leg 17"), shipped, package, candidate, "v2", **places)
+    assert _state(shipped, baseline, figures, project) == before
+    assert not any(p.name.endswith(".partial") for p in tmp_path.iterdir())
+    args = [str(run), "--init", str(shipped), "--package", str(other), "--report", str(candidate), "--describe", "v2"]
+    assert main(args + ["--shipped", str(shipped), "--baseline", str(baseline), "--figures", str(figures), "--project", str(project)]) == 2
+    assert _state(shipped, baseline, figures, project) == before
+
+
+def test_the_new_default_is_described_from_the_shipped_one_and_the_legs_added():
+    leg, config = {"seed": 26, "steps": 4000, "precision": "bfloat16"}, {"lr": 1e-4, "dropout": 0.1}
+    shipped = "v2 + legs 3 to 24 (default-v2-continue; legs 19 to 23 kept, leg 24 at dropout 0.1)"
+    assert default_describe(shipped, [{"seed": 25}], leg, config) == (
+        "v2 + legs 3 to 26 (default-v2-continue; leg 25 kept, leg 26: 4,000 steps, bfloat16, peak lr 1e-4, dropout 0.1)"
+    )
+    assert default_describe("v2", [], leg, {"lr": 3e-3}).startswith(
+        "v2 + leg 26 (default-v2-continue; leg 26: 4,000 steps, bfloat16, peak lr 3e-3, dropout 0)"
+    )
+    assert "legs 19 to 25 kept" in default_describe("v2 + legs 3 to 18", [{"seed": s} for s in range(19, 26)], leg, config)
