@@ -87,7 +87,8 @@ def fixed_k(items, bilm) -> Dict[str, Dict[str, Dict[str, float]]]:
 
 def features(items, bilm, head) -> Dict[str, Dict[str, float]]:
     """Which features carry the context, not the word's form: per feature, the mean ARI (k-means, k at gold)
-    against the gold senses and against the occurrences' surface forms (``cell`` / ``cells`` / ``Cell``)."""
+    against the gold senses and against the occurrences' surface forms (``cell`` / ``cells`` / ``Cell``),
+    and each word's ARI against the gold senses."""
     from spacy_elmo.bilm.characters import TokenBatch
     from spacy_elmo.induction.clustering import remove_form
     from spacy_elmo.induction.induce import Inducer, InductionSettings
@@ -95,6 +96,7 @@ def features(items, bilm, head) -> Dict[str, Dict[str, float]]:
 
     proj = bilm.config.projection_dim
     sums: Dict[str, List[Tuple[float, float]]] = {}
+    words: List[str] = []
     for item in items:
         tokens, positions = item.tokens()
         surface = np.unique([t[p] for t, p in zip(tokens, positions)], return_inverse=True)[1]
@@ -126,11 +128,17 @@ def features(items, bilm, head) -> Dict[str, Dict[str, float]]:
         occurrences = [Occurrence(" ".join(t), a, a + len(t[p])) for t, p, a in zip(tokens, positions, starts)]
         context = inducer.context_vectors(occurrences, [item.word, *item.forms])
         found["context words, with the LM head's output embeddings (the context representation)"] = context - context.mean(0)
+        words.append(item.word)
         for name, x in found.items():
             labels = kmeans_labels(x, item.n_senses)
             sums.setdefault(name, []).append((adjusted_rand(item.gold, labels), adjusted_rand(surface, labels)))
     return {
-        name: {"ari_gold": float(np.mean([a for a, _ in v])), "ari_form": float(np.mean([b for _, b in v]))} for name, v in sums.items()
+        name: {
+            "ari_gold": float(np.mean([a for a, _ in v])),
+            "ari_form": float(np.mean([b for _, b in v])),
+            "per_word": {w: round(float(a), 6) for w, (a, _) in zip(words, v)},  # for a paired comparison of two models
+        }
+        for name, v in sums.items()
     }
 
 

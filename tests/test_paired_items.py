@@ -39,3 +39,13 @@ def test_other_items_or_bad_strings_are_refused():
         paired_difference("101", "10")
     with pytest.raises(ValueError, match="0/1"):
         paired_difference("10x", "101")
+
+
+def test_per_item_scores_are_paired_the_same_way():
+    from spacy_elmo.evaluation.items import paired_mean_difference
+
+    out = paired_mean_difference([0.5, 0.7, 0.9, 0.4], [0.4, 0.7, 0.8, 0.3])
+    assert out["difference"] == pytest.approx(0.075) and out["items"] == 4 and out["disagreements"] == 3
+    assert 0.0 <= out["low"] <= 0.075 <= out["high"] <= 0.1 + 1e-12  # at most every word at +0.1
+    with pytest.raises(ValueError, match="equal, non-empty"):
+        paired_mean_difference([0.5], [0.5, 0.6])

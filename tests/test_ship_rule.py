@@ -110,6 +110,20 @@ def test_paired_intervals_where_both_reports_score_the_same_items():
     assert "paired" not in next(row for row in passing if row.startswith("WiC"))
 
 
+def test_the_context_ari_is_paired_over_the_words_both_reports_scored():
+    candidate, baseline = copy.deepcopy(report(context=0.25)), copy.deepcopy(BASE)
+    words = ["bank", "bass", "cell", "crane"]
+    baseline["sense_set"]["features"][CONTEXT_FEATURE]["per_word"] = dict(zip(words, [0.1, 0.2, 0.2, 0.22]))
+    candidate["sense_set"]["features"][CONTEXT_FEATURE]["per_word"] = dict(zip(words, [0.2, 0.3, 0.2, 0.3]))
+    ships, _, passing = ship_rule(candidate, baseline)
+    row = next(r for r in passing if r.startswith("labelled set"))
+    assert ships and "+0.070; needs +0.03; paired over its 4 words [+0." in row
+    low, high = (float(x) for x in row.split("words [", 1)[1].rstrip(")]").split(", "))
+    assert 0.0 <= low <= 0.07 <= high <= 0.1  # every word moved up or stayed: the interval never crosses zero
+    del baseline["sense_set"]["features"][CONTEXT_FEATURE]["per_word"]["crane"]  # other words: no interval
+    assert "paired" not in next(r for r in ship_rule(candidate, baseline)[2] if r.startswith("labelled set"))
+
+
 def test_a_missing_measure_fails_its_row():
     partial = copy.deepcopy(report(modern=100.0))
     del partial["pos_1pct"]
@@ -130,6 +144,8 @@ def test_rule_only_prints_the_verdict(tmp_path):
     for figures, code, word in ((report(modern=100.0), 0, "SHIP"), (report(modern=100.0, wsd=61.0), 1, "NOT SHIP")):
         candidate.write_text(json.dumps(figures))
         cmd = [sys.executable, str(SCRIPT), "x", "--ud", "u", "--modern", "m", "--books", "b", "--data-root", "d"]
-        result = subprocess.run(cmd + ["--output", str(candidate), "--baseline", str(baseline), "--rule-only"], capture_output=True, text=True)
+        result = subprocess.run(
+            cmd + ["--output", str(candidate), "--baseline", str(baseline), "--rule-only"], capture_output=True, text=True
+        )
         assert result.returncode == code, result.stderr
         assert result.stdout.strip().splitlines()[-1].startswith(word)

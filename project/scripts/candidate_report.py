@@ -42,7 +42,18 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # downstream.py, beside this script
 REPO = Path(__file__).resolve().parent.parent.parent
-MEASURES = ("ud_ewt_test", "modern_test", "books_test", "wic", "wsd", "sense_probe", "sense_set", "pos_1pct", "component_speed", "model_files")
+MEASURES = (
+    "ud_ewt_test",
+    "modern_test",
+    "books_test",
+    "wic",
+    "wsd",
+    "sense_probe",
+    "sense_set",
+    "pos_1pct",
+    "component_speed",
+    "model_files",
+)
 DEFAULT_BASELINE = REPO / "bench" / "results" / "shipped-default.json"
 CONTEXT_FEATURE = "context words, with the LM head's output embeddings (the context representation)"
 # the ship rule (docs/model-card.md, "The ship rule"): better than the shipped default on one of
@@ -65,7 +76,9 @@ PAIRED = {"wic": ("wic", "test_correct"), "wsd": ("wsd", "with_prior_test_correc
 
 
 def _run(cmd: List[str]) -> str:
-    result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+    result = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    )
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{result.stderr[-3000:]}")
     return result.stdout
@@ -86,11 +99,15 @@ def perplexity(model: str, corpus: Path, threads: int, common_with: Optional[str
 
 
 def wic(model: str, data: Path, threads: int) -> Dict[str, Any]:
-    return _json_of([sys.executable, "-m", "spacy_elmo", "wic", "--weights", model, "--data", str(data), "--threads", str(threads)], "--output")
+    return _json_of(
+        [sys.executable, "-m", "spacy_elmo", "wic", "--weights", model, "--data", str(data), "--threads", str(threads)], "--output"
+    )
 
 
 def wsd(model: str, data: Path, threads: int) -> Dict[str, Any]:
-    report = _json_of([sys.executable, "-m", "spacy_elmo", "wsd", "--data", str(data), "--weights", model, "--threads", str(threads)], "--output")
+    report = _json_of(
+        [sys.executable, "-m", "spacy_elmo", "wsd", "--data", str(data), "--weights", model, "--threads", str(threads)], "--output"
+    )
     chosen = report["with_prior"]["chosen_on_dev"]
     return {
         "mfs_all": report["most_frequent_sense"]["ALL"]["F1"],
@@ -240,6 +257,19 @@ def paired(candidate: Dict[str, Any], baseline: Dict[str, Any], key: str) -> Opt
     return paired_difference(c, b)
 
 
+def paired_ari(candidate: Dict[str, Any], baseline: Dict[str, Any]) -> Optional[Dict[str, float]]:
+    """The context-vector ARI's paired difference over the labelled set's words (candidate - shipped,
+    95% bootstrap interval over the words), or None where either report lacks the per-word ARIs
+    or they cover other words."""
+    c, b = (r.get("sense_set", {}).get("features", {}).get(CONTEXT_FEATURE, {}).get("per_word") for r in (candidate, baseline))
+    if not isinstance(c, dict) or not isinstance(b, dict) or not c or sorted(c) != sorted(b):
+        return None
+    from spacy_elmo.evaluation.items import paired_mean_difference
+
+    words = sorted(c)
+    return paired_mean_difference([c[w] for w in words], [b[w] for w in words])
+
+
 def ship_rule(candidate: Dict[str, Any], baseline: Dict[str, Any]) -> Tuple[bool, List[str], List[str]]:
     """Apply the ship rule: (ships, failing rows, passing rows), each row one line naming its figures.
 
@@ -281,14 +311,17 @@ def ship_rule(candidate: Dict[str, Any], baseline: Dict[str, Any]) -> Tuple[bool
     if c["context_ari"] is not None and b["context_ari"] is not None:
         gain = c["context_ari"] - b["context_ari"]
         better.append(gain >= BETTER_BY["context_ari"] - 1e-9)
+        by_word = paired_ari(candidate, baseline)
+        interval = "" if by_word is None else f"; paired over its {by_word['items']} words [{by_word['low']:+.3f}, {by_word['high']:+.3f}]"
         row(
             True,
             f"labelled set from context vectors, ARI: {c['context_ari']:.3f} (shipped {b['context_ari']:.3f}, "
-            f"{gain:+.3f}; needs +{BETTER_BY['context_ari']:g})",
+            f"{gain:+.3f}; needs +{BETTER_BY['context_ari']:g}{interval})",
         )
     row(
         any(better),
-        "better by the margin on modern perplexity over common events or on the context-vector ARI" + ("" if better else ": neither measured"),
+        "better by the margin on modern perplexity over common events or on the context-vector ARI"
+        + ("" if better else ": neither measured"),
     )
     n_probe = probe_items()
     floors = (
@@ -329,7 +362,10 @@ def ship_rule(candidate: Dict[str, Any], baseline: Dict[str, Any]) -> Tuple[bool
     if c["model_mb"] is None:
         row(False, "model files: not measured")
     else:
-        row(c["model_mb"] <= MAX_MODEL_MB, f"model files: {c['model_mb']:.1f} MB ({shipped(b['model_mb'], '.1f')} MB; at most {MAX_MODEL_MB:g})")
+        row(
+            c["model_mb"] <= MAX_MODEL_MB,
+            f"model files: {c['model_mb']:.1f} MB ({shipped(b['model_mb'], '.1f')} MB; at most {MAX_MODEL_MB:g})",
+        )
     if c["books"] is not None:
         passing.append(f"books perplexity (reported, not gated): {c['books']:.1f} ({shipped(b['books'], '.1f')})")
     return not failing, failing, passing
@@ -357,7 +393,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         "--common-with", default=None, help="also score the perplexities over the words this model's vocabulary shares (e.g. en_default)"
     )
     ap.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE, help="the shipped default's report, for the ship rule")
-    ap.add_argument("--speed-sentences", type=Path, default=None, help="space-tokenised sentences for component_speed (default: UD EWT test text)")
+    ap.add_argument(
+        "--speed-sentences", type=Path, default=None, help="space-tokenised sentences for component_speed (default: UD EWT test text)"
+    )
     ap.add_argument("--rule-only", action="store_true", help="apply the ship rule to --output as it stands; measure nothing")
     ap.add_argument("--skip", default="", help="comma-separated measures to leave out: " + ", ".join(MEASURES))
     ap.add_argument("--output", type=Path, required=True)

@@ -9,7 +9,7 @@ right or wrong together does not count as noise.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable
+from typing import Dict, Iterable, Sequence
 
 import numpy as np
 
@@ -32,16 +32,33 @@ def paired_difference(candidate: str, baseline: str, rounds: int = 4000, seed: i
     a, b = _as_array(candidate, "candidate"), _as_array(baseline, "baseline")
     if len(a) != len(b):
         raise ValueError(f"the two item strings cover different items ({len(a)} and {len(b)}): compare reports of the same test set")
-    diff = a.astype(np.int64) - b.astype(np.int64)
+    out = paired_mean_difference(a.astype(np.float64), b.astype(np.float64), rounds, seed, level)
+    return {
+        **{k: 100 * out[k] for k in ("difference", "low", "high")},
+        "level": level,
+        "items": out["items"],
+        "disagreements": out["disagreements"],
+    }
+
+
+def paired_mean_difference(
+    candidate: Sequence[float], baseline: Sequence[float], rounds: int = 4000, seed: int = 0, level: float = 0.95
+) -> Dict[str, float]:
+    """The mean of ``candidate - baseline`` over the same items (scores per item, e.g. a word's ARI),
+    with a paired percentile bootstrap interval (items resampled, ``rounds`` times, fixed ``seed``)
+    and the number of items whose scores differ."""
+    a, b = np.asarray(candidate, dtype=np.float64), np.asarray(baseline, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1 or not len(a):
+        raise ValueError(f"expected two equal, non-empty lists of per-item scores, got {a.shape} and {b.shape}")
+    diff = a - b
     rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(diff), size=(rounds, len(diff)))
-    means = diff[draws].mean(axis=1)
+    means = diff[rng.integers(0, len(diff), size=(rounds, len(diff)))].mean(axis=1)
     tail = (1 - level) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return {
-        "difference": 100 * float(diff.mean()),
-        "low": 100 * float(low),
-        "high": 100 * float(high),
+        "difference": float(diff.mean()),
+        "low": float(low),
+        "high": float(high),
         "level": level,
         "items": int(len(diff)),
         "disagreements": int(np.count_nonzero(diff)),
