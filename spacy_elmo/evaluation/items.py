@@ -9,7 +9,7 @@ right or wrong together does not count as noise.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Sequence
+from typing import Dict, Iterable, Sequence, Union
 
 import numpy as np
 
@@ -42,7 +42,11 @@ def paired_difference(candidate: str, baseline: str, rounds: int = 4000, seed: i
 
 
 def paired_mean_difference(
-    candidate: Sequence[float], baseline: Sequence[float], rounds: int = 4000, seed: int = 0, level: float = 0.95
+    candidate: Union[Sequence[float], np.ndarray],
+    baseline: Union[Sequence[float], np.ndarray],
+    rounds: int = 4000,
+    seed: int = 0,
+    level: float = 0.95,
 ) -> Dict[str, float]:
     """The mean of ``candidate - baseline`` over the same items (scores per item, e.g. a word's ARI),
     with a paired percentile bootstrap interval (items resampled, ``rounds`` times, fixed ``seed``)
