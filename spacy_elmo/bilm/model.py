@@ -137,6 +137,7 @@ class BiLMConfig:
         return sum(n for _, n in self.filters)
 
 
+AUTO_PRECISION = "auto"  # set_inference_precision: the fastest precision within a stated error (bilm/auto_precision.py)
 # sentences sorted by length together by iter_embeddings: the most outputs it holds at once
 ORDER_WINDOW = 2048
 
@@ -239,8 +240,14 @@ class BiLM(nn.Module):
         if quantized is not None:
             quantized.clear()
 
-    #: the values :meth:`set_inference_precision` accepts
+    #: the precisions a biLM runs in at inference (:meth:`set_inference_precision` also takes ``"auto"``)
     INFERENCE_PRECISIONS = ("float32", "bfloat16", "int8")
+
+    @property
+    def precision_choice(self) -> Optional[Any]:
+        """What ``set_inference_precision("auto")`` chose and why (an
+        :class:`~spacy_elmo.bilm.auto_precision.PrecisionChoice`); ``None`` after an explicit precision."""
+        return getattr(self, "_precision_choice", None)
 
     def set_inference_precision(self, precision: str) -> None:
         """``"bfloat16"``: at inference (no autograd) run every big matrix product in bfloat16
@@ -250,9 +257,22 @@ class BiLM(nn.Module):
         affected, and the weights stay float32 either way (see :mod:`spacy_elmo.kernels.bf16`).
         ``"int8"``: the LSTM stack's products in int8 on the CPU's integer units, from int8
         copies of its weights quantized once (see :mod:`spacy_elmo.kernels.int8`); raises
-        :class:`~spacy_elmo.kernels.int8.Int8Unavailable` on a CPU without an int8 path."""
+        :class:`~spacy_elmo.kernels.int8.Int8Unavailable` on a CPU without an int8 path.
+        ``"auto"``: the fastest of those this CPU runs that keeps the vectors within cosine 0.99 of
+        float32's on a fixed calibration text (:mod:`spacy_elmo.bilm.auto_precision`; no timing, so
+        the same model on the same CPU always resolves alike); :attr:`precision_choice` says what
+        it chose and why."""
+        if precision == AUTO_PRECISION:
+            from .auto_precision import choose_inference_precision
+
+            self._refuse_released("set_inference_precision('auto')")
+            choice = choose_inference_precision(self)
+            self.set_inference_precision(choice.precision)
+            self._precision_choice: Optional[Any] = choice
+            return
         if precision not in self.INFERENCE_PRECISIONS:
-            raise ValueError(f"inference precision must be one of {list(self.INFERENCE_PRECISIONS)}, got {precision!r}")
+            raise ValueError(f"inference precision must be one of {list(self.INFERENCE_PRECISIONS) + [AUTO_PRECISION]}, got {precision!r}")
+        self._precision_choice = None
         if precision != self.inference_precision:
             self._refuse_released(f"set_inference_precision({precision!r})")
             quantized = int8.Int8Products() if precision == "int8" else None  # raises before anything changes

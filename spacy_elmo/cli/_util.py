@@ -99,6 +99,13 @@ def Opt(*args: Any, **kwargs: Any) -> Any:
 PRECISION_OPT = Opt(
     "float32", "--precision", help="The biLM's inference precision: float32, bfloat16 or int8 (x86 CPUs with AVX2 or better)"
 )
+# ... and where the component reads them (embed), also auto: the fastest within cosine 0.99 of float32
+COMPONENT_PRECISION_OPT = Opt(
+    "float32",
+    "--precision",
+    help="The biLM's inference precision: float32, bfloat16, int8 (x86 CPUs with AVX2 or better) or auto "
+    "(the fastest of them this CPU runs that keeps the vectors within cosine 0.99 of float32's)",
+)
 
 
 class UserError(Exception):

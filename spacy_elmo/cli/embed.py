@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ._util import (
+    COMPONENT_PRECISION_OPT,
     DEFAULT_THREADS,
-    PRECISION_OPT,
     PROG,
     Arg,
     Opt,
@@ -45,7 +45,7 @@ def embed_cli(
     threads: int = Opt(
         DEFAULT_THREADS, "--threads", "-t", help="CPU threads for the biLM (0 = one per core); more than the free cores slows it down"
     ),
-    precision: str = PRECISION_OPT,
+    precision: str = COMPONENT_PRECISION_OPT,
     output: Optional[Path] = Opt(None, "--output", "-o", help="Also write vectors, layers and tokens to this .npz file. Default: none"),
     # fmt: on
 ) -> None:

@@ -37,13 +37,13 @@ from thinc.util import to_numpy, torch2xp, xp2torch
 from ..bilm import BiLM
 from ..bilm.batching import pack_by_token_budget
 from ..bilm.memory import release_free_memory
-from ..bilm.model import BiLMConfig
+from ..bilm.model import AUTO_PRECISION, BiLMConfig
 from ..bilm.weights import model_from_state
 from ..hub.load import load_bilm, read_config
 from ..hub.resolve import normalise_spec
 from .contexts import Context, ContextGetter, SentenceContexts, is_run
 
-PRECISIONS = BiLM.INFERENCE_PRECISIONS
+PRECISIONS = (*BiLM.INFERENCE_PRECISIONS, AUTO_PRECISION)
 BILM_NODE = "elmo-bilm"
 SHIM_SETTINGS = ("weights", "frozen", "precision", "token_cache_size")  # what BiLMShim.from_bytes requires
 
