@@ -197,16 +197,21 @@ def keep_leg(
     }
     (staging / "snapshot.json").write_text(json.dumps(snapshot, indent=1) + "\n", encoding="utf8")
     (staging / "README.md").write_text(readme(snapshot), encoding="utf8")
-    if out.exists():
-        retired = out.with_name(out.name + ".old")
-        if retired.exists():
-            shutil.rmtree(retired)
-        out.rename(retired)
-        staging.rename(out)
-        shutil.rmtree(retired)
-    else:
-        staging.rename(out)
+    swap_in(staging, out)
     return snapshot
+
+
+def swap_in(staging: Path, dest: Path) -> None:
+    """Put the complete folder ``staging`` in ``dest``'s place (the previous ``dest``, if any, removed
+    only once the new one is in place)."""
+    retired = dest.with_name(dest.name + ".old")
+    if retired.exists():
+        shutil.rmtree(retired)
+    if dest.exists():
+        dest.rename(retired)
+    staging.rename(dest)
+    if retired.exists():
+        shutil.rmtree(retired)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional
 
 import srsly
 from candidate_report import ship_rule
-from keep_leg import DEFAULT_OUT, REPO, SHIPPED, _check_init, _seeds, chain, leg_record, read_metrics, sha256
+from keep_leg import DEFAULT_OUT, REPO, SHIPPED, _check_init, _seeds, chain, leg_record, read_metrics, sha256, swap_in
 
 from spacy_elmo.training.ship import ship_model
 
@@ -153,17 +153,6 @@ def next_leg_project(text: str, next_leg: int) -> str:
     return text
 
 
-def _swap_in(staging: Path, dest: Path) -> None:
-    retired = dest.with_name(dest.name + ".old")
-    if retired.exists():
-        shutil.rmtree(retired)
-    if dest.exists():
-        dest.rename(retired)
-    staging.rename(dest)
-    if retired.exists():
-        shutil.rmtree(retired)
-
-
 def ship_leg(
     run_dir: Path,
     init: Path,
@@ -243,7 +232,7 @@ def ship_leg(
             "model_path": "en_default",
         }
     )
-    _swap_in(staging, shipped)
+    swap_in(staging, shipped)
     Path(baseline_path).write_text(json.dumps(new_report, indent=1) + "\n", encoding="utf8")
     Path(figures_path).write_text(json.dumps(figures, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
     Path(project_path).write_text(project, encoding="utf8")
