@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_elmo.change import synthetic
-from spacy_elmo.change.detect import ChangeSettings, occurrence_vectors, rank_words, sample_corpora, sense_status
+from spacy_elmo.change.detect import ChangeSettings, _examples, occurrence_vectors, rank_words, sample_corpora, sense_status
 from spacy_elmo.change.measures import (
     BinaryRule,
     apd,
@@ -429,3 +429,20 @@ def test_explain_shows_the_senses_that_matter():
     assert lines[3] == "   (1 smaller sense, under 5% of either corpus: see report.json)" and len(lines) == 4
     change.measures.pop("mahal")  # a report saved before MAHAL existed still explains
     assert "MAHAL" not in explain(change, ("old", "new"))[0]
+
+
+def test_a_senses_examples_in_each_corpus_are_its_most_central_occurrences_not_the_first_in_the_file():
+    """Issue 47: a sense's examples are nearest its medoid (over both corpora), so an occurrence the
+    cut placed in the sense but far from the rest of it (listed first in A) is shown last, if at all."""
+    # six occurrences, all of sense 0 with weight 1: A = 0, 1, 2 (0 an outlier), B = 3, 4, 5
+    points = np.array([[0.0, 1.0], [1.0, 0.1], [1.0, 0.0], [1.0, 0.05], [0.9, 0.1], [1.0, -0.1]])
+    rows = points / np.linalg.norm(points, axis=1, keepdims=True)
+    similarity = rows @ rows.T
+    weights = np.zeros((6, 2))
+    weights[:, 0] = 1.0
+    a, b = np.arange(3), np.arange(3, 6)
+    assert sorted(_examples(weights, a, 0, 2, similarity)) == [1, 2]  # the outlier, first in file order, is not shown
+    assert _examples(weights, a, 0, 3, similarity)[-1] == 0
+    assert set(_examples(weights, b, 0, 3, similarity)) == {3, 4, 5}
+    assert _examples(weights, a, 1, 3, similarity) == []  # no occurrence of sense 1
+    assert _examples(weights, a, 0, 2, None) == [0, 1]  # without the representation: by weight, then file order

@@ -25,7 +25,7 @@ import torch
 from ..bilm import BiLM
 from ..induction.corpus import Corpus, read_sentences
 from ..induction.forms import join_runs
-from ..induction.induce import Inducer, InductionSettings, _window, frequent_words, match_target, target_forms
+from ..induction.induce import Inducer, InductionSettings, _window, central_first, frequent_words, match_target, target_forms
 from ..induction.induced import Occurrence, WordSenses
 from ..induction.substitutes import LMHead
 from .measures import (
@@ -186,10 +186,23 @@ def sense_status(gained: bool, lost: bool, share_a: float, share_b: float) -> st
     return "stable"
 
 
-def _examples(weights: np.ndarray, members: np.ndarray, sense: int, n: int) -> List[int]:
-    inside = members[weights[members].argmax(1) == sense]
-    order = inside[np.argsort(-weights[inside, sense], kind="stable")]
-    return [int(i) for i in order[:n]]
+def _examples(weights: np.ndarray, members: np.ndarray, sense: int, n: int, similarity: Optional[np.ndarray]) -> List[int]:
+    """Up to ``n`` of ``members`` (one corpus's occurrences) in ``sense``, most central first: nearest
+    the medoid of the sense's occurrences in both corpora (``similarity``: their cosine similarities in
+    the representation the senses were cut from), ties broken by weight; by weight alone without it."""
+    everyone = np.flatnonzero(weights.argmax(1) == sense)
+    order, _ = central_first(everyone, similarity, weights[:, sense])
+    return [int(i) for i in order[np.isin(order, members)][:n]]
+
+
+def occurrence_similarity(ws: WordSenses) -> Optional[np.ndarray]:
+    """Cosine similarities of the occurrences in the representation their senses were cut from
+    (:attr:`WordSenses.vectors`), or None when it is not stored."""
+    shown = np.asarray(ws.vectors, dtype=np.float64)
+    if shown.ndim != 2 or len(shown) != len(ws.occurrences) or not shown.shape[1]:
+        return None
+    rows = unit(shown)
+    return rows @ rows.T
 
 
 def equal_size_counts(counts_a: np.ndarray, counts_b: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -257,6 +270,7 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
     change.binary_counts_a, change.binary_counts_b = [int(c) for c in used_a], [int(c) for c in used_b]
     shares_a, shares_b = sense_shares(wa), sense_shares(wb)
     members_a, members_b = np.arange(n_a), np.arange(n_a, n_a + n_b)
+    similarity = occurrence_similarity(ws)
     for sense in ws.senses:
         s = sense.id
         change.senses.append(
@@ -269,8 +283,8 @@ def compare_word(ws: WordSenses, n_a: int, settings: ChangeSettings, seen: Tuple
                 int(counts_a[s]),
                 int(counts_b[s]),
                 sense_status(s in gained, s in lost, float(shares_a[s]), float(shares_b[s])),
-                _examples(weights, members_a, s, settings.n_examples),
-                _examples(weights, members_b, s, settings.n_examples),
+                _examples(weights, members_a, s, settings.n_examples, similarity),
+                _examples(weights, members_b, s, settings.n_examples, similarity),
             )
         )
         p = share_change_pvalue(int(counts_a[s]), n_a, int(counts_b[s]), n_b)
