@@ -14,14 +14,11 @@ on one CPU always resolves to the same precision, and its outputs stay determini
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence
 
 import numpy as np
 
 from ..kernels import cpu
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .model import BiLM
 
 MIN_COSINE = 0.99
 MIN_GAIN = 1.15  # a precision measured less than this much faster than float32 is not worth its error
@@ -113,16 +110,14 @@ def cosine_p1(reference: np.ndarray, other: np.ndarray) -> float:
 
 
 def choose_inference_precision(
-    bilm: "BiLM", min_cosine: float = MIN_COSINE, sentences: Sequence[Sequence[str]] = CALIBRATION
+    bilm: Any, min_cosine: float = MIN_COSINE, sentences: Sequence[Sequence[str]] = CALIBRATION
 ) -> PrecisionChoice:
-    """The precision ``"auto"`` means for ``bilm`` on this CPU (see the module's docstring); leaves
+    """The precision ``"auto"`` means for ``bilm`` (a :class:`~spacy_elmo.bilm.model.BiLM`) on this CPU (see the module's docstring); leaves
     the model in float32 (the caller sets the choice)."""
-    from ..training.precision import cpu_has_native_bf16
-
     if not 0 < min_cosine <= 1:
         raise ValueError(f"min_cosine is a cosine bar in (0, 1], got {min_cosine}")
     lstm = bilm.can_release_float_products  # an LSTM stack (a transformer's int8 speed was not measured)
-    found = candidates(bilm.config.lstm_dim if lstm else None, cpu.features(), cpu_has_native_bf16())
+    found = candidates(bilm.config.lstm_dim if lstm else None, cpu.features(), cpu.native_bf16())
     if not found:
         return PrecisionChoice("float32", reason="this CPU runs no faster precision for this model")
     bilm.set_inference_precision("float32")

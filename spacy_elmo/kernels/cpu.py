@@ -1,7 +1,8 @@
 """The one reader of the CPU's identity and features (Linux's ``/proc/cpuinfo``) for the package.
 
-Three things depend on it: the routing of float32 products (:mod:`.matmul`: Intel or not), the
-``auto`` training precision (``training/precision.py``: native bfloat16 instructions or not) and
+Four things depend on it: the routing of float32 products (:mod:`.matmul`: Intel or not), the
+``auto`` training and inference precisions (``training/precision.py``, ``bilm/auto_precision.py``:
+native bfloat16 instructions or not, an int8 path or not) and
 the compiled kernels' build key (:mod:`.build`: a library built with ``-march=native`` is only
 ever loaded on a CPU with the same identity). Where the CPU cannot be identified (no
 ``/proc/cpuinfo``, as on macOS, or none of the fields below in it), :func:`identity` is ``None``
@@ -89,3 +90,17 @@ def int8_path(flags: Optional[FrozenSet[str]] = None) -> Optional[str]:
     if flags & INT8_DOT_FLAGS:
         return "vnni"
     return "avx2" if "avx2" in flags else None
+
+
+def native_bf16() -> bool:
+    """Whether this CPU runs bfloat16 products natively (AMX or AVX512-BF16, as oneDNN sees them).
+    Without them torch emulates bf16, slower than float32. Unknown flags (no ``/proc/cpuinfo``):
+    oneDNN's answer alone."""
+    import torch
+
+    try:
+        supported = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # pragma: no cover - depends on the torch build
+        return False
+    flags = features()
+    return supported and (flags is None or "amx_bf16" in flags or "avx512_bf16" in flags)

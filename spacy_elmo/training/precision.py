@@ -15,26 +15,10 @@ from typing import Optional
 
 import torch
 
-from ..kernels import cpu
+from ..kernels.cpu import native_bf16 as cpu_has_native_bf16  # resolve_precision reads it here (tests patch it)
 
 PRECISIONS = ("fp32", "fp32-fused", "bf16", "auto")
 RESOLVED = ("fp32", "fp32-fused", "bf16")  # what a run trains in, as checkpoints record it
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU runs bfloat16 products natively (AMX or AVX512-BF16, as oneDNN sees them).
-    Without them torch emulates bf16, slower than float32."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()) and _cpu_has_bf16_instructions()
-    except (AttributeError, RuntimeError):  # pragma: no cover - depends on the torch build
-        return False
-
-
-def _cpu_has_bf16_instructions() -> bool:
-    flags = cpu.features()
-    if flags is None:  # no /proc/cpuinfo (not Linux): trust oneDNN's answer
-        return True
-    return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
