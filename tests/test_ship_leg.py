@@ -85,6 +85,21 @@ def test_a_leg_that_passes_the_rule_ships_with_its_chain_its_report_and_its_figu
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("shipped")) == ["shipped", "shipped-default.json"]
 
 
+def test_a_leg_kept_before_it_was_measured_ships_from_its_kept_folder_counted_once(tmp_path):
+    shipped = _shipped(tmp_path)
+    kept = tmp_path / "next"
+    keep_leg(_leg(tmp_path, shipped, 16, b"leg 16"), shipped, kept, shipped=shipped, verdict="NOT SHIP")
+    run = _leg(tmp_path, kept, 17, b"leg 17")
+    keep_leg(run, kept, kept, shipped=shipped, verdict="not yet measured")  # kept at the end of a stretch
+    package = tmp_path / "package"
+    _model(package, b"leg 17")
+    candidate, baseline, figures, project = _records(tmp_path, 0.05)
+    places = dict(shipped=shipped, baseline_path=baseline, figures_path=figures, project_path=project, kept_folder=kept)
+    snapshot = ship_leg(run, kept, package, candidate, "v2 + legs 3 to 17", **places)
+    assert [x["seed"] for x in snapshot["kept_legs"]] == [16] and snapshot["tokens"] == 5_000_000 + 2 * 160_000
+    assert (shipped / "weights.pt").read_bytes() == b"leg 17" and not kept.exists()
+
+
 def test_what_did_not_pass_or_was_not_measured_is_refused_and_nothing_is_written(tmp_path):
     shipped = _shipped(tmp_path)
     run = _leg(tmp_path, shipped, 16, b"leg 16")

@@ -11,7 +11,8 @@ Nothing is written until every check has passed:
 - the report (``candidate_report.py``'s output) passes :func:`candidate_report.ship_rule` against
   the shipped default's own report (``--baseline``), as the rule is applied today;
 - the leg continued ``--init``, which is the shipped default or kept legs that continue its very
-  weights (``keep_leg.chain``);
+  weights (``keep_leg.chain``); a leg kept before it was measured ships from its own kept folder
+  (``--init`` that folder: its last kept leg is this one, counted once);
 - the report's measures name ``--package`` as the model they read, and that package holds the
   same weights as the leg's model, packaged again here (what ships is what was measured, to the byte).
 
@@ -181,6 +182,11 @@ def ship_leg(
     _check_init(run_dir, init)
     kept, base_sha = chain(init, shipped)
     leg = leg_record(run_dir, "SHIP")
+    if kept and sha256(init / "weights.pt") == sha256(run_dir / "model" / "weights.pt"):
+        # the leg was kept before it was measured: ``init`` is its own kept folder, and its record the chain's last
+        if kept[-1]["seed"] != leg["seed"]:
+            raise ShipRefused(f"{init} holds {run_dir}'s weights but its last kept leg is seed {kept[-1]['seed']}, not {leg['seed']}")
+        kept = kept[:-1]
     config = json.loads((run_dir / "train_config.json").read_text(encoding="utf8"))
     base = json.loads((shipped / "snapshot.json").read_text(encoding="utf8"))
     describe = describe or default_describe(baseline.get("model", "the shipped default"), kept, leg, config)
