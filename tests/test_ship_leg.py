@@ -100,6 +100,39 @@ def test_a_leg_kept_before_it_was_measured_ships_from_its_kept_folder_counted_on
     assert (shipped / "weights.pt").read_bytes() == b"leg 17" and not kept.exists()
 
 
+def test_a_kept_leg_whose_run_folder_is_gone_ships_from_its_kept_record(tmp_path):
+    shipped = _shipped(tmp_path)
+    kept = tmp_path / "next"
+    keep_leg(_leg(tmp_path, shipped, 16, b"leg 16"), shipped, kept, shipped=shipped, verdict="NOT SHIP")
+    run = _leg(tmp_path, kept, 17, b"leg 17")
+    keep_leg(run, kept, kept, shipped=shipped, verdict="not yet measured")
+    config = json.loads((kept / "train_config.json").read_text())
+    (kept / "train_config.json").write_text(json.dumps({**config, "out_dir": "training/default-v2-leg17"}))  # as finetune records it
+    shutil.rmtree(run)  # the machine that ran it is gone; the kept folder is in the repository
+    package = tmp_path / "package"
+    _model(package, b"leg 17")
+    candidate, baseline, figures, project = _records(tmp_path, 0.05)
+    places = dict(shipped=shipped, baseline_path=baseline, figures_path=figures, project_path=project, kept_folder=kept)
+    snapshot = ship_leg(kept, kept, package, candidate, "v2 + legs 3 to 17", **places)
+    assert [x["seed"] for x in snapshot["kept_legs"]] == [16] and snapshot["tokens"] == 5_000_000 + 2 * 160_000
+    assert snapshot["step"] == 1080 and snapshot["elapsed_minutes"] == 104.0 and "seed 17" in snapshot["leg"]["run"]
+    config = json.loads((shipped / "train_config.json").read_text())
+    assert config["precision"] == "bf16" and config["out_dir"] == "training/default-v2-leg17"
+    assert (shipped / "weights.pt").read_bytes() == b"leg 17" and not kept.exists()
+
+
+def test_a_kept_folder_without_kept_legs_is_not_a_leg(tmp_path):
+    shipped = _shipped(tmp_path)
+    package = tmp_path / "package"
+    _model(package, b"shipped weights")
+    candidate, baseline, figures, project = _records(tmp_path, 0.05)
+    before = _state(shipped, baseline, figures, project)
+    places = dict(shipped=shipped, baseline_path=baseline, figures_path=figures, project_path=project, kept_folder=tmp_path / "next")
+    with pytest.raises(ShipRefused, match="holds no kept legs"):
+        ship_leg(shipped, shipped, package, candidate, "v2", **places)
+    assert _state(shipped, baseline, figures, project) == before
+
+
 def test_what_did_not_pass_or_was_not_measured_is_refused_and_nothing_is_written(tmp_path):
     shipped = _shipped(tmp_path)
     run = _leg(tmp_path, shipped, 16, b"leg 16")

@@ -12,7 +12,8 @@ Nothing is written until every check has passed:
   the shipped default's own report (``--baseline``), as the rule is applied today;
 - the leg continued ``--init``, which is the shipped default or kept legs that continue its very
   weights (``keep_leg.chain``); a leg kept before it was measured ships from its own kept folder
-  (``--init`` that folder: its last kept leg is this one, counted once);
+  (``--init`` that folder: its last kept leg is this one, counted once; where the leg's run folder
+  is gone, pass the kept folder as the leg too, and its record is the one kept);
 - the report's measures name ``--package`` as the model they read, and that package holds the
   same weights as the leg's model, packaged again here (what ships is what was measured, to the byte).
 
@@ -34,7 +35,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import srsly
 from candidate_report import ship_rule
@@ -69,6 +70,26 @@ def ran_precision(run_dir: Path) -> Optional[str]:
     """The precision the leg's steps ran in (the config's ``auto`` resolved), by the config's names."""
     logged = [r["precision"] for r in read_metrics(run_dir) if "loss" in r and "precision" in r]
     return PRECISION_NAMES.get(logged[-1], logged[-1]) if logged else None
+
+
+def _the_leg(run_dir: Path, init: Path, kept: List[Dict[str, Any]]) -> Tuple[Dict[str, Any], List[Dict[str, Any]], Optional[str]]:
+    """The leg that ships (its record, verdict SHIP), the kept legs before it, and the precision it ran in.
+
+    ``run_dir`` is the leg's finetune folder, or, where that folder is gone (a machine lost), the kept
+    folder it was kept in before it was measured (``run_dir`` = ``init``): its record is then the
+    last of the folder's kept legs, as ``keep_leg.py`` wrote it from the run folder."""
+    if run_dir.resolve() == init.resolve():
+        if not kept:
+            raise ShipRefused(f"{init} holds no kept legs: pass the leg's own finetune folder")
+        return {**kept[-1], "verdict": "SHIP"}, kept[:-1], PRECISION_NAMES.get(kept[-1].get("precision", ""), kept[-1].get("precision"))
+    _check_init(run_dir, init)
+    leg = leg_record(run_dir, "SHIP")
+    if kept and sha256(init / "weights.pt") == sha256(run_dir / "model" / "weights.pt"):
+        # the leg was kept before it was measured: ``init`` is its own kept folder, and its record the chain's last
+        if kept[-1]["seed"] != leg["seed"]:
+            raise ShipRefused(f"{init} holds {run_dir}'s weights but its last kept leg is seed {kept[-1]['seed']}, not {leg['seed']}")
+        kept = kept[:-1]
+    return leg, kept, ran_precision(run_dir)
 
 
 def leg_description(leg: Dict[str, Any], config: Dict[str, Any], kept: List[Dict[str, Any]], base_model: str) -> str:
@@ -179,14 +200,8 @@ def ship_leg(
         raise ShipRefused(
             f"{report_path} measured {', '.join(named) or 'no named model'}, not {package.name}: pass the package the report measured"
         )
-    _check_init(run_dir, init)
     kept, base_sha = chain(init, shipped)
-    leg = leg_record(run_dir, "SHIP")
-    if kept and sha256(init / "weights.pt") == sha256(run_dir / "model" / "weights.pt"):
-        # the leg was kept before it was measured: ``init`` is its own kept folder, and its record the chain's last
-        if kept[-1]["seed"] != leg["seed"]:
-            raise ShipRefused(f"{init} holds {run_dir}'s weights but its last kept leg is seed {kept[-1]['seed']}, not {leg['seed']}")
-        kept = kept[:-1]
+    leg, kept, precision = _the_leg(run_dir, init, kept)
     config = json.loads((run_dir / "train_config.json").read_text(encoding="utf8"))
     base = json.loads((shipped / "snapshot.json").read_text(encoding="utf8"))
     describe = describe or default_describe(baseline.get("model", "the shipped default"), kept, leg, config)
@@ -199,10 +214,9 @@ def ship_leg(
     try:
         if sha256(staging / "weights.pt") != sha256(package / "weights.pt"):
             raise ShipRefused(f"{package} (the model the report measured) does not hold {run_dir}'s weights: measure the leg's own package")
-        precision = ran_precision(run_dir)
         train_config = srsly.read_json(staging / "train_config.json")
         train_config["precision"] = precision or train_config.get("precision")
-        train_config["out_dir"] = f"training/{run_dir.name}"
+        train_config["out_dir"] = f"training/{Path(config.get('out_dir') or run_dir.name).name}"
         if kept:
             seeds = [x["seed"] for x in kept]
             train_config["init_model"] = f"en_default + legs {seeds[0]} to {seeds[-1]} (kept in project/models/{kept_folder.name})"
@@ -249,7 +263,9 @@ def ship_leg(
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("run_dir", type=Path, help="the finished leg's finetune output folder")
+    parser.add_argument(
+        "run_dir", type=Path, help="the finished leg's finetune output folder (or, where it is gone, the kept folder it was kept in: --init)"
+    )
     parser.add_argument("--init", type=Path, required=True, help="the folder the leg continued (the shipped default or kept legs)")
     parser.add_argument("--package", type=Path, required=True, help="the leg's package that candidate_report.py measured")
     parser.add_argument("--report", type=Path, required=True, help="candidate_report.py's output for that package")
