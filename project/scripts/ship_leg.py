@@ -264,7 +264,9 @@ def ship_leg(
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "run_dir", type=Path, help="the finished leg's finetune output folder (or, where it is gone, the kept folder it was kept in: --init)"
+        "run_dir",
+        type=Path,
+        help="the finished leg's finetune output folder (or, where it is gone, the kept folder it was kept in: --init)",
     )
     parser.add_argument("--init", type=Path, required=True, help="the folder the leg continued (the shipped default or kept legs)")
     parser.add_argument("--package", type=Path, required=True, help="the leg's package that candidate_report.py measured")
