@@ -160,3 +160,27 @@ def test_sibling_runs_of_a_leg_are_kept_as_the_mean_of_their_weights(tmp_path):
     valid.write_text(json.dumps({"split": "test", "ppl_avg": 99.0}))
     with pytest.raises(ValueError, match="not `evaluate --split valid"):
         valid_perplexity(valid)
+
+
+def test_a_leg_kept_before_it_was_measured_gets_its_verdict_once_and_nothing_else_changes(tmp_path):
+    shipped = _shipped(tmp_path)
+    out = tmp_path / "next"
+    keep_leg(_leg(tmp_path, shipped, 16, b"leg 16"), shipped, out, shipped=shipped, verdict="NOT SHIP")
+    keep_leg(_leg(tmp_path, out, 17, b"leg 17"), out, out, shipped=shipped, verdict="not yet measured: kept as it ended")
+    before = json.loads((out / "snapshot.json").read_text())
+    weights = (out / "weights.pt").read_bytes()
+    assert main([str(out), "--measured", "--verdict", "not shipped: modern -1.8%"]) == 0
+    after = json.loads((out / "snapshot.json").read_text())
+    assert after["kept_legs"][-1]["verdict"] == "not shipped: modern -1.8%"
+    assert {**after, "kept_legs": after["kept_legs"][:-1]} == {**before, "kept_legs": before["kept_legs"][:-1]}
+    assert {k: v for k, v in after["kept_legs"][-1].items() if k != "verdict"} == {
+        k: v for k, v in before["kept_legs"][-1].items() if k != "verdict"
+    }
+    assert (out / "weights.pt").read_bytes() == weights and "modern -1.8%" in (out / "README.md").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("next")) == ["next"]
+    # a measured leg keeps its verdict; an empty or unmeasured verdict is not one
+    assert main([str(out), "--measured", "--verdict", "SHIP"]) == 2
+    assert json.loads((out / "snapshot.json").read_text()) == after
+    keep_leg(_leg(tmp_path / "x", out, 18, b"leg 18"), out, out, shipped=shipped, verdict="not yet measured")
+    for verdict in ("", "not yet measured again"):
+        assert main([str(out), "--measured", "--verdict", verdict]) == 2

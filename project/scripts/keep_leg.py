@@ -3,6 +3,7 @@
 
     python scripts/keep_leg.py training/default-v2-legN --init INIT [--out models/en_default-next] [--verdict "..."]
         [--sibling training/default-v2-legNb --valid-json VALID.json]
+    python scripts/keep_leg.py models/en_default-next --measured --verdict "..."
 
 A leg of the default (``default-v2-continue``) that holds the floors but misses the margin is
 continued by the next leg, and the legs are measured together against the shipped default
@@ -26,6 +27,10 @@ soup), the leg's steps, tokens and minutes are the runs' sums and ``averaged`` l
 The new folder is written beside ``--out`` and swapped in only when complete, so an interrupted
 run leaves the previous kept legs as they were. When the legs ship, ``--out`` is removed in the
 commit that replaces the default.
+
+A leg kept at the end of a working stretch before it could be measured (``--verdict "not yet
+measured ..."``) gets its verdict later with ``--measured`` (the kept folder as RUN_DIR): only that
+leg's verdict changes.
 """
 
 from __future__ import annotations
@@ -201,6 +206,31 @@ def keep_leg(
     return snapshot
 
 
+def record_verdict(out: Path, verdict: str) -> Dict[str, Any]:
+    """Record the ship rule's ``verdict`` on the last leg kept in ``out`` before it was measured (kept
+    at the end of a working stretch with a verdict starting "not yet measured"); its snapshot, rewritten
+    beside it and swapped in. A measured leg's verdict is not overwritten."""
+    out = Path(out)
+    snapshot = json.loads((out / "snapshot.json").read_text(encoding="utf8"))
+    legs = snapshot.get("kept_legs") or []
+    if not legs:
+        raise ValueError(f"{out} holds no kept legs: nothing to record a verdict on")
+    if not str(legs[-1].get("verdict", "")).startswith("not yet measured"):
+        raise ValueError(f"{out}'s last kept leg (seed {legs[-1]['seed']}) already has its verdict: {legs[-1]['verdict']!r}")
+    if not verdict.strip() or verdict.startswith("not yet measured"):
+        raise ValueError("pass the measured verdict (the rule's SHIP or NOT SHIP and its figures)")
+    legs[-1] = {**legs[-1], "verdict": verdict}
+    snapshot["kept_legs"] = legs
+    staging = out.with_name(out.name + ".partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    shutil.copytree(out, staging)
+    (staging / "snapshot.json").write_text(json.dumps(snapshot, indent=1) + "\n", encoding="utf8")
+    (staging / "README.md").write_text(readme(snapshot), encoding="utf8")
+    swap_in(staging, out)
+    return snapshot
+
+
 def swap_in(staging: Path, dest: Path) -> None:
     """Put the complete folder ``staging`` in ``dest``'s place (the previous ``dest``, if any, removed
     only once the new one is in place)."""
@@ -217,7 +247,7 @@ def swap_in(staging: Path, dest: Path) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path, help="the finished leg's finetune output folder")
-    parser.add_argument("--init", type=Path, required=True, help="the folder the leg continued (the shipped default or kept legs)")
+    parser.add_argument("--init", type=Path, default=None, help="the folder the leg continued (the shipped default or kept legs)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--shipped", type=Path, default=SHIPPED, help="the shipped default (default: the package's)")
     parser.add_argument("--verdict", default=None, help="the ship rule's verdict on the legs, when measured")
@@ -234,7 +264,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         default=None,
         help="with --sibling: `evaluate --split valid --output` of the mean model (its perplexity is recorded)",
     )
+    parser.add_argument(
+        "--measured",
+        action="store_true",
+        help="RUN_DIR is a kept folder: record --verdict on its last leg, kept before it was measured (nothing else changes)",
+    )
     args = parser.parse_args(argv)
+    if args.measured:
+        try:
+            snapshot = record_verdict(args.run_dir, args.verdict or "")
+        except (FileNotFoundError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"recorded the verdict on seed {snapshot['kept_legs'][-1]['seed']} in {args.run_dir}")
+        return 0
+    if args.init is None:
+        parser.error("--init is required: the folder the leg continued")
     try:
         snapshot = keep_leg(args.run_dir, args.init, args.out, args.shipped, args.verdict, args.sibling, valid_perplexity(args.valid_json))
     except (FileNotFoundError, ValueError) as err:
