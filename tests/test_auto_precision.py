@@ -22,7 +22,7 @@ def test_candidates_follow_the_measured_speed_ups_for_the_cpu_and_the_shape():
     assert [p for p, _ in candidates(4096, VNNI, native_bf16=True)] == ["int8", "bfloat16"]  # wide: int8 2.55x, bf16 1.77x
     assert [p for p, _ in candidates(512, VNNI, native_bf16=True)] == ["bfloat16", "int8"]  # narrow: bf16 1.56x, int8 1.23x
     assert [p for p, _ in candidates(4096, AVX2, native_bf16=False)] == ["int8"]
-    assert candidates(512, AVX2, native_bf16=False) == []  # int8 measured 1.04x there: not worth its error
+    assert candidates(512, AVX2, native_bf16=False) == []  # int8 measured 0.96x there: slower than float32
     assert candidates(None, VNNI, native_bf16=False) == []  # a transformer: int8's speed there was not measured
     assert candidates(4096, None, native_bf16=False) == []  # unknown flags: nothing assumed
     assert all(speed >= MIN_GAIN for _, speed in candidates(4096, VNNI, native_bf16=True))
