@@ -85,7 +85,9 @@ def test_a_leg_that_passes_the_rule_ships_with_its_chain_its_report_and_its_figu
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("shipped")) == ["shipped", "shipped-default.json"]
 
 
-def test_a_leg_kept_before_it_was_measured_ships_from_its_kept_folder_counted_once(tmp_path):
+def _kept_before_measured(tmp_path: Path) -> Tuple[Path, Path, Path, Path, Path, Dict[str, Any]]:
+    """Leg 16 kept (NOT SHIP), leg 17 kept after it before it was measured; its package and a
+    passing report: (shipped, kept folder, leg 17's run folder, package, report, ship_leg's places)."""
     shipped = _shipped(tmp_path)
     kept = tmp_path / "next"
     keep_leg(_leg(tmp_path, shipped, 16, b"leg 16"), shipped, kept, shipped=shipped, verdict="NOT SHIP")
@@ -95,24 +97,21 @@ def test_a_leg_kept_before_it_was_measured_ships_from_its_kept_folder_counted_on
     _model(package, b"leg 17")
     candidate, baseline, figures, project = _records(tmp_path, 0.05)
     places = dict(shipped=shipped, baseline_path=baseline, figures_path=figures, project_path=project, kept_folder=kept)
+    return shipped, kept, run, package, candidate, places
+
+
+def test_a_leg_kept_before_it_was_measured_ships_from_its_kept_folder_counted_once(tmp_path):
+    shipped, kept, run, package, candidate, places = _kept_before_measured(tmp_path)
     snapshot = ship_leg(run, kept, package, candidate, "v2 + legs 3 to 17", **places)
     assert [x["seed"] for x in snapshot["kept_legs"]] == [16] and snapshot["tokens"] == 5_000_000 + 2 * 160_000
     assert (shipped / "weights.pt").read_bytes() == b"leg 17" and not kept.exists()
 
 
 def test_a_kept_leg_whose_run_folder_is_gone_ships_from_its_kept_record(tmp_path):
-    shipped = _shipped(tmp_path)
-    kept = tmp_path / "next"
-    keep_leg(_leg(tmp_path, shipped, 16, b"leg 16"), shipped, kept, shipped=shipped, verdict="NOT SHIP")
-    run = _leg(tmp_path, kept, 17, b"leg 17")
-    keep_leg(run, kept, kept, shipped=shipped, verdict="not yet measured")
+    shipped, kept, run, package, candidate, places = _kept_before_measured(tmp_path)
     config = json.loads((kept / "train_config.json").read_text())
     (kept / "train_config.json").write_text(json.dumps({**config, "out_dir": "training/default-v2-leg17"}))  # as finetune records it
     shutil.rmtree(run)  # the machine that ran it is gone; the kept folder is in the repository
-    package = tmp_path / "package"
-    _model(package, b"leg 17")
-    candidate, baseline, figures, project = _records(tmp_path, 0.05)
-    places = dict(shipped=shipped, baseline_path=baseline, figures_path=figures, project_path=project, kept_folder=kept)
     snapshot = ship_leg(kept, kept, package, candidate, "v2 + legs 3 to 17", **places)
     assert [x["seed"] for x in snapshot["kept_legs"]] == [16] and snapshot["tokens"] == 5_000_000 + 2 * 160_000
     assert snapshot["step"] == 1080 and snapshot["elapsed_minutes"] == 104.0 and "seed 17" in snapshot["leg"]["run"]
