@@ -49,6 +49,7 @@ from spacy_elmo.training.ship import ship_model
 REPO = Path(__file__).resolve().parent.parent.parent
 SHIPPED = REPO / "spacy_elmo" / "models" / "en_default"
 DEFAULT_OUT = REPO / "project" / "models" / "en_default-next"
+UNMEASURED = "not yet measured"  # the verdict of a leg kept before the ship rule measured it
 
 
 def read_metrics(run_dir: Path) -> List[Dict[str, Any]]:
@@ -76,7 +77,7 @@ def leg_record(run_dir: Path, verdict: Optional[str]) -> Dict[str, Any]:
         "precision": "/".join(precisions) or config.get("precision"),
         "lr": config["lr"],
         "valid_ppl_end": round(valid[-1]["valid_ppl_avg"], 2) if valid else None,
-        "verdict": verdict or "not yet measured",
+        "verdict": verdict or UNMEASURED,
     }
 
 
@@ -200,9 +201,7 @@ def keep_leg(
         "weights_sha256": sha256(staging / "weights.pt"),
         "kept_legs": legs,
     }
-    (staging / "snapshot.json").write_text(json.dumps(snapshot, indent=1) + "\n", encoding="utf8")
-    (staging / "README.md").write_text(readme(snapshot), encoding="utf8")
-    swap_in(staging, out)
+    finish(staging, snapshot, out)
     return snapshot
 
 
@@ -215,9 +214,9 @@ def record_verdict(out: Path, verdict: str) -> Dict[str, Any]:
     legs = snapshot.get("kept_legs") or []
     if not legs:
         raise ValueError(f"{out} holds no kept legs: nothing to record a verdict on")
-    if not str(legs[-1].get("verdict", "")).startswith("not yet measured"):
+    if not str(legs[-1].get("verdict", "")).startswith(UNMEASURED):
         raise ValueError(f"{out}'s last kept leg (seed {legs[-1]['seed']}) already has its verdict: {legs[-1]['verdict']!r}")
-    if not verdict.strip() or verdict.startswith("not yet measured"):
+    if not verdict.strip() or verdict.startswith(UNMEASURED):
         raise ValueError("pass the measured verdict (the rule's SHIP or NOT SHIP and its figures)")
     legs[-1] = {**legs[-1], "verdict": verdict}
     snapshot["kept_legs"] = legs
@@ -225,10 +224,15 @@ def record_verdict(out: Path, verdict: str) -> Dict[str, Any]:
     if staging.exists():
         shutil.rmtree(staging)
     shutil.copytree(out, staging)
+    finish(staging, snapshot, out)
+    return snapshot
+
+
+def finish(staging: Path, snapshot: Dict[str, Any], out: Path) -> None:
+    """Write ``snapshot`` and its README into the complete folder ``staging`` and swap it in for ``out``."""
     (staging / "snapshot.json").write_text(json.dumps(snapshot, indent=1) + "\n", encoding="utf8")
     (staging / "README.md").write_text(readme(snapshot), encoding="utf8")
     swap_in(staging, out)
-    return snapshot
 
 
 def swap_in(staging: Path, dest: Path) -> None:
