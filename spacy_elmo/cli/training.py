@@ -1,4 +1,4 @@
-"""Commands ``prepare``, ``pretrain``, ``finetune``, ``evaluate``, ``snapshot``, ``ship``, ``average`` and ``package``: training a biLM and shipping it."""
+"""Commands ``prepare``, ``pretrain``, ``finetune``, ``evaluate``, ``snapshot``, ``ship``, ``average``, ``refit-bias`` and ``package``: training a biLM and shipping it."""
 
 from __future__ import annotations
 
@@ -417,6 +417,41 @@ def average_cli(
     except (FileNotFoundError, ValueError) as err:
         raise UserError(str(err)) from None
     msg.good(f"wrote {out}: the mean of {len(record['inputs'])} models (weights SHA-256 {record['weights_sha256'][:12]}...)")
+
+
+@app.command("refit-bias")
+@user_errors
+def refit_bias_cli(
+    # fmt: off
+    model: Path = Arg(..., help="`finetune` output folder (or model folder) with its softmax"),
+    data_dir: Path = Opt(
+        ...,
+        "--data",
+        "-d",
+        help="Output folder of `prepare` on the corpus the model was trained on (its vocabulary's counts and training sentences)",
+    ),
+    out: Path = Opt(..., "--out", "-o", help="Model folder to write: MODEL's files with the refit softmax bias, for `evaluate` and `ship`"),
+    sentences: int = Opt(4000, "--sentences", help="Training sentences whose states the bias is fitted over"),
+    iterations: int = Opt(4, "--iterations", help="Damped scaling steps"),
+    threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads (0 = one per core)"),
+    force: bool = Opt(False, "--force", help="Overwrite a non-empty OUT. Default: off"),
+    # fmt: on
+) -> None:
+    """Refit the softmax bias to the full softmax's likelihood condition (each word's predicted mass = its count); the biLM unchanged."""
+    from ..training.bias_refit import RefitSettings, refit_model
+
+    prepared_dir(data_dir)
+    refuse_overwrite(out, force)
+    apply_threads(threads)
+    try:
+        record = refit_model(model, data_dir, out, RefitSettings(sentences=sentences, iterations=iterations), progress=True)
+    except (FileNotFoundError, ValueError) as err:
+        raise UserError(str(err)) from None
+    first, last = record["history"][0], record["history"][-1]
+    msg.good(
+        f"wrote {out}: bias refit over {record['contexts']:,} contexts; mean |log(count / predicted)| of the 1,000 most frequent "
+        f"{first['top1000_mean_abs_log_ratio']:.3f} before the first step, {last['top1000_mean_abs_log_ratio']:.3f} before the last"
+    )
 
 
 @app.command("package")
