@@ -312,3 +312,24 @@ def write_into(out: PathLike, write: Callable[[Path], T], owned: Iterable[str] =
         return result
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def replace_folder(out: PathLike, write: Callable[[Path], T]) -> T:
+    """Replace the folder ``out`` whole, or not at all, and return what ``write`` returns.
+
+    ``write(folder)`` fills a new folder beside ``out`` (on its file system, a dot name that ends in
+    ``.partial``); only when it returns does that folder take ``out``'s place, the old ``out`` and
+    every file in it removed once the new one is there (put back if the move fails). If ``write``
+    raises, ``out`` is as it was and the new folder is removed. Unlike :func:`write_into`, nothing of
+    the old ``out`` is kept: for a folder that is one thing (a model)."""
+    out = output_folder(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.{uuid.uuid4().hex[:16]}.partial"
+    staging.mkdir()
+    try:
+        result = write(staging)
+        _move_in(staging, out)
+        fsync_dir(out.parent)
+        return result
+    finally:
+        _remove(staging)

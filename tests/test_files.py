@@ -1,9 +1,11 @@
 """The files we write: atomic writes, folders complete only with their manifest, biLM fingerprints
 recorded with every index, inventory and cache, and the token index's queries (read-only, thread
 safe, O(1) length). Uses the tiny AllenNLP test biLM and a copy of it with other weights."""
+
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -15,7 +17,15 @@ import torch
 from spacy_elmo import WeightsError, load_bilm, save_native
 from spacy_elmo.bilm.fingerprint import FingerprintError, bilm_fingerprint
 from spacy_elmo.cli import main
-from spacy_elmo.files import IncompleteFolderError, check_folder, finish_folder, start_folder, write_atomic, write_bytes
+from spacy_elmo.files import (
+    IncompleteFolderError,
+    check_folder,
+    finish_folder,
+    replace_folder,
+    start_folder,
+    write_atomic,
+    write_bytes,
+)
 from spacy_elmo.senses import ElmoSenses, SenseInventory
 from spacy_elmo.search.index import TokenIndex
 
@@ -68,6 +78,33 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.bin"]
 
 
+def test_a_replaced_folder_is_the_new_one_whole_or_the_old_one_untouched(tmp_path):
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "weights.pt").write_bytes(b"old")
+    (out / "old-only.json").write_text("{}")
+
+    def crash(folder: Path) -> None:
+        (folder / "weights.pt").write_bytes(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        replace_folder(out, crash)
+    assert sorted(p.name for p in out.iterdir()) == ["old-only.json", "weights.pt"] and (out / "weights.pt").read_bytes() == b"old"
+    assert replace_folder(out, lambda folder: (folder / "weights.pt").write_bytes(b"new")) == 3
+    assert sorted(p.name for p in out.iterdir()) == ["weights.pt"] and (out / "weights.pt").read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no staging folder left either way
+    fresh = tmp_path / "deeper" / "fresh"
+    replace_folder(fresh, lambda folder: (folder / "a").write_text("a"))
+    assert (fresh / "a").read_text() == "a" and oct(fresh.stat().st_mode & 0o777) == oct(0o777 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_a_folder_is_complete_only_with_its_manifest(tmp_path):
     folder = start_folder(tmp_path / "thing", "manifest.json")
     write_bytes(folder / "part.bin", b"12345")
@@ -97,7 +134,11 @@ def test_start_folder_removes_only_temporaries_whose_writer_is_gone(tmp_path):
     dead.wait()
     try:
         host = files.temporary_name(folder / "x").name.split(".")[-2].split("-")[0]
-        keep = [folder / f".a.bin.{host}-{live.pid}-00ff.tmp", folder / f".b.bin.{host}-{os.getpid()}-00ff.tmp", folder / ".c.bin.0123abcd.tmp"]
+        keep = [
+            folder / f".a.bin.{host}-{live.pid}-00ff.tmp",
+            folder / f".b.bin.{host}-{os.getpid()}-00ff.tmp",
+            folder / ".c.bin.0123abcd.tmp",
+        ]
         gone = [folder / f".d.bin.{host}-{dead.pid}-00ff.tmp", folder / ".e.bin.4567abcd.tmp"]
         for path in keep + gone:
             path.write_bytes(b"half")
@@ -296,7 +337,15 @@ def test_wsd_cache_is_keyed_by_the_biLMs_content_not_its_path(tmp_path, models):
 
     assert inspect.signature(evaluate).parameters["cache_dir"].default is None  # not the system temp folder
     a, _ = models
-    sentences = [WsdSentence("s1", ["the", "bank", "of", "the", "river"], ["the", "bank", "of", "the", "river"], ["DET", "NOUN", "ADP", "DET", "NOUN"], [(1, "d000.s000.t000")])]
+    sentences = [
+        WsdSentence(
+            "s1",
+            ["the", "bank", "of", "the", "river"],
+            ["the", "bank", "of", "the", "river"],
+            ["DET", "NOUN", "ADP", "DET", "NOUN"],
+            [(1, "d000.s000.t000")],
+        )
+    ]
     cache, lines = tmp_path / "cache", []
     model = load_bilm(a)
     first = cached_instances(model, "semcor", sentences, cache, lines.append)

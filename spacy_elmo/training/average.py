@@ -20,14 +20,13 @@ the project measures it (docs/model-card.md, "Sibling legs").
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any, Dict, Sequence
 
 import torch
 
 from ..bilm.weights import file_sha256
-from ..files import write_json
+from ..files import replace_folder, write_json
 from .ship import model_folder
 from .trainer import export_model, load_language_model
 
@@ -40,7 +39,7 @@ def _options(folder: Path) -> Dict[str, Any]:
 
 def average_models(inputs: Sequence[Path], out: Path) -> Dict[str, Any]:
     """Write the uniform average of the models in ``inputs`` (run folders or model folders) to ``out``;
-    returns what ``soup.json`` records. ``out`` is written beside itself and renamed when complete."""
+    returns what ``soup.json`` records. ``out`` is replaced whole when complete."""
     folders = [model_folder(Path(p)) for p in inputs]
     if len(folders) < 2:
         raise ValueError(f"averaging needs two or more models, got {len(folders)}")
@@ -63,18 +62,14 @@ def average_models(inputs: Sequence[Path], out: Path) -> Dict[str, Any]:
     }
     model = models[0]
     model.load_state_dict(mean)
-    out = Path(out)
-    staging = out.with_name(out.name + ".partial")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    export_model(model, vocabs[0], staging)
-    record: Dict[str, Any] = {
-        "inputs": [{"path": str(Path(p)), "weights_sha256": file_sha256(f / "weights.pt")} for p, f in zip(inputs, folders)],
-        "weights_sha256": file_sha256(staging / "weights.pt"),
-    }
-    write_json(staging / SOUP_NAME, record, indent=1)
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
-    return record
+
+    def write(staging: Path) -> Dict[str, Any]:
+        export_model(model, vocabs[0], staging)
+        record: Dict[str, Any] = {
+            "inputs": [{"path": str(Path(p)), "weights_sha256": file_sha256(f / "weights.pt")} for p, f in zip(inputs, folders)],
+            "weights_sha256": file_sha256(staging / "weights.pt"),
+        }
+        write_json(staging / SOUP_NAME, record, indent=1)
+        return record
+
+    return replace_folder(out, write)

@@ -28,7 +28,7 @@ from typing import Any, Dict, List
 import torch
 
 from ..bilm.weights import file_sha256
-from ..files import write_json
+from ..files import replace_folder, write_json
 from ..progress import progress_bar
 from .data import Vocabulary, evaluation_batches
 from .lm import BiLMLanguageModel
@@ -123,7 +123,7 @@ def refit_model(
     model: Path, data_dir: Path, out: Path, settings: RefitSettings = RefitSettings(), progress: bool = False
 ) -> Dict[str, Any]:
     """Write ``model`` (a run folder or model folder) with its bias refit on ``data_dir``'s training
-    split to ``out`` (written beside it, renamed when complete); returns what ``refit.json`` records."""
+    split to ``out`` (replaced whole when complete); returns what ``refit.json`` records."""
     folder = model_folder(Path(model))
     lm, vocab = load_language_model(folder)
     data_vocab = Vocabulary.load(Path(data_dir) / "vocab.txt")
@@ -133,25 +133,21 @@ def refit_model(
     history = refit_bias(lm, data_vocab, states, settings, progress)
     if not bool(torch.isfinite(lm.softmax.bias).all()):
         raise ValueError("the refit bias is not finite: nothing written")
-    out = Path(out)
-    staging = out.with_name(out.name + ".partial")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    for path in folder.iterdir():  # the biLM's files as they are (its digest unchanged); records of the input left behind
-        if path.is_file() and path.name not in (SOFTMAX_NAME, REFIT_NAME, "soup.json", "valid.json"):
-            shutil.copyfile(path, staging / path.name)
-    torch.save({k: v.detach().cpu() for k, v in lm.softmax.state_dict().items()}, staging / SOFTMAX_NAME)
-    record: Dict[str, Any] = {
-        "input": {"path": str(model), "weights_sha256": file_sha256(folder / "weights.pt")},
-        "data": str(data_dir),
-        "contexts": len(states),
-        "settings": asdict(settings),
-        "history": history,
-        "weights_sha256": file_sha256(staging / "weights.pt"),
-    }
-    write_json(staging / REFIT_NAME, record, indent=1)
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
-    return record
+
+    def write(staging: Path) -> Dict[str, Any]:
+        for path in folder.iterdir():  # the biLM's files as they are (its digest unchanged); records of the input left behind
+            if path.is_file() and path.name not in (SOFTMAX_NAME, REFIT_NAME, "soup.json", "valid.json"):
+                shutil.copyfile(path, staging / path.name)
+        torch.save({k: v.detach().cpu() for k, v in lm.softmax.state_dict().items()}, staging / SOFTMAX_NAME)
+        record: Dict[str, Any] = {
+            "input": {"path": str(model), "weights_sha256": file_sha256(folder / "weights.pt")},
+            "data": str(data_dir),
+            "contexts": len(states),
+            "settings": asdict(settings),
+            "history": history,
+            "weights_sha256": file_sha256(staging / "weights.pt"),
+        }
+        write_json(staging / REFIT_NAME, record, indent=1)
+        return record
+
+    return replace_folder(out, write)
