@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, Tuple
 
 import pytest
+import torch
 import yaml
 from keep_leg import keep_leg
 from ship_leg import ShipRefused, default_describe, main, ship_leg
@@ -169,3 +170,42 @@ def test_the_new_default_is_described_from_the_shipped_one_and_the_legs_added():
         "v2 + leg 26 (default-v2-continue; leg 26: 4,000 steps, bfloat16, peak lr 3e-3, dropout 0)"
     )
     assert "legs 19 to 25 kept" in default_describe("v2 + legs 3 to 18", [{"seed": s} for s in range(19, 26)], leg, config)
+
+
+def _refit(folder: Path, model: Path, bias: float) -> Path:
+    """A `refit-bias` output for ``model``: its files, the softmax bias set to ``bias``, refit.json."""
+    shutil.copytree(model, folder)
+    state = torch.load(folder / "softmax.pt", weights_only=True)
+    torch.save({**state, "bias": torch.full_like(state["bias"], bias)}, folder / "softmax.pt")
+    sha = hashlib.sha256((folder / "weights.pt").read_bytes()).hexdigest()
+    settings = {"sentences": 4000, "iterations": 4}
+    record = {"input": {"path": "/somewhere/model", "weights_sha256": sha}, "data": "/somewhere/corpus/mixed-v2", "contexts": 12,
+              "settings": settings, "history": [{"mean_abs_log_ratio": 0.5}], "weights_sha256": sha}  # fmt: skip
+    (folder / "refit.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_a_refit_leg_ships_the_refit_softmax_it_was_measured_with(tmp_path):
+    shipped, kept, run, _, candidate, places = _kept_before_measured(tmp_path)
+    refit = _refit(tmp_path / "refit", run / "model", 0.25)
+    plain = tmp_path / "plain" / "package"  # the leg without its refit: not what the report measured
+    _model(plain, b"leg 17")
+    before = _state(shipped, *[places[k] for k in ("baseline_path", "figures_path", "project_path")])
+    with pytest.raises(ShipRefused, match="does not hold .*refit softmax"):
+        ship_leg(run, kept, plain, candidate, "v2", refit=refit, **places)
+    other = _refit(tmp_path / "other-refit", shipped, 0.25)  # another model's bias
+    with pytest.raises(ShipRefused, match="refit another model's bias"):
+        ship_leg(run, kept, plain, candidate, "v2", refit=other, **places)
+    package = tmp_path / "package"
+    shutil.rmtree(package)
+    shutil.copytree(refit, package)
+    with pytest.raises(ShipRefused, match="pass --refit"):
+        ship_leg(run, kept, package, candidate, "v2", **places)
+    assert _state(shipped, *[places[k] for k in ("baseline_path", "figures_path", "project_path")]) == before
+    snapshot = ship_leg(run, kept, package, candidate, None, refit=refit, **places)
+    assert torch.equal(torch.load(shipped / "softmax.pt", weights_only=True)["bias"], torch.full((2,), 0.25, dtype=torch.float16))
+    assert (shipped / "weights.pt").read_bytes() == b"leg 17"
+    assert snapshot["output_bias_refit"]["contexts"] == 12 and snapshot["output_bias_refit"]["data"] == "mixed-v2"
+    record = json.loads((shipped / "refit.json").read_text())
+    assert "/somewhere" not in json.dumps(record) and record["weights_sha256"] == hashlib.sha256(b"leg 17").hexdigest()
+    assert "output bias refit on 4,000 training sentences" in json.loads(places["baseline_path"].read_text())["model"]

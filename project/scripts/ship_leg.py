@@ -15,7 +15,11 @@ Nothing is written until every check has passed:
   (``--init`` that folder: its last kept leg is this one, counted once; where the leg's run folder
   is gone, pass the kept folder as the leg too, and its record is the one kept);
 - the report's measures name ``--package`` as the model they read, and that package holds the
-  same weights as the leg's model, packaged again here (what ships is what was measured, to the byte).
+  same biLM weights (to the byte) and the same softmax (tensor for tensor) as the leg's model,
+  packaged again here: what ships is what was measured;
+- with ``--refit DIR`` (``refit-bias``'s output for the leg), the refit's biLM is the leg's very
+  weights: its softmax (the refit output bias) ships in place of the leg's, and its ``refit.json``
+  beside it (the snapshot records the refit's settings).
 
 Then, in this order: the new default is written beside the shipped one and swapped in when
 complete (its ``snapshot.json`` carries the cumulative steps, tokens and CPU-minutes, this leg and
@@ -38,10 +42,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import srsly
+import torch
 from candidate_report import ship_rule
 from keep_leg import DEFAULT_OUT, REPO, SHIPPED, _check_init, _seeds, chain, leg_record, read_metrics, sha256, swap_in
 
-from spacy_elmo.training.ship import ship_model
+from spacy_elmo.training.bias_refit import REFIT_NAME
+from spacy_elmo.training.ship import half_softmax, ship_model
+from spacy_elmo.training.trainer import SOFTMAX_NAME
 
 BASELINE = REPO / "bench" / "results" / "shipped-default.json"
 FIGURES = REPO / "bench" / "results" / "figures.json"
@@ -92,6 +99,33 @@ def _the_leg(run_dir: Path, init: Path, kept: List[Dict[str, Any]]) -> Tuple[Dic
     return leg, kept, ran_precision(run_dir)
 
 
+def refit_record(refit: Path, weights_sha: str) -> Dict[str, Any]:
+    """``refit``'s ``refit.json`` (a ``refit-bias`` output), checked to hold the leg's very biLM."""
+    record_path = Path(refit) / REFIT_NAME
+    if not record_path.is_file():
+        raise ShipRefused(f"{refit} has no {REFIT_NAME}: pass the folder `refit-bias` wrote for the leg")
+    record = json.loads(record_path.read_text(encoding="utf8"))
+    if record.get("weights_sha256") != weights_sha or sha256(Path(refit) / "weights.pt") != weights_sha:
+        raise ShipRefused(f"{refit} refit another model's bias (its biLM is not the leg's weights): refit the leg itself")
+    return record
+
+
+def same_softmax(a: Path, b: Path) -> bool:
+    """Whether two softmax files hold the same tensors (as ship stores them: float16)."""
+    left, right = (torch.load(path, map_location="cpu", weights_only=True) for path in (a, b))
+    return left.keys() == right.keys() and all(torch.equal(left[k].half(), right[k].half()) for k in left)
+
+
+def refit_summary(record: Dict[str, Any]) -> Dict[str, Any]:
+    """What the snapshot keeps of a refit: its corpus folder's name, contexts, settings and last step's distance."""
+    return {
+        "data": Path(record["data"]).name,
+        "contexts": record["contexts"],
+        "settings": record["settings"],
+        "history": record["history"],
+    }
+
+
 def leg_description(leg: Dict[str, Any], config: Dict[str, Any], kept: List[Dict[str, Any]], base_model: str) -> str:
     """One line for the snapshot: this leg's settings and what it continued."""
     text = (
@@ -105,7 +139,14 @@ def leg_description(leg: Dict[str, Any], config: Dict[str, Any], kept: List[Dict
     return text + f", from en_default ({base_model})"
 
 
-def default_describe(shipped_model: str, kept: List[Dict[str, Any]], leg: Dict[str, Any], config: Dict[str, Any]) -> str:
+def refit_words(record: Dict[str, Any]) -> str:
+    """The refit as the model's description says it."""
+    return f"output bias refit on {record['settings']['sentences']:,} training sentences"
+
+
+def default_describe(
+    shipped_model: str, kept: List[Dict[str, Any]], leg: Dict[str, Any], config: Dict[str, Any], refit: Optional[Dict[str, Any]] = None
+) -> str:
     """What the new default is, from what the shipped one was (``"v2 + legs 3 to 24 (...)"``) and the legs added."""
     prefix = shipped_model.split(" (", 1)[0]
     seeds = [x["seed"] for x in kept] + [leg["seed"]]
@@ -115,7 +156,7 @@ def default_describe(shipped_model: str, kept: List[Dict[str, Any]], leg: Dict[s
     kept_part = f"legs {seeds[0]} to {seeds[-2]} kept, " if len(seeds) > 2 else (f"leg {seeds[0]} kept, " if kept else "")
     return (
         f"{grown} (default-v2-continue; {kept_part}leg {leg['seed']}: {leg['steps']:,} steps, {leg['precision']}, "
-        f"peak lr {_lr(config['lr'])}, dropout {config.get('dropout', 0.0):g})"
+        f"peak lr {_lr(config['lr'])}, dropout {config.get('dropout', 0.0):g}{'; ' + refit_words(refit) if refit else ''})"
     )
 
 
@@ -182,6 +223,7 @@ def ship_leg(
     report_path: Path,
     describe: Optional[str] = None,
     *,
+    refit: Optional[Path] = None,
     shipped: Path = SHIPPED,
     baseline_path: Path = BASELINE,
     figures_path: Path = FIGURES,
@@ -204,7 +246,8 @@ def ship_leg(
     leg, kept, precision = _the_leg(run_dir, init, kept)
     config = json.loads((run_dir / "train_config.json").read_text(encoding="utf8"))
     base = json.loads((shipped / "snapshot.json").read_text(encoding="utf8"))
-    describe = describe or default_describe(baseline.get("model", "the shipped default"), kept, leg, config)
+    refit_info = refit_record(Path(refit), sha256(package / "weights.pt")) if refit is not None else None
+    describe = describe or default_describe(baseline.get("model", "the shipped default"), kept, leg, config, refit_info)
     figures = updated_figures(json.loads(Path(figures_path).read_text(encoding="utf8")), report, Path(report_path).stem, describe)
     project = next_leg_project(Path(project_path).read_text(encoding="utf8"), int(leg["seed"]) + 1)
     staging = shipped.with_name(shipped.name + ".partial")
@@ -214,6 +257,15 @@ def ship_leg(
     try:
         if sha256(staging / "weights.pt") != sha256(package / "weights.pt"):
             raise ShipRefused(f"{package} (the model the report measured) does not hold {run_dir}'s weights: measure the leg's own package")
+        if refit is not None and refit_info is not None:
+            half_softmax(Path(refit) / SOFTMAX_NAME, staging / SOFTMAX_NAME)
+            srsly.write_json(
+                staging / REFIT_NAME,
+                {**refit_info, "input": {"weights_sha256": refit_info["input"]["weights_sha256"]}, "data": Path(refit_info["data"]).name},
+            )
+        if not same_softmax(staging / SOFTMAX_NAME, package / SOFTMAX_NAME):
+            what = f"{refit}'s refit softmax" if refit is not None else f"{run_dir}'s softmax (refit? pass --refit)"
+            raise ShipRefused(f"{package} (the model the report measured) does not hold {what}: measure the package of what ships")
         train_config = srsly.read_json(staging / "train_config.json")
         train_config["precision"] = precision or train_config.get("precision")
         train_config["out_dir"] = f"training/{Path(config.get('out_dir') or run_dir.name).name}"
@@ -238,6 +290,8 @@ def ship_leg(
             "previous_sha256": base_sha,
             "kept_legs": kept,
         }
+        if refit_info is not None:
+            snapshot["output_bias_refit"] = refit_summary(refit_info)
         (staging / "snapshot.json").write_text(json.dumps(snapshot, indent=1) + "\n", encoding="utf8")
     except BaseException:
         shutil.rmtree(staging)
@@ -276,6 +330,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         default=None,
         help='what the new default is, for its report and figures (default: "v2 + legs 3 to N (...)" from the legs)',
     )
+    parser.add_argument(
+        "--refit", type=Path, default=None, help="the leg's `refit-bias` output: its refit softmax ships (the package must hold it)"
+    )
     parser.add_argument("--shipped", type=Path, default=SHIPPED, help="the shipped default's folder (default: the package's)")
     parser.add_argument("--baseline", type=Path, default=BASELINE, help="the shipped default's report (replaced)")
     parser.add_argument("--figures", type=Path, default=FIGURES, help="the docs' figures (default.* entries updated)")
@@ -289,6 +346,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             args.package,
             args.report,
             args.describe,
+            refit=args.refit,
             shipped=args.shipped,
             baseline_path=args.baseline,
             figures_path=args.figures,
