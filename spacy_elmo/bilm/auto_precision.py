@@ -3,7 +3,8 @@ vectors within a stated distance of float32's.
 
 The candidates are the precisions this CPU runs natively (bfloat16 with AMX or AVX512-BF16; int8
 with an integer dot-product unit or AVX2), ranked by the speed-ups the project measured for the
-model's kind of shape (:data:`MEASURED_SPEEDUPS`, docs/benchmarks.md); a candidate that was not
+model's kind of shape and the threads it runs on (:data:`MEASURED_SPEEDUPS`, and
+:data:`MEASURED_SPEEDUPS_THREADS` at two threads or more, docs/benchmarks.md); a candidate that was not
 measured faster than float32 by :data:`MIN_GAIN` is not tried. Each candidate, fastest first, is
 checked on a fixed calibration text (:data:`CALIBRATION`) against float32: the per-token cosine of
 the layers' average at the 1st percentile must reach ``min_cosine`` (0.99, issue 50's bar). The
@@ -33,6 +34,12 @@ MEASURED_SPEEDUPS: Dict[tuple, float] = {
     ("int8", "avx2", False): 0.96,  # the embedded default, AVX2 only (the same run)
     ("bfloat16", "native", True): 1.77,  # the original shapes, AVX512-BF16 without AMX
     ("bfloat16", "native", False): 1.56,  # the embedded default, same machine
+}
+#: the same at two threads (both cores), where measured; elsewhere the one-thread figure stands
+MEASURED_SPEEDUPS_THREADS: Dict[tuple, float] = {
+    ("int8", "vnni", True): 2.37,  # the original shapes, AMD EPYC with AVX512-VNNI, two threads
+    ("int8", "avx2", True): 1.14,  # the original shapes, AVX2 only, two threads: int8 gains less from the second
+    ("bfloat16", "native", True): 1.75,  # the original shapes, AVX512-BF16 without AMX, two threads
 }
 #: what the check reads: plain sentences of everyday English, from 6 to about 90 tokens (an LSTM's
 #: error grows with the steps it runs), the same for every model
@@ -84,18 +91,29 @@ class PrecisionChoice:
         return f"precision auto -> {self.precision}: {self.reason}" + (f" [{rows}]" if rows else "")
 
 
-def candidates(lstm_dim: Optional[int], flags: Optional[FrozenSet[str]], native_bf16: bool, int8_ok: bool = True) -> List[tuple]:
+def measured_speedup(key: tuple, threads: int = 1) -> float:
+    """The speed-up over float32 measured for ``key`` at ``threads`` (the two-thread figure from two
+    threads on, where one was measured; the one-thread figure otherwise)."""
+    if threads >= 2 and key in MEASURED_SPEEDUPS_THREADS:
+        return MEASURED_SPEEDUPS_THREADS[key]
+    return MEASURED_SPEEDUPS[key]
+
+
+def candidates(
+    lstm_dim: Optional[int], flags: Optional[FrozenSet[str]], native_bf16: bool, int8_ok: bool = True, threads: int = 1
+) -> List[tuple]:
     """(precision, measured speed-up) of every precision worth trying on this CPU, fastest first.
 
     ``lstm_dim`` is the LSTM's cell size (``None`` for another architecture: only bfloat16, the one
-    measured there, is tried); ``flags`` the CPU's (:func:`..kernels.cpu.features`)."""
+    measured there, is tried); ``flags`` the CPU's (:func:`..kernels.cpu.features`); ``threads``
+    the intra-op threads the model runs on."""
     wide = lstm_dim is not None and lstm_dim >= WIDE_LSTM
     found = []
     if native_bf16:
-        found.append(("bfloat16", MEASURED_SPEEDUPS[("bfloat16", "native", wide)]))
+        found.append(("bfloat16", measured_speedup(("bfloat16", "native", wide), threads)))
     path = cpu.int8_path(flags) if flags is not None else None  # unknown flags: no int8 path assumed
     if int8_ok and lstm_dim is not None and path is not None:
-        found.append(("int8", MEASURED_SPEEDUPS[("int8", path, wide)]))
+        found.append(("int8", measured_speedup(("int8", path, wide), threads)))
     return sorted((c for c in found if c[1] >= MIN_GAIN), key=lambda c: -c[1])
 
 
@@ -110,14 +128,15 @@ def cosine_p1(reference: np.ndarray, other: np.ndarray) -> float:
 
 
 def choose_inference_precision(
-    bilm: Any, min_cosine: float = MIN_COSINE, sentences: Sequence[Sequence[str]] = CALIBRATION
+    bilm: Any, min_cosine: float = MIN_COSINE, sentences: Sequence[Sequence[str]] = CALIBRATION, threads: int = 1
 ) -> PrecisionChoice:
-    """The precision ``"auto"`` means for ``bilm`` (a :class:`~spacy_elmo.bilm.model.BiLM`) on this CPU (see the module's docstring); leaves
-    the model in float32 (the caller sets the choice)."""
+    """The precision ``"auto"`` means for ``bilm`` (a :class:`~spacy_elmo.bilm.model.BiLM`) on this CPU at
+    ``threads`` intra-op threads (see the module's docstring); leaves the model in float32 (the
+    caller sets the choice)."""
     if not 0 < min_cosine <= 1:
         raise ValueError(f"min_cosine is a cosine bar in (0, 1], got {min_cosine}")
     lstm = bilm.can_release_float_products  # an LSTM stack (a transformer's int8 speed was not measured)
-    found = candidates(bilm.config.lstm_dim if lstm else None, cpu.features(), cpu.native_bf16())
+    found = candidates(bilm.config.lstm_dim if lstm else None, cpu.features(), cpu.native_bf16(), threads=threads)
     if not found:
         return PrecisionChoice("float32", reason="this CPU runs no faster precision for this model")
     bilm.set_inference_precision("float32")

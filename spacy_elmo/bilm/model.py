@@ -259,14 +259,14 @@ class BiLM(nn.Module):
         copies of its weights quantized once (see :mod:`spacy_elmo.kernels.int8`); raises
         :class:`~spacy_elmo.kernels.int8.Int8Unavailable` on a CPU without an int8 path.
         ``"auto"``: the fastest of those this CPU runs that keeps the vectors within cosine 0.99 of
-        float32's on a fixed calibration text (:mod:`spacy_elmo.bilm.auto_precision`; no timing, so
-        the same model on the same CPU always resolves alike); :attr:`precision_choice` says what
-        it chose and why."""
+        float32's on a fixed calibration text, by the speed-ups measured at the intra-op threads set
+        now (:mod:`spacy_elmo.bilm.auto_precision`; no timing, so the same model on the same CPU and
+        threads always resolves alike); :attr:`precision_choice` says what it chose and why."""
         if precision == AUTO_PRECISION:
             from .auto_precision import choose_inference_precision
 
             self._refuse_released("set_inference_precision('auto')")
-            choice = choose_inference_precision(self)
+            choice = choose_inference_precision(self, threads=torch.get_num_threads())
             self.set_inference_precision(choice.precision)
             self._precision_choice: Optional[Any] = choice
             return
