@@ -209,3 +209,11 @@ def test_a_refit_leg_ships_the_refit_softmax_it_was_measured_with(tmp_path):
     record = json.loads((shipped / "refit.json").read_text())
     assert "/somewhere" not in json.dumps(record) and record["weights_sha256"] == hashlib.sha256(b"leg 17").hexdigest()
     assert "output bias refit on 4,000 training sentences" in json.loads(places["baseline_path"].read_text())["model"]
+
+
+def test_the_precision_a_leg_ran_in_is_named_as_the_config_names_it(tmp_path):
+    from ship_leg import ran_precision
+
+    for logged, named in (("bfloat16", "bf16"), ("float32-fused", "fp32-fused"), ("float32", "fp32-fused")):
+        (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 20, "loss": 9.0, "precision": logged}) + "\n")
+        assert ran_precision(tmp_path) == named

@@ -54,7 +54,7 @@ BASELINE = REPO / "bench" / "results" / "shipped-default.json"
 FIGURES = REPO / "bench" / "results" / "figures.json"
 PROJECT = REPO / "project" / "project.yml"
 SHIPPED_INIT = "../spacy_elmo/models/en_default"  # vars.default_v2_continue_init when no legs are kept
-PRECISION_NAMES = {"bfloat16": "bf16", "float32": "fp32-fused"}  # what the run logged -> the config's name for it
+PRECISION_NAMES = {"bfloat16": "bf16", "float32": "fp32-fused", "float32-fused": "fp32-fused"}  # what the run logged -> the config's name for it
 
 
 class ShipRefused(ValueError):
