@@ -54,7 +54,11 @@ BASELINE = REPO / "bench" / "results" / "shipped-default.json"
 FIGURES = REPO / "bench" / "results" / "figures.json"
 PROJECT = REPO / "project" / "project.yml"
 SHIPPED_INIT = "../spacy_elmo/models/en_default"  # vars.default_v2_continue_init when no legs are kept
-PRECISION_NAMES = {"bfloat16": "bf16", "float32": "fp32-fused", "float32-fused": "fp32-fused"}  # what the run logged -> the config's name for it
+PRECISION_NAMES = {
+    "bfloat16": "bf16",
+    "float32": "fp32-fused",
+    "float32-fused": "fp32-fused",
+}  # what the run logged -> the config's name for it
 
 
 class ShipRefused(ValueError):
@@ -117,7 +121,7 @@ def same_softmax(a: Path, b: Path) -> bool:
 
 
 def refit_summary(record: Dict[str, Any]) -> Dict[str, Any]:
-    """What the snapshot keeps of a refit: its corpus folder's name, contexts, settings and last step's distance."""
+    """What the snapshot keeps of a refit: its corpus folder's name, contexts, settings and each step's distance."""
     return {
         "data": Path(record["data"]).name,
         "contexts": record["contexts"],
@@ -257,7 +261,7 @@ def ship_leg(
     try:
         if sha256(staging / "weights.pt") != sha256(package / "weights.pt"):
             raise ShipRefused(f"{package} (the model the report measured) does not hold {run_dir}'s weights: measure the leg's own package")
-        if refit is not None and refit_info is not None:
+        if refit_info is not None and refit is not None:  # the one implies the other (refit_info is read from refit)
             half_softmax(Path(refit) / SOFTMAX_NAME, staging / SOFTMAX_NAME)
             srsly.write_json(
                 staging / REFIT_NAME,
