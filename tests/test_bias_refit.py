@@ -3,40 +3,29 @@
 from __future__ import annotations
 
 import hashlib
-import random
 from pathlib import Path
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
-from spacy_elmo.bilm.model import BiLM, BiLMConfig
 from spacy_elmo.cli import app
 from spacy_elmo.training.bias_refit import RefitSettings, context_states, predicted_mass, refit_model, target_shares
-from spacy_elmo.training.corpus import prepare_corpus
 from spacy_elmo.training.data import Vocabulary, evaluation_batches
-from spacy_elmo.training.lm import BiLMLanguageModel
-from spacy_elmo.training.trainer import SOFTMAX_NAME, export_model, load_language_model
+from spacy_elmo.training.trainer import SOFTMAX_NAME, load_language_model
+
+from .tiny_lm import skewed_corpus, tiny_model
 
 ALL = 10_000  # more sentences than the corpus holds: every training sentence
 
 
 def _corpus(root: Path) -> Path:
     """A corpus with skewed word frequencies (a few common words, many rare ones), no held-out split."""
-    rng = random.Random(0)
-    words = [f"w{i}" for i in range(40)]
-    lines = [" ".join(rng.choices(words, weights=[1 / (i + 1) for i in range(40)], k=rng.randint(3, 9))) + " ." for _ in range(150)]
-    (root / "text.txt").write_text("\n".join(lines) + "\n", encoding="utf8")
-    prepare_corpus([root / "text.txt"], root / "prep", held_out=0.0)
-    return root / "prep"
+    return skewed_corpus(root)
 
 
 def _model(folder: Path, vocab: Vocabulary) -> Path:
-    torch.manual_seed(0)
-    config = BiLMConfig(lstm_dim=8, projection_dim=4, filters=((1, 4), (2, 4)), n_highway=1)
-    folder.mkdir(parents=True)
-    export_model(BiLMLanguageModel(BiLM(config), len(vocab)).eval(), vocab, folder)
-    return folder
+    return tiny_model(folder, vocab)
 
 
 def _train_nll(folder: Path, data: Path) -> float:

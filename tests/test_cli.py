@@ -11,7 +11,7 @@ from spacy_elmo.progress import LineProgress, progress_class
 
 from .conftest import ALLENNLP
 
-COMMANDS = ["embed", "convert", "export", "prepare", "pretrain", "finetune", "evaluate", "package", "snapshot", "ship", "average", "refit-bias", "mixes", "embed-corpus", "wic", "wsd", "sense-probe", "index", "neighbours", "induce", "wsi-eval", "explore", "change", "change-eval", "download", "models", "random-weights"]
+COMMANDS = ["embed", "convert", "export", "prepare", "pretrain", "finetune", "evaluate", "package", "snapshot", "ship", "average", "refit-bias", "widen", "mixes", "embed-corpus", "wic", "wsd", "sense-probe", "index", "neighbours", "induce", "wsi-eval", "explore", "change", "change-eval", "download", "models", "random-weights"]
 
 
 def run(capsys, *argv):

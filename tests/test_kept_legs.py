@@ -184,3 +184,36 @@ def test_a_leg_kept_before_it_was_measured_gets_its_verdict_once_and_nothing_els
     keep_leg(_leg(tmp_path / "x", out, 18, b"leg 18"), out, out, shipped=shipped, verdict="not yet measured")
     for verdict in ("", "not yet measured again"):
         assert main([str(out), "--measured", "--verdict", verdict]) == 2
+
+
+def _widened(tmp_path: Path, source: Path, weights: bytes) -> Path:
+    """What ``spacy_elmo widen`` writes: a model folder with its ``widen.json`` naming the source's weights."""
+    folder = tmp_path / "wide-init"
+    _model(folder, weights)
+    record = {
+        "source_weights_sha256": sha256(source / "weights.pt"),
+        "cell_dim": {"from": 512, "to": 1024},
+        "seed": 35,
+        "weights_sha256": sha256(folder / "weights.pt"),
+    }
+    (folder / "widen.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_a_leg_from_a_widened_start_is_kept_with_its_widening_and_a_forged_start_is_refused(tmp_path):
+    shipped = _shipped(tmp_path)
+    out = tmp_path / "next"
+    keep_leg(_leg(tmp_path, shipped, 16, b"leg 16"), shipped, out, shipped=shipped)
+    # a widened start whose weights were changed after widening, or that widened another model, is refused
+    changed = _widened(tmp_path / "y", out, b"leg 16 widened")
+    (changed / "weights.pt").write_bytes(b"changed")
+    with pytest.raises(ValueError, match="the widened start was changed"):
+        keep_leg(_leg(tmp_path / "y", changed, 18, b"leg 18"), out, out, shipped=shipped)
+    other = _widened(tmp_path / "z", shipped, b"the shipped default widened")
+    with pytest.raises(ValueError, match="a widening of other weights"):
+        keep_leg(_leg(tmp_path / "z", other, 18, b"leg 18"), out, out, shipped=shipped)
+    assert (out / "weights.pt").read_bytes() == b"leg 16"  # nothing kept by a refused leg
+    wide = _widened(tmp_path, out, b"leg 16 widened")
+    kept = keep_leg(_leg(tmp_path, wide, 17, b"leg 17, wide"), out, out, shipped=shipped)
+    assert kept["kept_legs"][1]["widened"] == {"from": 512, "to": 1024, "seed": 35} and "widened" not in kept["kept_legs"][0]
+    assert "17 (cells 512 -> 1024)" in (out / "README.md").read_text()

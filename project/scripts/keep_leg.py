@@ -45,6 +45,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from spacy_elmo.bilm.weights import file_sha256 as sha256
 from spacy_elmo.training.average import average_models
 from spacy_elmo.training.ship import ship_model
+from spacy_elmo.training.widen import WIDEN_NAME
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SHIPPED = REPO / "spacy_elmo" / "models" / "en_default"
@@ -59,8 +60,9 @@ def read_metrics(run_dir: Path) -> List[Dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf8").splitlines() if line.strip()]
 
 
-def leg_record(run_dir: Path, verdict: Optional[str]) -> Dict[str, Any]:
-    """The finished leg's own figures: from its train_config.json and metrics.jsonl."""
+def leg_record(run_dir: Path, verdict: Optional[str], widened: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The finished leg's own figures: from its train_config.json and metrics.jsonl (``widened``: the
+    widening of its start, :func:`_check_init`'s record, kept with the leg)."""
     config = json.loads((run_dir / "train_config.json").read_text(encoding="utf8"))
     rows = read_metrics(run_dir)
     train = [r for r in rows if "loss" in r]
@@ -78,6 +80,7 @@ def leg_record(run_dir: Path, verdict: Optional[str]) -> Dict[str, Any]:
         "lr": config["lr"],
         "valid_ppl_end": round(valid[-1]["valid_ppl_avg"], 2) if valid else None,
         "verdict": verdict or UNMEASURED,
+        **({"widened": widened} if widened else {}),
     }
 
 
@@ -98,8 +101,10 @@ def chain(init: Path, shipped: Path) -> Tuple[List[Dict[str, Any]], str]:
 
 
 def _seeds(leg: Dict[str, Any]) -> str:
-    """A leg's seed, or its runs' seeds where it is the mean of sibling runs."""
-    return " + ".join(str(x["seed"]) for x in leg["averaged"]) + " (mean)" if leg.get("averaged") else str(leg["seed"])
+    """A leg's seed, or its runs' seeds where it is the mean of sibling runs (and its widening, if any)."""
+    seeds = " + ".join(str(x["seed"]) for x in leg["averaged"]) + " (mean)" if leg.get("averaged") else str(leg["seed"])
+    widened = leg.get("widened")
+    return f"{seeds} (cells {widened['from']} -> {widened['to']})" if widened else seeds
 
 
 def readme(snapshot: Dict[str, Any]) -> str:
@@ -121,10 +126,24 @@ def readme(snapshot: Dict[str, Any]) -> str:
     )
 
 
-def _check_init(run_dir: Path, init: Path) -> None:
+def _check_init(run_dir: Path, init: Path) -> Optional[Dict[str, Any]]:
+    """Check that ``run_dir``'s leg continued ``init``: directly, or from ``init`` widened by
+    ``spacy_elmo widen`` (the widened folder's ``widen.json`` names ``init``'s weights and its own,
+    both checked); returns the widening's record (``None`` for a leg of the same shape)."""
     ran_from = json.loads((run_dir / "train_config.json").read_text(encoding="utf8")).get("init_model")
-    if ran_from and Path(ran_from).resolve() != init.resolve():
-        raise ValueError(f"{run_dir} continued {ran_from}, not {init}: pass the folder the leg started from as --init")
+    if not ran_from or Path(ran_from).resolve() == init.resolve():
+        return None
+    widened = Path(ran_from) / WIDEN_NAME
+    if widened.is_file():
+        record = json.loads(widened.read_text(encoding="utf8"))
+        if record.get("source_weights_sha256") != sha256(init / "weights.pt"):
+            raise ValueError(
+                f"{run_dir} continued {ran_from}, a widening of other weights than {init}'s: pass the folder that was widened as --init"
+            )
+        if record.get("weights_sha256") != sha256(Path(ran_from) / "weights.pt"):
+            raise ValueError(f"{ran_from}'s weights are not the ones its {WIDEN_NAME} records: the widened start was changed")
+        return {"from": record["cell_dim"]["from"], "to": record["cell_dim"]["to"], "seed": record["seed"]}
+    raise ValueError(f"{run_dir} continued {ran_from}, not {init}: pass the folder the leg started from as --init")
 
 
 def soup_record(leg: Dict[str, Any], siblings: Sequence[Dict[str, Any]], valid_ppl: Optional[float]) -> Dict[str, Any]:
@@ -166,10 +185,11 @@ def keep_leg(
     validation perplexity."""
     run_dir, init, out = Path(run_dir), Path(init), Path(out)
     siblings = [Path(p) for p in siblings]
-    for run in [run_dir, *siblings]:
-        _check_init(run, init)
+    widenings = [_check_init(run, init) for run in [run_dir, *siblings]]
+    if any(w != widenings[0] for w in widenings):
+        raise ValueError("sibling runs must start from the same model (one shape, one widening)")
     kept, base_sha = chain(init, shipped)
-    leg = leg_record(run_dir, verdict)
+    leg = leg_record(run_dir, verdict, widenings[0])
     if siblings:
         leg = soup_record(leg, [leg_record(p, None) for p in siblings], valid_ppl)
     legs = kept + [leg]

@@ -8,7 +8,8 @@ Each arm is a ``finetune`` folder continuing the same model with the same seed (
 in the same order) and step budget, with ``configs/pilots/leg-lr-*.json`` (or ``leg-dropout-0.json``
 beside a leg of ``configs/default-v2-continue.json``: ``--label "dropout {}" --title ...``). ``metrics.jsonl`` holds
 the validation perplexity (exact, full softmax, the first ``eval_sentences`` validation sentences)
-every ``eval_every`` steps. Writes a JSON summary (per arm: its peak rate, its steps, tokens and
+every ``eval_every`` steps. Arms of different speeds (a leg and the same leg widened, ``spacy_elmo
+widen``) compare per minute of one core: ``--x minutes``. Writes a JSON summary (per arm: its peak rate, its steps, tokens and
 minutes, its validation curve) and a plot of the curves against training tokens, with the starting
 model's perplexity (``--start``) as a line.
 """
@@ -37,11 +38,22 @@ def read_arm(folder: Path) -> Dict[str, Any]:
         "steps": train[-1]["step"] if train else None,
         "tokens": train[-1]["tokens"] if train else None,
         "minutes": round(train[-1]["elapsed_s"] / 60.0, 1) if train else None,
-        "valid": [{"step": r["step"], "tokens": r["tokens"], "ppl_avg": round(r["valid_ppl_avg"], 3)} for r in valid],
+        "valid": [
+            {
+                "step": r["step"],
+                "tokens": r["tokens"],
+                "minutes": round(r["clock_minutes"], 2) if "clock_minutes" in r else None,
+                "ppl_avg": round(r["valid_ppl_avg"], 3),
+            }
+            for r in valid
+        ],
     }
 
 
-def plot(arms: Dict[str, Dict[str, Any]], start: Optional[float], png: Path, label: str, title: str) -> None:
+X_AXES = {"tokens": ("tokens", 1e6, "training tokens in the leg (millions)"), "minutes": ("minutes", 1.0, "minutes of one core in the leg")}
+
+
+def plot(arms: Dict[str, Dict[str, Any]], start: Optional[float], png: Path, label: str, title: str, x: str = "tokens") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -49,12 +61,13 @@ def plot(arms: Dict[str, Dict[str, Any]], start: Optional[float], png: Path, lab
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for name, arm in arms.items():
-        xs = [0.0] + [v["tokens"] / 1e6 for v in arm["valid"]] if start else [v["tokens"] / 1e6 for v in arm["valid"]]
+        key, unit, _ = X_AXES[x]
+        xs = ([0.0] if start else []) + [v[key] / unit for v in arm["valid"]]
         ys = ([start] if start else []) + [v["ppl_avg"] for v in arm["valid"]]
         ax.plot(xs, ys, marker="o", label=label.format(name))
     if start:
         ax.axhline(start, color="grey", linestyle=":", linewidth=1, label=f"start ({start:g})")
-    ax.set_xlabel("training tokens in the leg (millions)")
+    ax.set_xlabel(X_AXES[x][2])
     ax.set_ylabel("validation perplexity (first 1,000 sentences)")
     ax.set_title(title)
     ax.legend()
@@ -71,6 +84,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--label", default="peak lr {}", help="each arm's legend, its NAME in place of {}")
     parser.add_argument("--title", default="A leg of the default: its peak learning rate")
+    parser.add_argument(
+        "--x",
+        choices=sorted(X_AXES),
+        default="tokens",
+        help="the plot's x axis: the leg's tokens, or its minutes on one core (arms of other speeds)",
+    )
     args = parser.parse_args(argv)
     arms = {}
     for spec in args.arms:
@@ -84,7 +103,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"start_valid_ppl": args.start, "arms": arms}, indent=1) + "\n")
     if args.png:
-        plot(arms, args.start, args.png, args.label, args.title)
+        if args.x == "minutes" and any(v["minutes"] is None for arm in arms.values() for v in arm["valid"]):
+            raise SystemExit("--x minutes: an arm's metrics.jsonl has no clock_minutes on its validation rows")
+        plot(arms, args.start, args.png, args.label, args.title, args.x)
     return 0
 
 

@@ -93,8 +93,7 @@ def _the_leg(run_dir: Path, init: Path, kept: List[Dict[str, Any]]) -> Tuple[Dic
         if not kept:
             raise ShipRefused(f"{init} holds no kept legs: pass the leg's own finetune folder")
         return {**kept[-1], "verdict": "SHIP"}, kept[:-1], PRECISION_NAMES.get(kept[-1].get("precision", ""), kept[-1].get("precision"))
-    _check_init(run_dir, init)
-    leg = leg_record(run_dir, "SHIP")
+    leg = leg_record(run_dir, "SHIP", _check_init(run_dir, init))
     if kept and sha256(init / "weights.pt") == sha256(run_dir / "model" / "weights.pt"):
         # the leg was kept before it was measured: ``init`` is its own kept folder, and its record the chain's last
         if kept[-1]["seed"] != leg["seed"]:
@@ -136,6 +135,8 @@ def leg_description(leg: Dict[str, Any], config: Dict[str, Any], kept: List[Dict
         f"default-v2-continue (seed {leg['seed']}, {leg['steps']:,} steps, {leg['precision']}, "
         f"peak lr {_lr(config['lr'])}, dropout {config.get('dropout', 0.0):g})"
     )
+    if leg.get("widened"):
+        text += f", its LSTM widened from {leg['widened']['from']} to {leg['widened']['to']} cells first (`widen`, seed {leg['widened']['seed']})"
     if kept:
         text += (
             f"; from the kept legs {', '.join(_seeds(x) for x in kept)} (each missed the ship rule's margin and was kept in the repository)"
@@ -160,7 +161,9 @@ def default_describe(
     kept_part = f"legs {seeds[0]} to {seeds[-2]} kept, " if len(seeds) > 2 else (f"leg {seeds[0]} kept, " if kept else "")
     return (
         f"{grown} (default-v2-continue; {kept_part}leg {leg['seed']}: {leg['steps']:,} steps, {leg['precision']}, "
-        f"peak lr {_lr(config['lr'])}, dropout {config.get('dropout', 0.0):g}{'; ' + refit_words(refit) if refit else ''})"
+        f"peak lr {_lr(config['lr'])}, dropout {config.get('dropout', 0.0):g}"
+        f"{'; LSTM widened to ' + str(leg['widened']['to']) + ' cells before it' if leg.get('widened') else ''}"
+        f"{'; ' + refit_words(refit) if refit else ''})"
     )
 
 

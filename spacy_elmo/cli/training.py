@@ -1,4 +1,4 @@
-"""Commands ``prepare``, ``pretrain``, ``finetune``, ``evaluate``, ``snapshot``, ``ship``, ``average``, ``refit-bias`` and ``package``: training a biLM and shipping it."""
+"""Commands ``prepare``, ``pretrain``, ``finetune``, ``evaluate``, ``snapshot``, ``ship``, ``average``, ``refit-bias``, ``widen`` and ``package``: training a biLM and shipping it."""
 
 from __future__ import annotations
 
@@ -451,6 +451,30 @@ def refit_bias_cli(
     msg.good(
         f"wrote {out}: bias refit over {record['contexts']:,} contexts; mean |log(count / predicted)| of the 1,000 most frequent "
         f"{first['top1000_mean_abs_log_ratio']:.3f} before the first step, {last['top1000_mean_abs_log_ratio']:.3f} before the last"
+    )
+
+
+@app.command("widen")
+@user_errors
+def widen_cli(
+    # fmt: off
+    model: Path = Arg(..., help="`finetune` output folder (or model folder) with its softmax, an LSTM biLM"),
+    out: Path = Arg(..., help="Model folder to write: MODEL with wider LSTM cells computing the same function, for `finetune`"),
+    cell_dim: int = Opt(..., "--cell-dim", help="LSTM cells per layer and direction after widening (above MODEL's)"),
+    seed: int = Opt(0, "--seed", help="Seed of the new cells' gate weights"),
+    force: bool = Opt(False, "--force", help="Overwrite a non-empty OUT. Default: off"),
+    # fmt: on
+) -> None:
+    """Grow an LSTM biLM's cells without changing its outputs (new cells' projection rows zero), to continue training wider."""
+    from ..training.widen import widen_model
+
+    refuse_overwrite(out, force)
+    try:
+        record = widen_model(model, out, cell_dim, seed=seed)
+    except (FileNotFoundError, ValueError) as err:
+        raise UserError(str(err)) from None
+    msg.good(
+        f"wrote {out}: {record['cell_dim']['from']} -> {record['cell_dim']['to']} cells, the same outputs (weights SHA-256 {record['weights_sha256'][:12]}...)"
     )
 
 
