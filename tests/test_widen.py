@@ -111,3 +111,13 @@ def test_widen_refuses_a_narrower_width_an_existing_folder_and_a_missing_model(n
     assert again.exit_code != 0 and load_language_model(tmp_path / "w")[0].bilm.config.lstm_dim == 12  # not overwritten
     missing = runner.invoke(app, ["widen", str(tmp_path / "nothing"), str(tmp_path / "x"), "--cell-dim", "16"])
     assert missing.exit_code != 0 and "nothing" in missing.output
+
+
+def test_the_embedded_default_widens_by_name(tmp_path):
+    record = widen_model(Path("en_default"), tmp_path / "wide", 520, seed=0)
+    wide, _ = load_language_model(tmp_path / "wide")
+    assert record["cell_dim"]["to"] == 520 and wide.bilm.config.lstm_dim == 520
+    from spacy_elmo import load_bilm
+
+    for a, b in zip(load_bilm("en_default").embed_batch(SENTENCES[:2]), wide.bilm.embed_batch(SENTENCES[:2])):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)

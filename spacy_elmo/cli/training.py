@@ -458,7 +458,7 @@ def refit_bias_cli(
 @user_errors
 def widen_cli(
     # fmt: off
-    model: Path = Arg(..., help="`finetune` output folder (or model folder) with its softmax, an LSTM biLM"),
+    model: Path = Arg(..., help="`finetune` output folder (or model folder) with its softmax, an LSTM biLM, or en_default"),
     out: Path = Arg(..., help="Model folder to write: MODEL with wider LSTM cells computing the same function, for `finetune`"),
     cell_dim: int = Opt(..., "--cell-dim", help="LSTM cells per layer and direction after widening (above MODEL's)"),
     seed: int = Opt(0, "--seed", help="Seed of the new cells' gate weights"),

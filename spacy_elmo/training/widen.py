@@ -29,6 +29,7 @@ from ..bilm.lstm import BiLstmLayer, BiLstmStack
 from ..bilm.model import BiLM
 from ..bilm.weights import file_sha256
 from ..files import replace_folder, write_json
+from ..hub.resolve import DEFAULT_NAMES, default_model_path
 from .lm import BiLMLanguageModel
 from .ship import model_folder
 from .trainer import export_model, load_language_model
@@ -77,9 +78,9 @@ def widen_language_model(model: BiLMLanguageModel, cell_dim: int, seed: int) -> 
 
 
 def widen_model(source: Path, out: Path, cell_dim: int, seed: int = 0) -> Dict[str, Any]:
-    """Write ``source`` (a run or model folder, weights verified on load) widened to ``cell_dim``
+    """Write ``source`` (a run or model folder, or ``en_default``; weights verified on load) widened to ``cell_dim``
     cells to the model folder ``out`` (replaced whole when complete); returns ``widen.json``'s record."""
-    folder = model_folder(Path(source))
+    folder = default_model_path() if str(source) in DEFAULT_NAMES and not Path(source).exists() else model_folder(Path(source))
     model, vocab = load_language_model(folder)
     wide = widen_language_model(model, cell_dim, seed)
 
