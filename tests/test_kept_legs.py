@@ -194,6 +194,7 @@ def _widened(tmp_path: Path, source: Path, weights: bytes) -> Path:
         "source_weights_sha256": sha256(source / "weights.pt"),
         "cell_dim": {"from": 512, "to": 1024},
         "seed": 35,
+        "method": "copy",
         "weights_sha256": sha256(folder / "weights.pt"),
     }
     (folder / "widen.json").write_text(json.dumps(record))
@@ -215,5 +216,7 @@ def test_a_leg_from_a_widened_start_is_kept_with_its_widening_and_a_forged_start
     assert (out / "weights.pt").read_bytes() == b"leg 16"  # nothing kept by a refused leg
     wide = _widened(tmp_path, out, b"leg 16 widened")
     kept = keep_leg(_leg(tmp_path, wide, 17, b"leg 17, wide"), out, out, shipped=shipped)
-    assert kept["kept_legs"][1]["widened"] == {"from": 512, "to": 1024, "seed": 35} and "widened" not in kept["kept_legs"][0]
+    assert (
+        kept["kept_legs"][1]["widened"] == {"from": 512, "to": 1024, "method": "copy", "seed": 35} and "widened" not in kept["kept_legs"][0]
+    )
     assert "17 (cells 512 -> 1024)" in (out / "README.md").read_text()

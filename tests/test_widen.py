@@ -35,16 +35,17 @@ def narrow(tmp_path):
     return data, tiny_model(tmp_path / "narrow", Vocabulary.load(data / "vocab.txt"), noise=0.3)
 
 
-def test_a_widened_model_gives_the_same_vectors_and_likelihood_and_records_its_source(narrow, tmp_path):
+@pytest.mark.parametrize("method", ["copy", "zero"])
+def test_a_widened_model_gives_the_same_vectors_and_likelihood_and_records_its_source(narrow, tmp_path, method):
     data, source = narrow
     before = (source / "weights.pt").read_bytes()
-    record = widen_model(source, tmp_path / "wide", 20, seed=3)
+    record = widen_model(source, tmp_path / "wide", 20, seed=3, method=method)  # 12 new cells of 8: some replicated twice
     assert (source / "weights.pt").read_bytes() == before  # the source is left as it was
     wide, _ = load_language_model(tmp_path / "wide")
     small, _ = load_language_model(source)
     assert wide.bilm.config.lstm_dim == 20 and wide.bilm.lstm.layers[1].w_proj.shape == (2, 20, 4)
     assert json.loads((tmp_path / "wide" / WIDEN_NAME).read_text()) == record
-    assert record["cell_dim"] == {"from": 8, "to": 20} and record["seed"] == 3
+    assert record["cell_dim"] == {"from": 8, "to": 20} and record["seed"] == 3 and record["method"] == method
     for a, b in zip(small.bilm.embed_batch(SENTENCES), wide.bilm.embed_batch(SENTENCES)):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
     assert _nll(tmp_path / "wide", data) == pytest.approx(_nll(source, data), rel=1e-6)
@@ -56,24 +57,55 @@ def test_a_widened_model_gives_the_same_vectors_and_likelihood_and_records_its_s
     )
 
 
-def test_the_new_cells_learn_from_the_first_step_and_the_seed_is_theirs(narrow):
+def _gate_cells(layer: torch.nn.Module, name: str, cells: slice) -> torch.Tensor:
+    """``layer``'s ``name`` parameter's columns of ``cells`` in each of the four gate blocks, ``[..., 4, n]``."""
+    weight = getattr(layer, name).detach()
+    blocks = weight.reshape(*weight.shape[:-1], 4, layer.cell_dim)
+    return blocks[..., cells]
+
+
+def test_copy_makes_each_new_cell_a_replica_that_shares_its_sources_projection(narrow):
+    _, source = narrow
+    small, _ = load_language_model(source)
+    wide = widen_language_model(small, 12, seed=1, method="copy")
+    for layer, old in zip(wide.bilm.lstm.layers, small.bilm.lstm.layers):
+        for name in ("w_input", "w_state", "bias"):
+            assert torch.equal(_gate_cells(layer, name, slice(0, 8)), _gate_cells(old, name, slice(0, 8)))
+        # each new cell's gate weights are one old cell's, four distinct old cells replicated
+        new_cells = _gate_cells(layer, "w_state", slice(8, 12))
+        sources = [
+            next(j for j in range(8) if torch.equal(new_cells[..., i], _gate_cells(old, "w_state", slice(j, j + 1))[..., 0]))
+            for i in range(4)
+        ]
+        assert len(set(sources)) == 4
+        proj = layer.w_proj.detach()
+        for i, j in enumerate(sources):
+            torch.testing.assert_close(proj[:, j] + proj[:, 8 + i], old.w_proj.detach()[:, j])
+            share = proj[:, 8 + i] / old.w_proj.detach()[:, j]
+            assert float(share.min()) >= 0.25 - 1e-6 and float(share.max()) <= 0.75 + 1e-6
+        untouched = [j for j in range(8) if j not in sources]
+        assert torch.equal(proj[:, untouched], old.w_proj.detach()[:, untouched])
+
+
+def test_zero_gives_new_cells_that_learn_from_the_first_step_and_the_seed_is_theirs(narrow):
     data, source = narrow
     small, vocab = load_language_model(source)
-    wide = widen_language_model(small, 16, seed=1).train()
+    wide = widen_language_model(small, 16, seed=1, method="zero").train()
     batch = next(iter(evaluation_batches(data, "train", vocab, 4096, 50)))
     loss, _ = wide(batch)
     loss.backward()
     for layer, old in zip(wide.bilm.lstm.layers, small.bilm.lstm.layers):
         assert float(layer.w_proj.detach()[:, 8:].abs().max()) == 0.0  # the new cells do not count yet
         assert float(layer.w_proj.grad[:, 8:].abs().max()) > 0.0  # ... and will after one step
-        # the old cells' gate blocks sit at the front of each of the four blocks
-        for gate in range(4):
-            assert torch.equal(layer.w_state[..., gate * 16 : gate * 16 + 8], old.w_state[..., gate * 8 : gate * 8 + 8])
+        for name in ("w_input", "w_state", "bias"):  # the old cells at the front of each gate block
+            assert torch.equal(_gate_cells(layer, name, slice(0, 8)), _gate_cells(old, name, slice(0, 8)))
         assert torch.all(layer.bias[:, 2 * 16 + 8 : 3 * 16] == 1.0)  # the new cells' forget bias, as a fresh layer's
-    again = widen_language_model(small, 16, seed=1)
-    other = widen_language_model(small, 16, seed=2)
-    w = wide.bilm.lstm.layers[0].w_input
-    assert torch.equal(again.bilm.lstm.layers[0].w_input, w) and not torch.equal(other.bilm.lstm.layers[0].w_input, w)
+    for method in ("zero", "copy"):
+        first = widen_language_model(small, 16, seed=1, method=method).bilm.lstm.layers[0]
+        again = widen_language_model(small, 16, seed=1, method=method).bilm.lstm.layers[0]
+        other = widen_language_model(small, 16, seed=2, method=method).bilm.lstm.layers[0]
+        assert torch.equal(again.w_input, first.w_input) and torch.equal(again.w_proj, first.w_proj)
+        assert not (torch.equal(other.w_input, first.w_input) and torch.equal(other.w_proj, first.w_proj))
 
 
 def test_finetune_continues_a_widened_model(narrow, tmp_path):
@@ -96,7 +128,7 @@ def test_finetune_continues_a_widened_model(narrow, tmp_path):
     train(config)
     trained, _ = load_language_model(tmp_path / "run" / "model")
     assert trained.bilm.config.lstm_dim == 16
-    assert all(float(layer.w_proj[:, 8:].abs().max()) > 0.0 for layer in trained.bilm.lstm.layers)
+    assert all(float(layer.w_proj.detach()[:, 8:].abs().max()) > 0.0 for layer in trained.bilm.lstm.layers)
 
 
 def test_widen_refuses_a_narrower_width_an_existing_folder_and_a_missing_model(narrow, tmp_path):
@@ -106,10 +138,12 @@ def test_widen_refuses_a_narrower_width_an_existing_folder_and_a_missing_model(n
     runner = CliRunner()
     result = runner.invoke(app, ["widen", str(source), str(tmp_path / "w"), "--cell-dim", "12"])
     assert result.exit_code == 0, result.output
-    assert "8 -> 12 cells" in result.output
+    assert "8 -> 12 cells (copy)" in result.output
     again = runner.invoke(app, ["widen", str(source), str(tmp_path / "w"), "--cell-dim", "16"])
     assert again.exit_code != 0 and load_language_model(tmp_path / "w")[0].bilm.config.lstm_dim == 12  # not overwritten
     missing = runner.invoke(app, ["widen", str(tmp_path / "nothing"), str(tmp_path / "x"), "--cell-dim", "16"])
+    unknown = runner.invoke(app, ["widen", str(source), str(tmp_path / "y"), "--cell-dim", "16", "--method", "split"])
+    assert unknown.exit_code != 0 and "method must be one of copy, zero" in unknown.output and not (tmp_path / "y").exists()
     assert missing.exit_code != 0 and "nothing" in missing.output
 
 

@@ -142,7 +142,12 @@ def _check_init(run_dir: Path, init: Path) -> Optional[Dict[str, Any]]:
             )
         if record.get("weights_sha256") != sha256(Path(ran_from) / "weights.pt"):
             raise ValueError(f"{ran_from}'s weights are not the ones its {WIDEN_NAME} records: the widened start was changed")
-        return {"from": record["cell_dim"]["from"], "to": record["cell_dim"]["to"], "seed": record["seed"]}
+        return {
+            "from": record["cell_dim"]["from"],
+            "to": record["cell_dim"]["to"],
+            "method": record.get("method", "zero"),
+            "seed": record["seed"],
+        }
     raise ValueError(f"{run_dir} continued {ran_from}, not {init}: pass the folder the leg started from as --init")
 
 

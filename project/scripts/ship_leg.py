@@ -136,7 +136,8 @@ def leg_description(leg: Dict[str, Any], config: Dict[str, Any], kept: List[Dict
         f"peak lr {_lr(config['lr'])}, dropout {config.get('dropout', 0.0):g})"
     )
     if leg.get("widened"):
-        text += f", its LSTM widened from {leg['widened']['from']} to {leg['widened']['to']} cells first (`widen`, seed {leg['widened']['seed']})"
+        widened = leg["widened"]
+        text += f", its LSTM widened from {widened['from']} to {widened['to']} cells first (`widen --method {widened['method']}`, seed {widened['seed']})"
     if kept:
         text += (
             f"; from the kept legs {', '.join(_seeds(x) for x in kept)} (each missed the ship rule's margin and was kept in the repository)"

@@ -461,20 +461,29 @@ def widen_cli(
     model: Path = Arg(..., help="`finetune` output folder (or model folder) with its softmax, an LSTM biLM, or en_default"),
     out: Path = Arg(..., help="Model folder to write: MODEL with wider LSTM cells computing the same function, for `finetune`"),
     cell_dim: int = Opt(..., "--cell-dim", help="LSTM cells per layer and direction after widening (above MODEL's)"),
-    seed: int = Opt(0, "--seed", help="Seed of the new cells' gate weights"),
+    seed: int = Opt(
+        0,
+        "--seed",
+        help="Seed of the new cells: which old cell each replicates and the projection shares (or, with zero, their gate weights)",
+    ),
+    method: str = Opt(
+        "copy",
+        "--method",
+        help="copy: each new cell a replica of an old one, the old projection row split between them (Net2WiderNet); zero: fresh gate weights, projection rows zero",
+    ),
     force: bool = Opt(False, "--force", help="Overwrite a non-empty OUT. Default: off"),
     # fmt: on
 ) -> None:
-    """Grow an LSTM biLM's cells without changing its outputs (new cells' projection rows zero), to continue training wider."""
+    """Grow an LSTM biLM's cells without changing its outputs (replicas of its cells, or new cells with zero projection rows), to continue training wider."""
     from ..training.widen import widen_model
 
     refuse_overwrite(out, force)
     try:
-        record = widen_model(model, out, cell_dim, seed=seed)
+        record = widen_model(model, out, cell_dim, seed=seed, method=method)
     except (FileNotFoundError, ValueError) as err:
         raise UserError(str(err)) from None
     msg.good(
-        f"wrote {out}: {record['cell_dim']['from']} -> {record['cell_dim']['to']} cells, the same outputs (weights SHA-256 {record['weights_sha256'][:12]}...)"
+        f"wrote {out}: {record['cell_dim']['from']} -> {record['cell_dim']['to']} cells ({record['method']}), the same outputs (weights SHA-256 {record['weights_sha256'][:12]}...)"
     )
 
 
