@@ -43,9 +43,6 @@ from .trainer import export_model, load_language_model
 
 WIDEN_NAME = "widen.json"
 N_GATES = 4  # i, j, f, o (the TensorFlow LSTMCell's order, see spacy_elmo.bilm.lstm)
-FORGET_GATE = 2
-
-
 METHODS = ("copy", "zero")
 
 
@@ -101,13 +98,14 @@ def widen_language_model(model: BiLMLanguageModel, cell_dim: int, seed: int, met
     old_dim = bilm.config.lstm_dim
     if cell_dim <= old_dim:
         raise ValueError(f"the new cell width ({cell_dim}) must be above the model's ({old_dim})")
-    torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
-    wide_bilm = BiLM(dataclasses.replace(bilm.config, lstm_dim=cell_dim))
+    with torch.random.fork_rng(devices=[]):  # the fresh layers' draws are seeded here, the caller's RNG left as it was
+        torch.manual_seed(seed)
+        wide_bilm = BiLM(dataclasses.replace(bilm.config, lstm_dim=cell_dim))
+        wide = BiLMLanguageModel(wide_bilm, model.softmax.out_features, dropout=model.dropout, n_samples=model.n_samples)
     wide_bilm.token_encoder.load_state_dict(bilm.token_encoder.state_dict())
     for old_layer, new_layer in zip(stack.layers, wide_bilm.lstm.layers):
         widen_layer(cast(BiLstmLayer, old_layer), cast(BiLstmLayer, new_layer), method, generator)
-    wide = BiLMLanguageModel(wide_bilm, model.softmax.out_features, dropout=model.dropout, n_samples=model.n_samples)
     wide.softmax.load_state_dict(model.softmax.state_dict())
     return wide.eval()
 
