@@ -74,6 +74,64 @@ def test_int8_is_deterministic(int8_fixture):
     assert all(np.array_equal(a, b) for a, b in zip(first, second))
 
 
+@pytest.fixture()
+def wide_encoder_int8(monkeypatch):
+    """The fixture model in int8 with its token encoder counted as wide (its 124 filters stand
+    for the published shapes' 2,048), and the same model in float32."""
+    monkeypatch.setattr(int8, "ENCODER_MIN_FILTERS", 100)
+    reference = load_bilm(ALLENNLP)
+    bilm = load_bilm(ALLENNLP)
+    bilm.set_inference_precision("int8")
+    return bilm, reference
+
+
+def test_a_wide_token_encoder_runs_its_products_in_int8(wide_encoder_int8):
+    bilm, reference = wide_encoder_int8
+    assert bilm._int8.encoder is not None
+    ref, fast = reference.embed_sentences(SENTENCES), bilm.embed_sentences(SENTENCES)
+    a, b = np.concatenate(ref[:4], axis=1), np.concatenate(fast[:4], axis=1)
+    assert not np.array_equal(a[0], b[0])  # layer 0 now comes from int8 highway and projection products
+    cos = cosines(a, b)
+    assert cos[0].min() > 0.999 and cos.min() > 0.99, cos.min(axis=1)
+    alone = [bilm.embed_sentences([s])[0] for s in SENTENCES]  # per-row scales: the batch does not matter
+    by_two = bilm.embed_sentences(SENTENCES[::-1], batch_size=2)[::-1]
+    assert all(np.array_equal(x, y) and np.array_equal(x, z) for x, y, z in zip(alone, fast, by_two))
+    assert all(np.array_equal(x, y) for x, y in zip(fast, bilm.embed_sentences(SENTENCES)))  # deterministic
+    bilm.set_token_cache(1000)  # the cache serves the int8 encoder's vectors, cold and warm
+    assert all(np.array_equal(x, y) for x, y in zip(fast, bilm.embed_sentences(SENTENCES)))
+    assert all(np.array_equal(x, y) for x, y in zip(fast, bilm.embed_sentences(SENTENCES)))
+
+
+def test_the_encoders_int8_weights_are_per_channel_and_remade_when_their_source_changes(wide_encoder_int8):
+    bilm, _ = wide_encoder_int8
+    encoder = bilm.token_encoder
+    weights = bilm._int8.encoder.weights(encoder)
+    assert sorted(weights) == ["highways.0", "highways.1", "projection"]
+    highway = encoder.highways[0]
+    joined = torch.cat([highway.transform.weight, highway.carry.weight]).t()  # transform and carry as one [in, 2 out]
+    alone = int8.QuantizedWeight(highway.carry.weight.detach().t().contiguous())
+    assert torch.equal(weights["highways.0"].scales[highway.dim :], alone.scales)  # joining changes no channel's scale
+    assert weights["highways.0"].in_features == joined.shape[0] and weights["highways.0"].out_features == joined.shape[1]
+    before = bilm.embed_sentences(SENTENCES[:1])[0]
+    assert bilm._int8.encoder.conversions == 1
+    with torch.no_grad():
+        encoder.projection.weight.mul_(0.5)
+    after = bilm.embed_sentences(SENTENCES[:1])[0]
+    assert bilm._int8.encoder.conversions == 2 and not np.array_equal(after[0], before[0])
+
+
+def test_narrow_and_other_encoders_stay_float32(default_bilm):
+    from spacy_elmo.bilm.efml import EfmlBiLM
+    from spacy_elmo.bilm.transformer import TransformerBiLM
+
+    assert default_bilm.token_encoder.n_filters < int8.ENCODER_MIN_FILTERS  # the default's 512 filters: measured 1.03x
+    assert not int8.quantizes_encoder(default_bilm.token_encoder)
+    assert not EfmlBiLM.int8_token_encoder and not TransformerBiLM.int8_token_encoder
+    bilm = copy.deepcopy(default_bilm)
+    bilm.set_inference_precision("int8")
+    assert bilm._int8.encoder is None
+
+
 def test_weights_are_quantized_once_and_again_when_their_source_changes(default_bilm):
     bilm = copy.deepcopy(default_bilm)
     bilm.set_inference_precision("int8")

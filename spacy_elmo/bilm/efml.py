@@ -202,6 +202,7 @@ class EfmlBiLM(BiLM):
     their output choices."""
 
     bf16_token_encoder = False
+    int8_token_encoder = False  # its encoder's int8 speed was not measured
 
     def _build_token_encoder(self, config: BiLMConfig) -> CharCnnEncoder:
         section = _section(config)

@@ -215,6 +215,9 @@ class BiLM(nn.Module):
     #: whether the token encoder has a bfloat16 path (:func:`bf16.encode_tokens`); else it runs in
     #: float32 while the LSTM products run in bfloat16
     bf16_token_encoder = True
+    #: whether int8 mode may run the token encoder's highway and projection products in int8
+    #: (where :func:`~spacy_elmo.kernels.int8.quantizes_encoder` finds it wide enough to pay)
+    int8_token_encoder = True
 
     def token_batch(self, sentences: Sequence[Sequence[str]]) -> TokenBatch:
         """The :class:`TokenBatch` this model reads for ``sentences`` (boundaries added)."""
@@ -275,7 +278,8 @@ class BiLM(nn.Module):
         self._precision_choice = None
         if precision != self.inference_precision:
             self._refuse_released(f"set_inference_precision({precision!r})")
-            quantized = int8.Int8Products() if precision == "int8" else None  # raises before anything changes
+            encoder = self.int8_token_encoder and int8.quantizes_encoder(self.token_encoder)
+            quantized = int8.Int8Products(encoder=encoder) if precision == "int8" else None  # raises before anything changes
             self._bf16 = bf16.Bf16Products() if precision == "bfloat16" else None
             self._int8 = quantized
             self.clear_token_cache()  # its vectors were computed at the other precision
@@ -351,6 +355,13 @@ class BiLM(nn.Module):
             return None
         return products if self.token_encoder.char_embedding.weight.dtype == torch.float32 else None
 
+    def _int8_products(self) -> Optional[int8.Int8Products]:
+        """The int8 weight caches when this call should use them: int8 mode, no autograd, float32 weights."""
+        quantized: Optional[int8.Int8Products] = getattr(self, "_int8", None)
+        if quantized is None or torch.is_grad_enabled():
+            return None
+        return quantized if self.token_encoder.char_embedding.weight.dtype == torch.float32 else None
+
     @property
     def n_output_layers(self) -> int:
         return self.config.n_layers + 1
@@ -376,8 +387,11 @@ class BiLM(nn.Module):
         char_ids = batch.char_ids.to(device)
         products = self._bf16_products()
         run: Callable[[torch.Tensor], torch.Tensor] = self.token_encoder
+        quantized = self._int8_products()
         if products is not None and self.bf16_token_encoder:
             run = self._bf16_token_encoder(products)
+        elif quantized is not None:
+            run = quantized.token_encoder(self.token_encoder) or run
         if self.token_cache is not None and not torch.is_grad_enabled() and len(batch.strings) == len(char_ids):
             vectors = self.token_cache.encode(self.token_encoder, batch.strings, char_ids, run)
         else:
@@ -393,9 +407,7 @@ class BiLM(nn.Module):
         initial = self._initial_state(tokens) if self.stateful else None
         lstm_cache = None if products is None else products.lstm
         device = tokens.device
-        quantized: Optional[int8.Int8Products] = getattr(self, "_int8", None)
-        if quantized is not None and (torch.is_grad_enabled() or self.token_encoder.char_embedding.weight.dtype != torch.float32):
-            quantized = None
+        quantized = self._int8_products()
         types = (
             None if torch.is_grad_enabled() else (vectors, batch.token_index.to(device))
         )  # the first layer's products per distinct token

@@ -361,6 +361,8 @@ class TransformerBiLM(BiLM):
     ``stateful=True`` is refused. Under bfloat16 inference the token encoder's products run in
     bfloat16 as the LSTM biLM's do, its layer norm in float32."""
 
+    int8_token_encoder = False  # int8 runs the blocks' linears; the encoder (with its layer norm) stays float32
+
     def __init__(self, config: BiLMConfig, stateful: bool = False, token_cache_size: int = 0) -> None:
         if stateful:
             raise ValueError("a transformer biLM carries no state between batches: stateful=True does not apply")
