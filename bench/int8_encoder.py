@@ -1,28 +1,27 @@
 #!/usr/bin/env python3
-"""Ablation: the char-CNN token encoder's highway and projection products in int8 too.
+"""Ablation: the char-CNN token encoder's highway and projection products in int8, or float32.
 
     python bench/int8_encoder.py --weights elmo-original --text ud --sentences 320 --json bench/results/int8-encoder-original.json
     python bench/int8_encoder.py --text ud --sentences 320 --json bench/results/int8-encoder-default.json
 
-``precision = "int8"`` quantizes the LSTM stack's products only; the token encoder stays float32.
-This measures what quantizing the encoder's linears as well (each highway's transform and carry,
-and the projection: int8 per output channel, activations per row, as
-:func:`spacy_elmo.kernels.int8.linear`) would buy and cost, against int8 as shipped, with the token
-cache off (every token encoded, as ``bench/int8.py`` and the AllenNLP headline run it):
+``precision = "int8"`` quantizes the LSTM stack's products and, for a char CNN of
+``int8.ENCODER_MIN_FILTERS`` filters or more (every published shape), the encoder's highway
+(transform and carry as one product) and projection products (:func:`spacy_elmo.kernels.int8.encode_tokens`).
+This measures both arms on any model, whatever the package chooses for it, with the token cache
+off (every token encoded, as ``bench/int8.py`` and the AllenNLP headline run it):
 
 * speed: tokens per CPU-second of ``embed_batch`` at ``--batch``, the two arms interleaved
   (``--repeats`` rounds; the median round reported);
 * distance: per-token cosine to float32 (mean and 1st percentile), every layer and the layers' average.
 
-The convolutions stay float32 in both arms. Nothing in the package changes: the second arm replaces
-the encoder's float32 step in this process only.
+The convolutions stay float32 in both arms. The arms differ only in whether the int8 weights hold
+an encoder cache (``Int8Products.encoder``).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -31,22 +30,6 @@ import torch
 from bench_common import WORK, add_threads, command, machine, random_weights, text_sentences, token_cosines, use_threads, write_results
 
 ARMS = ("lstm", "lstm+encoder")
-
-
-def encode_int8(encoder: Any, linears: Any, char_ids: torch.Tensor) -> torch.Tensor:
-    """The encoder's float32 step (convolutions, max, activation) with int8 highway and projection
-    products (``linears``: :class:`spacy_elmo.kernels.int8.QuantizedLinears` of the encoder)."""
-    from spacy_elmo.bilm.token_encoder import _ACTIVATIONS
-
-    x = encoder.char_embedding(char_ids).transpose(1, 2)
-    h = _ACTIVATIONS[encoder.activation](torch.cat([conv(x).amax(dim=-1) for conv in encoder.convs], dim=-1))
-    for highway in encoder.highways:
-        transformed = linears.apply(h, highway.transform, relu=True)
-        gate = torch.sigmoid_(linears.apply(h, highway.carry))
-        h = torch.lerp(h, transformed, gate)
-    if isinstance(encoder.projection, torch.nn.Linear):
-        return linears.apply(h, encoder.projection)
-    return h
 
 
 def main() -> None:
@@ -77,18 +60,16 @@ def main() -> None:
     bilm.token_cache = None  # every token encoded: what the encoder's products cost
     sentences = text_sentences(args.text, args.sentences)
     batches = [sentences[i : i + args.batch] for i in range(0, len(sentences), args.batch)]
-    encoder = bilm.token_encoder
-    float_step = encoder._encode
-    linears = int8.QuantizedLinears(encoder, int8.Int8LinearCache(), int8.activation_levels())
-    int8_step = partial(encode_int8, encoder, linears)
 
     def embed(arm: str) -> List[np.ndarray]:
-        encoder._encode = int8_step if arm == "lstm+encoder" else float_step
+        if bilm.inference_precision == "int8":
+            bilm._int8.encoder = encoder_cache if arm == "lstm+encoder" else None
         with torch.inference_mode():
             return [layers for batch in batches for layers in bilm.embed_batch(batch)]
 
     reference = embed("lstm")  # float32 first
     bilm.set_inference_precision("int8")
+    encoder_cache = bilm._int8.encoder or int8.Int8EncoderCache()
     tokens = sum(len(s) for s in sentences)
     results: Dict[str, Any] = {
         "machine": machine(threads=args.threads),
@@ -111,7 +92,6 @@ def main() -> None:
             start = time.process_time()
             embed(arm)
             results["arms"][arm]["rounds_tokens_per_cpu_s"].append(round(tokens / (time.process_time() - start), 1))
-    encoder._encode = float_step
     for arm in ARMS:
         results["arms"][arm]["tokens_per_cpu_s"] = float(np.median(results["arms"][arm]["rounds_tokens_per_cpu_s"]))
     base = results["arms"]["lstm"]["tokens_per_cpu_s"]
