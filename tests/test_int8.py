@@ -228,6 +228,36 @@ def test_product_is_the_exact_integer_product_scaled():
     assert torch.equal(int8.linear(torch.zeros(2, 96), q), torch.zeros(2, 40))
 
 
+def test_the_compiled_row_quantizer_gives_the_eager_ones_values():
+    from spacy_elmo.kernels import native
+
+    compiled = native.library()
+    if compiled is None:
+        pytest.skip("no C compiler: the eager quantizer is the only one")
+    torch.manual_seed(0)
+    x = torch.randn(40, 700) * torch.logspace(-5, 4, 40)[:, None]
+    x[3] = 0  # an all-zero row: scale 1, every value at the zero point
+    x[7, ::2] = 0.5 * x[7].abs().max() / 127 * torch.arange(1, 351)  # values at rounding ties
+    for levels in (63, 127):
+        q, scale = compiled.quantize_rows(x, levels)
+        q_eager, scale_eager = int8.quantize_rows(x, levels)
+        assert q.dtype == torch.uint8 and scale.shape == (40, 1)
+        assert torch.allclose(scale, scale_eager, rtol=2.5e-7, atol=0) and scale[3].item() == 1.0
+        assert (q.int() - q_eager.int()).abs().max() <= 1 and (q != q_eager).float().mean() < 1e-3
+        assert q.max() <= 2 * levels + 1 and q.min() >= 1 and torch.all(q[3] == levels + 1)
+        strided = torch.zeros(40, 900)[:, 100:800].copy_(x)  # rows apart by more than their width
+        assert all(torch.equal(a, b) for a, b in zip(compiled.quantize_rows(strided, levels), (q, scale)))
+    bad = torch.randn(3, 16)
+    bad[1, 4], bad[2, 9] = float("nan"), float("inf")
+    q, scale = compiled.quantize_rows(bad, 127)
+    assert not torch.isnan(scale[0]).any() and torch.isnan(scale[1:]).all()  # its products come out NaN, not garbage
+    assert torch.isnan(int8.linear(bad, int8.QuantizedWeight(torch.randn(16, 5)), 127)[1:]).all()
+    with pytest.raises(ValueError, match="contiguous rows"):
+        compiled.quantize_rows(torch.randn(16, 3).t(), 127)
+    with pytest.raises(ValueError, match="levels"):
+        compiled.quantize_rows(bad, 200)
+
+
 def test_bad_input_is_one_clear_error(default_bilm, monkeypatch):
     q = int8.QuantizedWeight(torch.randn(8, 4))
     with pytest.raises(ValueError, match=r"expected x \[n, 8\]"):

@@ -92,11 +92,25 @@ class QuantizedWeight:
 
 
 def quantize_rows(x: torch.Tensor, levels: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``x`` ``[n, in]`` float32 as uint8 (zero point ``levels + 1``) and each row's scale ``[n, 1]``."""
+    """``x`` ``[n, in]`` float32 as uint8 (zero point ``levels + 1``) and each row's scale ``[n, 1]``
+    (``max |x| / levels``; 1 for an all-zero row): ``round(x * levels / max |x|)``, half to even.
+    The compiled kernel (:meth:`.native.NativeKernels.quantize_rows`: two passes over a row, where
+    these are eight) computes the same, but for a value at a rounding tie that the compiler's
+    reciprocal may move by one step; a row with a NaN or an infinity there gets scale NaN."""
     amax = torch.maximum(x.amax(dim=1, keepdim=True), x.amin(dim=1, keepdim=True).neg_())  # max |x| without a copy of |x|
-    scale = torch.where(amax > 0, amax / levels, torch.ones_like(amax))
-    q = torch.div(x, scale).round_().clamp_(-levels, levels).add_(levels + 1)
+    positive = amax > 0
+    scale = torch.where(positive, amax / levels, torch.ones_like(amax))
+    inverse = torch.where(positive, levels / amax, torch.ones_like(amax))
+    q = torch.mul(x, inverse).round_().clamp_(-levels, levels).add_(levels + 1)
     return q.to(torch.uint8), scale
+
+
+def quantize(x: torch.Tensor, levels: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`quantize_rows` by the compiled kernel where there is one (rows contiguous), else eagerly."""
+    compiled = native.library()
+    if compiled is not None and x.dtype == torch.float32 and x.dim() == 2 and x.shape[1] > 0 and (x.shape[1] == 1 or x.stride(1) == 1):
+        return compiled.quantize_rows(x, levels)
+    return quantize_rows(x, levels)
 
 
 def linear(x: torch.Tensor, weight: QuantizedWeight, levels: Optional[int] = None) -> torch.Tensor:
@@ -106,7 +120,7 @@ def linear(x: torch.Tensor, weight: QuantizedWeight, levels: Optional[int] = Non
     if x.shape[0] == 0:
         return x.new_zeros(0, weight.out_features)
     levels = activation_levels() if levels is None else levels
-    q, scale = quantize_rows(x.float(), levels)
+    q, scale = quantize(x.float(), levels)
     out = torch.ops.onednn.qlinear_pointwise(
         q, 1.0, levels + 1, weight.packed, weight.scales, weight.zero_points, None, 1.0, 0, torch.float32, "none", [], ""
     )

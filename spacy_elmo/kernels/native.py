@@ -224,6 +224,8 @@ class NativeKernels:
         for name in ("softmax_lse_bf16", "softmax_grad_bf16"):
             getattr(lib, name).argtypes = [_I64, _I64, _P, _P, _P, _I64]
             getattr(lib, name).restype = ctypes.c_int
+        lib.quantize_rows_u8.argtypes = [_I64, _I64, _P, _I64, _I64, _P, _P, _I64]
+        lib.quantize_rows_u8.restype = None
 
     @staticmethod
     def _suffix(low: Any, name: str) -> str:
@@ -367,6 +369,26 @@ class NativeKernels:
         ):
             raise MemoryError("softmax_grad_: no memory for the threads' scratch")
         return sums
+
+    def quantize_rows(self, x: torch.Tensor, levels: int, threads: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``x`` ``[n, in]`` float32 (rows contiguous, any row stride) quantized per row for the int8
+        products: ``(q, scale)``, ``q`` ``[n, in]`` uint8 at zero point ``levels + 1``, ``scale``
+        ``[n, 1]`` float32 (``max |x| / levels`` per row; 1 for an all-zero row, NaN for a row
+        holding a NaN), as :func:`~.int8.quantize_rows` computes it."""
+        x = _tensor(x, "x")
+        if x.dtype != F32 or x.dim() != 2 or (x.shape[1] > 1 and x.stride(1) != 1) or x.shape[1] < 1:
+            raise ValueError(f"x: expected float32 [rows, width >= 1] with contiguous rows, got {x.dtype} {tuple(x.shape)}")
+        levels = _integer(levels, "levels")
+        if not 1 <= levels <= 127:
+            raise ValueError(f"levels: expected 1 to 127, got {levels}")
+        rows, cols = x.shape
+        q = torch.empty(rows, cols, dtype=torch.uint8)
+        scale = torch.empty(rows, 1, dtype=F32)
+        stride = x.stride(0) if rows > 1 else cols
+        self.lib.quantize_rows_u8(
+            rows, cols, x.data_ptr(), stride, levels, q.data_ptr(), scale.data_ptr(), threads_for(rows * cols, threads)
+        )
+        return q, scale
 
     def infer_step(
         self,

@@ -610,3 +610,60 @@ int softmax_grad_bf16(int64_t rows, int64_t cols, const float *lse, uint16_t *lo
     }
     return 0;
 }
+
+/* ---- int8 inference: each row of activations quantized on its own (kernels/int8.py) ----
+ *
+ * Row r of x (cols floats; rows x_stride floats apart) -> q[r, :] (uint8, cols apart) and
+ * scale[r]: with a = max |x[r, :]|, scale = a / levels (1 for an all-zero row) and
+ * q = clamp(rint(x * (levels / a)), -levels, levels) + levels + 1 (the zero point levels + 1),
+ * rint rounding half to even as torch.round does. A row holding a NaN or an infinity gets scale
+ * NaN and every q at the zero point, so its products come out NaN (the test is on the bits, which
+ * -ffast-math cannot fold away). Two passes over the row, none over a copy; rows are independent,
+ * so the result is the same whatever the thread count. */
+static inline int not_finite(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (u & 0x7f800000u) == 0x7f800000u;
+}
+
+struct quantize_args {
+    int64_t cols, x_stride, levels;
+    const float *x;
+    uint8_t *q;
+    float *scale;
+};
+
+static void quantize_part(void *ctx, int64_t begin, int64_t end, int64_t part) {
+    const struct quantize_args *a = ctx;
+    (void)part;
+    const int64_t cols = a->cols;
+    const float levels = (float)a->levels;
+    const float zero = (float)(a->levels + 1);
+    for (int64_t r = begin; r < end; r++) {
+        const float *restrict row = a->x + r * a->x_stride;
+        uint8_t *restrict out = a->q + r * cols;
+        float top = 0.0f;
+        int bad = 0;
+        for (int64_t k = 0; k < cols; k++) {
+            top = fmaxf(top, fabsf(row[k]));
+            bad |= not_finite(row[k]);
+        }
+        if (bad) {
+            a->scale[r] = NAN;
+            memset(out, (int)(a->levels + 1), (size_t)cols);
+            continue;
+        }
+        const float inv = top > 0.0f ? levels / top : 1.0f;
+        a->scale[r] = top > 0.0f ? top / levels : 1.0f;
+        for (int64_t k = 0; k < cols; k++) {
+            float v = fminf(fmaxf(rintf(row[k] * inv), -levels), levels); /* finite here: no NaN to keep */
+            out[k] = (uint8_t)(int32_t)(v + zero);
+        }
+    }
+}
+
+void quantize_rows_u8(int64_t rows, int64_t cols, const float *x, int64_t x_stride, int64_t levels, uint8_t *q,
+                      float *scale, int64_t threads) {
+    struct quantize_args a = {cols, x_stride, levels, x, q, scale};
+    parallel_for(quantize_part, &a, rows, threads);
+}
