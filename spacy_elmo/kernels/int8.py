@@ -217,11 +217,10 @@ def quantizes_encoder(encoder: nn.Module) -> bool:
     return int(getattr(encoder, "n_filters", 0)) >= ENCODER_MIN_FILTERS and hasattr(encoder, "highways")
 
 
-def encode_tokens(encoder: nn.Module, weights: Dict[str, Any], levels: int, char_ids: torch.Tensor) -> torch.Tensor:
+def encode_tokens(encoder: Any, weights: Dict[str, Any], levels: int, char_ids: torch.Tensor) -> torch.Tensor:
     """:meth:`CharCnnEncoder.forward` at inference with int8 highway and projection products
     (``weights`` from :class:`Int8EncoderCache`): ``[N, max_chars]`` -> ``[N, P]`` float32."""
-    widest = max(conv.kernel_size[0] for conv in encoder.convs)
-    return char_trim.encode_trimmed(char_ids, widest, encoder.inference_chunk, partial(_encode, encoder, weights, levels))
+    return char_trim.encode_trimmed(char_ids, encoder.widest_filter, encoder.inference_chunk, partial(_encode, encoder, weights, levels))
 
 
 def _encode(encoder: Any, weights: Dict[str, Any], levels: int, char_ids: torch.Tensor) -> torch.Tensor:
