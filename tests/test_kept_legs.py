@@ -65,6 +65,10 @@ def test_a_kept_leg_carries_its_chain_and_the_next_leg_extends_it(tmp_path):
     assert [x["seed"] for x in second["kept_legs"]] == [16, 17] and second["tokens"] == 5_320_000
     assert second["kept_legs"][1]["verdict"] == "NOT SHIP" and (out / "weights.pt").read_bytes() == b"leg 17"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("next")) == ["next"]  # no staging left
+    again = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ValueError, match="already .*kept there"):  # the same leg kept a second time over its own start
+        keep_leg(tmp_path / "leg17", out, out, shipped=shipped, verdict="not yet measured")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == again
 
 
 def test_what_is_not_a_finished_leg_of_the_shipped_default_is_refused_and_nothing_is_lost(tmp_path):

@@ -190,6 +190,9 @@ def keep_leg(
     validation perplexity."""
     run_dir, init, out = Path(run_dir), Path(init), Path(out)
     siblings = [Path(p) for p in siblings]
+    for run in [run_dir, *siblings]:
+        if (run / "model" / "weights.pt").is_file() and sha256(run / "model" / "weights.pt") == sha256(init / "weights.pt"):
+            raise ValueError(f"{run}'s weights are already {init}'s: this leg was kept there (a leg is kept once)")
     widenings = [_check_init(run, init) for run in [run_dir, *siblings]]
     if any(w != widenings[0] for w in widenings):
         raise ValueError("sibling runs must start from the same model (one shape, one widening)")
