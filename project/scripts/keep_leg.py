@@ -190,8 +190,9 @@ def keep_leg(
     validation perplexity."""
     run_dir, init, out = Path(run_dir), Path(init), Path(out)
     siblings = [Path(p) for p in siblings]
+    init_sha = sha256(init / "weights.pt")
     for run in [run_dir, *siblings]:
-        if (run / "model" / "weights.pt").is_file() and sha256(run / "model" / "weights.pt") == sha256(init / "weights.pt"):
+        if (run / "model" / "weights.pt").is_file() and sha256(run / "model" / "weights.pt") == init_sha:
             raise ValueError(f"{run}'s weights are already {init}'s: this leg was kept there (a leg is kept once)")
     widenings = [_check_init(run, init) for run in [run_dir, *siblings]]
     if any(w != widenings[0] for w in widenings):

@@ -350,17 +350,18 @@ class BiLM(nn.Module):
     def _bf16_products(self) -> Optional[bf16.Bf16Products]:
         """The bfloat16 weight caches when this call should use them: bfloat16 mode, no
         autograd, float32 weights (a model cast with ``.to(torch.bfloat16)`` runs as it is)."""
-        products = getattr(self, "_bf16", None)
-        if products is None or torch.is_grad_enabled():
-            return None
-        return products if self.token_encoder.char_embedding.weight.dtype == torch.float32 else None
+        return self._for_this_call(getattr(self, "_bf16", None))
 
     def _int8_products(self) -> Optional[int8.Int8Products]:
         """The int8 weight caches when this call should use them: int8 mode, no autograd, float32 weights."""
-        quantized: Optional[int8.Int8Products] = getattr(self, "_int8", None)
-        if quantized is None or torch.is_grad_enabled():
+        return self._for_this_call(getattr(self, "_int8", None))
+
+    def _for_this_call(self, products: Any) -> Any:
+        """``products`` (a precision's weight caches) unless this call runs under autograd or on weights
+        that are not float32, where the model runs as it is."""
+        if products is None or torch.is_grad_enabled():
             return None
-        return quantized if self.token_encoder.char_embedding.weight.dtype == torch.float32 else None
+        return products if self.token_encoder.char_embedding.weight.dtype == torch.float32 else None
 
     @property
     def n_output_layers(self) -> int:

@@ -87,15 +87,19 @@ class CharCnnEncoder(nn.Module):
     def _encode(self, char_ids: torch.Tensor) -> torch.Tensor:
         if self.train_dtype is not None and torch.is_grad_enabled():
             return self._encode_mixed(char_ids, self.train_dtype)
-        act = _ACTIVATIONS[self.activation]
-        x = self.char_embedding(char_ids).transpose(1, 2)  # [N, char_dim, max_chars]
-        pooled: List[torch.Tensor] = [conv(x).amax(dim=-1) for conv in self.convs]
-        h = act(torch.cat(pooled, dim=-1))
+        h = self.pooled(char_ids)
         for highway in self.highways:
             h = highway(h)
         if isinstance(self.projection, nn.Linear):
             return matmul.linear_t(h, self.projection.weight, self.projection.bias)
         return h
+
+    def pooled(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """The activation of each filter's maximum over positions, float32: ``[N, max_chars]`` ->
+        ``[N, n_filters]`` (what the highways read)."""
+        x = self.char_embedding(char_ids).transpose(1, 2)  # [N, char_dim, max_chars]
+        pooled: List[torch.Tensor] = [conv(x).amax(dim=-1) for conv in self.convs]
+        return _ACTIVATIONS[self.activation](torch.cat(pooled, dim=-1))
 
     def _pool_mixed(self, convs: Sequence[nn.Conv1d], dtype: torch.dtype, char_ids: torch.Tensor) -> torch.Tensor:
         """Each filter's maximum over positions (bias included) of ``char_ids`` ``[n, positions]``, products in ``dtype``."""

@@ -224,9 +224,7 @@ def encode_tokens(encoder: Any, weights: Dict[str, Any], levels: int, char_ids: 
 
 
 def _encode(encoder: Any, weights: Dict[str, Any], levels: int, char_ids: torch.Tensor) -> torch.Tensor:
-    x = encoder.char_embedding(char_ids).transpose(1, 2)  # [N, char_dim, chars]
-    h = torch.cat([conv(x).amax(dim=-1) for conv in encoder.convs], dim=-1)
-    h = torch.relu_(h) if encoder.activation == "relu" else torch.tanh_(h)
+    h = encoder.pooled(char_ids)  # the convolutions and max-pooling in float32
     for k, highway in enumerate(encoder.highways):
         both = linear(h, weights[f"highways.{k}"], levels)  # [N, 2 dim]: one product, rows quantized once
         transformed = torch.relu_(both[:, : highway.dim].add_(highway.transform.bias))

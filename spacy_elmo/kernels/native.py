@@ -374,7 +374,7 @@ class NativeKernels:
         """``x`` ``[n, in]`` float32 (rows contiguous, any row stride) quantized per row for the int8
         products: ``(q, scale)``, ``q`` ``[n, in]`` uint8 at zero point ``levels + 1``, ``scale``
         ``[n, 1]`` float32 (``max |x| / levels`` per row; 1 for an all-zero row, NaN for a row
-        holding a NaN), as :func:`~.int8.quantize_rows` computes it."""
+        holding a NaN or an infinity), as :func:`~.int8.quantize_rows` computes it."""
         x = _tensor(x, "x")
         if x.dtype != F32 or x.dim() != 2 or (x.shape[1] > 1 and x.stride(1) != 1) or x.shape[1] < 1:
             raise ValueError(f"x: expected float32 [rows, width >= 1] with contiguous rows, got {x.dtype} {tuple(x.shape)}")
