@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..kernels import char_conv_train, char_trim, matmul
+from ..kernels import char_conv_train, char_table, char_trim, matmul
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 
@@ -66,6 +66,8 @@ class CharCnnEncoder(nn.Module):
         self.output_dim = output_dim
         #: under autograd, run the convolutions and products in this dtype (bf16 training)
         self.train_dtype: Optional[torch.dtype] = None
+        #: at float32 inference, the convolutions as table lookups (:mod:`..kernels.char_table`)
+        self.char_tables = char_table.CharTableCache()
 
     #: at inference, tokens are encoded this many at a time: the widest convolution's output
     #: (``[tokens, n_filters, max_chars]``) stays small (original shapes: 90 MB per 512 tokens)
@@ -96,10 +98,21 @@ class CharCnnEncoder(nn.Module):
 
     def pooled(self, char_ids: torch.Tensor) -> torch.Tensor:
         """The activation of each filter's maximum over positions, float32: ``[N, max_chars]`` ->
-        ``[N, n_filters]`` (what the highways read)."""
+        ``[N, n_filters]`` (what the highways read). At float32 inference on the CPU the
+        convolutions run as table lookups (:mod:`..kernels.char_table`; the same values to float
+        rounding)."""
+        by_tables = self.table_pooled(char_ids)
+        if by_tables is not None:
+            return _ACTIVATIONS[self.activation](by_tables)
         x = self.char_embedding(char_ids).transpose(1, 2)  # [N, char_dim, max_chars]
         pooled: List[torch.Tensor] = [conv(x).amax(dim=-1) for conv in self.convs]
         return _ACTIVATIONS[self.activation](torch.cat(pooled, dim=-1))
+
+    def table_pooled(self, char_ids: torch.Tensor) -> Optional[torch.Tensor]:
+        """Each filter's maximum over positions (bias included, before the activation) by the
+        float32 tables of :mod:`..kernels.char_table`, or ``None`` where they do not apply (autograd
+        on, no compiled kernels, not on the CPU, weights not float32 or not finite)."""
+        return char_table.pooled(self, self.char_tables, char_ids)
 
     def _pool_mixed(self, convs: Sequence[nn.Conv1d], dtype: torch.dtype, char_ids: torch.Tensor) -> torch.Tensor:
         """Each filter's maximum over positions (bias included) of ``char_ids`` ``[n, positions]``, products in ``dtype``."""

@@ -240,9 +240,11 @@ def _encode_padded(encoder: nn.Module, weights: Dict[str, torch.Tensor], char_id
 
 
 def _encode(encoder: nn.Module, w: Dict[str, torch.Tensor], char_ids: torch.Tensor) -> torch.Tensor:
-    fits = "convs.stacked" in w and max(conv.kernel_size[0] for conv in encoder.convs) <= char_ids.shape[1]
-    compiled = native.library() if fits and char_ids.device.type == "cpu" else None
-    h = _pool_compiled(encoder, w, char_ids, compiled) if compiled is not None else _pool(encoder, w, char_ids)
+    h = encoder.table_pooled(char_ids) if hasattr(encoder, "table_pooled") else None  # float32 tables, faster
+    if h is None:
+        fits = "convs.stacked" in w and max(conv.kernel_size[0] for conv in encoder.convs) <= char_ids.shape[1]
+        compiled = native.library() if fits and char_ids.device.type == "cpu" else None
+        h = _pool_compiled(encoder, w, char_ids, compiled) if compiled is not None else _pool(encoder, w, char_ids)
     h = torch.relu_(h) if encoder.activation == "relu" else torch.tanh_(h)
     for k, highway in enumerate(encoder.highways):
         both = _matmul(h, w[f"highways.{k}.transform_carry"])  # [N, 2 * dim]: one product for both

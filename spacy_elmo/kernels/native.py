@@ -226,6 +226,8 @@ class NativeKernels:
             getattr(lib, name).restype = ctypes.c_int
         lib.quantize_rows_u8.argtypes = [_I64, _I64, _P, _I64, _I64, _P, _P, _I64]
         lib.quantize_rows_u8.restype = None
+        lib.char_table_max_f32.argtypes = [_I64, _I64, _P, _I64, _I64, _P, _P, _P, _P, _P, _I64, _P, _I64, _P, _I64]
+        lib.char_table_max_f32.restype = None
 
     @staticmethod
     def _suffix(low: Any, name: str) -> str:
@@ -389,6 +391,70 @@ class NativeKernels:
             rows, cols, x.data_ptr(), stride, levels, q.data_ptr(), scale.data_ptr(), threads_for(rows * cols, threads)
         )
         return q, scale
+
+    def char_table_max(
+        self,
+        char_ids: torch.Tensor,
+        tables: torch.Tensor,
+        vocab: int,
+        widths: Sequence[int],
+        counts: Sequence[int],
+        bias: torch.Tensor,
+        threads: Optional[int] = None,
+    ) -> torch.Tensor:
+        """Each filter's maximum over positions (bias included, before the activation) of a char
+        CNN whose convolutions are tables (:mod:`.char_table`): ``tables`` is one flat float32
+        vector holding, group after group (``counts[g]`` filters of width ``widths[g]``), the
+        group's ``widths[g]`` tables ``[vocab, counts[g]]``; ``bias`` ``[n_filters]``.
+        ``char_ids`` ``[N, positions]`` (ids below ``vocab``, at least as many positions as the
+        widest filter) -> ``[N, n_filters]`` float32."""
+        char_ids = _tensor(char_ids, "char_ids")
+        if char_ids.dim() != 2 or char_ids.dtype not in (torch.int32, torch.int64):
+            raise ValueError(f"char_ids: expected integer [tokens, positions], got {char_ids.dtype} {tuple(char_ids.shape)}")
+        vocab = _integer(vocab, "vocab")
+        widths_, counts_ = [_integer(w, "widths") for w in widths], [_integer(c, "counts") for c in counts]
+        if not widths_ or len(widths_) != len(counts_) or min(widths_ + counts_) < 1 or vocab < 1:
+            raise ValueError(f"widths and counts: one entry >= 1 per group of filters (and vocab >= 1), got {widths_}, {counts_}, {vocab}")
+        sizes = [w * c * vocab for w, c in zip(widths_, counts_)]
+        tables = _tensor(tables, "tables")
+        if tables.dtype != F32 or tables.dim() != 1 or not tables.is_contiguous() or len(tables) != sum(sizes):
+            raise ValueError(
+                f"tables: expected a contiguous float32 vector of {sum(sizes)} values, got {tables.dtype} {tuple(tables.shape)}"
+            )
+        n_filters = sum(counts_)
+        bias = _tensor(bias, "bias")
+        if bias.dtype != F32 or tuple(bias.shape) != (n_filters,) or not bias.is_contiguous():
+            raise ValueError(f"bias: expected a contiguous float32 [{n_filters}] vector, got {bias.dtype} {tuple(bias.shape)}")
+        tokens, positions = char_ids.shape
+        widest = max(widths_)
+        if positions < widest:
+            raise ValueError(f"char_ids: {positions} positions, fewer than the widest filter ({widest})")
+        ids = char_ids.to(torch.int32).contiguous()
+        if tokens and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+            raise ValueError(f"char_ids: ids must be in 0..{vocab - 1}, got {int(ids.min())}..{int(ids.max())}")
+        groups = torch.tensor(
+            [[sum(sizes[:g]) for g in range(len(sizes))], [sum(counts_[:g]) for g in range(len(sizes))], counts_, widths_],
+            dtype=torch.int64,
+        )  # offsets, starts, counts, widths
+        out = torch.empty(tokens, n_filters, dtype=F32)
+        self.lib.char_table_max_f32(
+            tokens,
+            positions,
+            ids.data_ptr(),
+            vocab,
+            len(sizes),
+            tables.data_ptr(),
+            groups[0].data_ptr(),
+            groups[1].data_ptr(),
+            groups[2].data_ptr(),
+            groups[3].data_ptr(),
+            widest,
+            bias.data_ptr(),
+            n_filters,
+            out.data_ptr(),
+            threads_for(tokens * positions * n_filters * widest // 8, threads),
+        )
+        return out
 
     def infer_step(
         self,

@@ -667,3 +667,76 @@ void quantize_rows_u8(int64_t rows, int64_t cols, const float *x, int64_t x_stri
     struct quantize_args a = {cols, x_stride, levels, x, q, scale};
     parallel_for(quantize_part, &a, rows, threads);
 }
+
+/* ---- the char CNN at inference as table lookups (kernels/char_table.py) ----
+ *
+ * A convolution of width w over character embeddings e(c) is, at position t,
+ * bias + sum_j W_j e(c[t + j]); e(c) takes one of `vocab` values, so each W_j e(c) is a row of a
+ * table T_j = E W_j^T [vocab, filters] computed once, and the convolution is w row additions
+ * per position instead of w * char_dim multiply-adds per filter. The maximum over positions is
+ * taken on the fly, so the [positions, filters] output is never written.
+ *
+ * ids [tokens, positions] (int32, < vocab); tables: one float buffer holding, per group g of
+ * filters (width widths[g], counts[g] filters, output columns starts[g] ..), its widths[g]
+ * tables [vocab, counts[g]] from table_offsets[g]; bias [n_filters]; out [tokens, n_filters]
+ * (each filter's maximum, bias included, before the activation). A token's positions from the
+ * first of its uniform tail (the run of its last id) are all alike, so its windows stop after
+ * the first that lies wholly in that tail (the same maximum; `widest` is the widest width).
+ * Per token and filter the sum runs in the same order (bias, then j = 0 .. w - 1) whatever the
+ * batch, the positions given or the thread count. The caller checks the tables are finite. */
+struct table_args {
+    int64_t positions, vocab, n_filters, n_groups, widest;
+    const int32_t *ids;
+    const float *tables, *bias;
+    const int64_t *table_offsets, *starts, *counts, *widths;
+    float *out;
+};
+
+#define TABLE_BLOCK 64
+
+static void table_group(const int32_t *restrict ids, int64_t windows, int64_t width, int64_t vocab,
+                        int64_t count, const float *restrict table, const float *restrict bias,
+                        float *restrict out) {
+    for (int64_t f0 = 0; f0 < count; f0 += TABLE_BLOCK) {
+        int64_t nb = count - f0 < TABLE_BLOCK ? count - f0 : TABLE_BLOCK;
+        float best[TABLE_BLOCK], acc[TABLE_BLOCK];
+        for (int64_t t = 0; t < windows; t++) {
+            for (int64_t k = 0; k < nb; k++) acc[k] = bias[f0 + k];
+            for (int64_t j = 0; j < width; j++) {
+                const float *restrict row = table + (j * vocab + ids[t + j]) * count + f0;
+                for (int64_t k = 0; k < nb; k++) acc[k] += row[k];
+            }
+            if (t == 0)
+                for (int64_t k = 0; k < nb; k++) best[k] = acc[k];
+            else
+                for (int64_t k = 0; k < nb; k++) best[k] = acc[k] > best[k] ? acc[k] : best[k];
+        }
+        for (int64_t k = 0; k < nb; k++) out[f0 + k] = best[k];
+    }
+}
+
+static void table_part(void *ctx, int64_t begin, int64_t end, int64_t part) {
+    const struct table_args *a = ctx;
+    (void)part;
+    for (int64_t n = begin; n < end; n++) {
+        const int32_t *token = a->ids + n * a->positions;
+        int64_t word = a->positions; /* positions before the uniform tail */
+        while (word > 0 && token[word - 1] == token[a->positions - 1]) word--;
+        int64_t keep = word + a->widest < a->positions ? word + a->widest : a->positions;
+        for (int64_t g = 0; g < a->n_groups; g++) {
+            int64_t w = a->widths[g];
+            int64_t windows = keep - w + 1;
+            table_group(token, windows, w, a->vocab, a->counts[g], a->tables + a->table_offsets[g],
+                        a->bias + a->starts[g], a->out + n * a->n_filters + a->starts[g]);
+        }
+    }
+}
+
+void char_table_max_f32(int64_t tokens, int64_t positions, const int32_t *ids, int64_t vocab, int64_t n_groups,
+                        const float *tables, const int64_t *table_offsets, const int64_t *starts,
+                        const int64_t *counts, const int64_t *widths, int64_t widest, const float *bias,
+                        int64_t n_filters, float *out, int64_t threads) {
+    struct table_args a = {positions, vocab, n_filters, n_groups, widest, ids, tables, bias,
+                           table_offsets, starts, counts, widths, out};
+    parallel_for(table_part, &a, tokens, threads);
+}
