@@ -9,7 +9,7 @@ import torch
 
 from spacy_elmo.bilm.characters import token_char_ids
 from spacy_elmo.bilm.token_encoder import CharCnnEncoder
-from spacy_elmo.kernels import build, native
+from spacy_elmo.kernels import build, char_table, native
 
 pytestmark = [
     pytest.mark.skipif(build.compiler() is None, reason="needs a C compiler"),
@@ -104,6 +104,14 @@ def test_the_convolutions_run_where_the_tables_do_not_apply():
         assert encoder.table_pooled(ids) is None  # non-finite weights: the convolutions, and their NaN
         assert torch.isnan(encoder.pooled(ids)[:, 32]).all()
         assert encoder.table_pooled(ids[:, :4]) is None  # fewer positions than the widest filter
+
+
+def test_a_large_character_vocabulary_keeps_its_convolutions(monkeypatch):
+    encoder = _encoder()
+    monkeypatch.setattr(char_table, "MAX_TABLE_BYTES", 262 * 2080 * 4 - 1)  # one byte short of the default's tables
+    with torch.inference_mode():
+        assert encoder.table_pooled(_ids()) is None
+        torch.testing.assert_close(encoder.pooled(_ids()), torch.relu(_conv_pooled(encoder, _ids())))
 
 
 def test_bad_arguments_get_a_clear_error():

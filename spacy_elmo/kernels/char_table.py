@@ -25,6 +25,10 @@ from torch import nn
 from . import native
 from .bf16 import Bf16WeightCache
 
+#: the most the tables may hold (bytes): a char CNN over a large character vocabulary keeps its
+#: convolutions (the original shapes' tables over 262 byte ids: 12.9 MB)
+MAX_TABLE_BYTES = 64 * 2**20
+
 
 @dataclass(frozen=True)
 class CharTableSet:
@@ -41,9 +45,12 @@ class CharTableSet:
 
 def build_tables(embedding: torch.Tensor, convs: Sequence[Tuple[torch.Tensor, Optional[torch.Tensor]]]) -> Optional[CharTableSet]:
     """The :class:`CharTableSet` of a char embedding ``[vocab, char_dim]`` and its convolutions'
-    ``(weight [filters, char_dim, width], bias)`` in order (``None`` when a table or a bias is not
-    finite: the convolutions then run, and keep their NaN semantics)."""
+    ``(weight [filters, char_dim, width], bias)`` in order; ``None`` when a table or a bias is not
+    finite (the convolutions then run, and keep their NaN semantics) or the tables would exceed
+    :data:`MAX_TABLE_BYTES`."""
     embedding = embedding.detach().float()
+    if 4 * embedding.shape[0] * sum(int(w.shape[0]) * int(w.shape[2]) for w, _ in convs) > MAX_TABLE_BYTES:
+        return None
     # group g's table j = E W_j^T [vocab, filters], stored j-major: [width, vocab, filters]
     tables = torch.cat([torch.einsum("vc,fcj->jvf", embedding, weight.detach().float()).reshape(-1) for weight, _ in convs])
     bias = torch.cat([b.detach().float() if b is not None else torch.zeros(w.shape[0]) for w, b in convs]).contiguous()
