@@ -28,11 +28,7 @@ WIDE_LSTM = 2048
 #: measured speed-ups over float32, one thread, batch 64 (docs/benchmarks.md, "int8 inference" and
 #: "bfloat16 inference"): (precision, the CPU's path, a wide LSTM) -> tokens/s against float32's
 MEASURED_SPEEDUPS: Dict[tuple, float] = {
-    (
-        "int8",
-        "vnni",
-        True,
-    ): 3.16,  # the original shapes, AMD EPYC with AVX512-VNNI (int8 encoder products, compiled quantizer, char CNN by tables)
+    ("int8", "vnni", True): 3.16,  # the original shapes, AMD EPYC with AVX512-VNNI (encoder products, quantizer, tables)
     ("int8", "vnni", False): 1.57,  # the embedded default (512-cell LSTM), same machine and run
     ("int8", "avx2", True): 1.51,  # the original shapes, AVX2 only (tokens per CPU-second, a quiet machine; before the tables)
     ("int8", "avx2", False): 0.96,  # the embedded default, AVX2 only (the same run)
