@@ -10,16 +10,21 @@ precision (``--precisions``), ``embed_sentences`` at ``--batch`` with the tables
 convolutions instead (the encoder's ``table_pooled`` turned off), the runs in turns over
 ``--repeats`` rounds; tokens per CPU-second (the median run) and the largest difference of the two
 arms' vectors. ``--weights`` as ``bench/int8.py`` (nothing: the embedded default).
+
+``--component`` times ``nlp.pipe`` instead: a blank pipeline of the text's language with the
+``elmo`` component at its defaults but ``precision`` (``nlp.pipe``'s batch of 1,000 Docs,
+``max_batch_tokens`` 4096, the token cache on, emptied before each run: from cold), pre-tokenised
+Docs made before the clock; the difference column is then the Docs' ``doc.tensor``.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
-from bench_common import WORK, add_threads, command, interleaved, machine, median_run, text_sentences, use_threads, write_results
+from bench_common import WORK, add_threads, command, cpu_seconds, interleaved, machine, median_run, text_sentences, timed, use_threads, write_results
 from int8 import PRECISIONS, model_path, run
 
 ARMS = ("convolutions", "tables")
@@ -35,6 +40,7 @@ def main() -> None:
     ap.add_argument("--precisions", default="float32,bfloat16,int8", help=f"comma-separated, of {', '.join(PRECISIONS)}")
     ap.add_argument("--work", type=Path, default=WORK, help="where random weights are written")
     ap.add_argument("--json", type=Path, help="also write the report here")
+    ap.add_argument("--component", action="store_true", help="time nlp.pipe with the elmo component instead (see above)")
     add_threads(ap)
     a = ap.parse_args()
     use_threads(a.threads)
@@ -44,16 +50,22 @@ def main() -> None:
     if not precisions or not set(precisions) <= set(PRECISIONS):
         raise SystemExit(f"--precisions: any of {PRECISIONS}; got {a.precisions!r}")
     sentences = text_sentences(a.text, a.sentences)
-    bilm = load_bilm(model_path(a.weights, a.work))
+    pipelines = {p: component_pipeline(model_path(a.weights, a.work), p) for p in precisions} if a.component else {}
+    bilm = next(iter(pipelines.values())).get_pipe("elmo").bilm if a.component else load_bilm(model_path(a.weights, a.work))
     encoder = bilm.token_encoder
     if not hasattr(encoder, "table_pooled"):
         raise SystemExit(f"{type(encoder).__name__} has no table path (a char CNN's only)")
     by_tables = encoder.table_pooled
+    own_tables = {p: nlp.get_pipe("elmo").bilm.token_encoder.table_pooled for p, nlp in pipelines.items()}
     outputs: Dict[str, Dict[str, Any]] = {arm: {} for arm in ARMS}
 
     def arm(name: str, precision: str) -> Dict[str, Any]:
-        encoder.table_pooled = by_tables if name == "tables" else (lambda ids: None)
-        return run(bilm, sentences, precision, a.batch, outputs[name])
+        if not a.component:
+            encoder.table_pooled = by_tables if name == "tables" else (lambda ids: None)
+            return run(bilm, sentences, precision, a.batch, outputs[name])
+        component_encoder = pipelines[precision].get_pipe("elmo").bilm.token_encoder
+        component_encoder.table_pooled = own_tables[precision] if name == "tables" else (lambda ids: None)
+        return pipe_run(pipelines[precision], sentences, outputs[name], precision)
 
     configs = {f"{p} {name}": (lambda p=p, name=name: arm(name, p)) for p in precisions for name in ARMS}
     runs = interleaved(configs, a.repeats, label="", show="tokens_per_cpu_s")
@@ -69,11 +81,36 @@ def main() -> None:
         "text": a.text if a.text in ("books", "ud") else Path(a.text).name,
         "sentences": len(sentences),
         "tokens": sum(map(len, sentences)),
-        "batch": a.batch,
+        "batch": "nlp.pipe defaults" if a.component else a.batch,
+        "component": a.component,
         "runs": runs,
         "precisions": rows,
     }
     write_results(a.json, results, markdown(results))
+
+
+def component_pipeline(model: str, precision: str) -> Any:
+    """A blank English pipeline with the ``elmo`` component at its defaults but ``precision``."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": model, "precision": precision})
+    nlp.initialize()
+    return nlp
+
+
+def pipe_run(nlp: Any, sentences: Sequence[Sequence[str]], keep: Dict[str, Any], precision: str) -> Dict[str, Any]:
+    """One timed ``nlp.pipe`` over pre-tokenised Docs, the token cache emptied first; the tensors go to ``keep``."""
+    from spacy.tokens import Doc
+
+    nlp.get_pipe("elmo").bilm.clear_token_cache()
+    docs = [Doc(nlp.vocab, words=list(words)) for words in sentences]
+    before = cpu_seconds()
+    done, seconds = timed(lambda: list(nlp.pipe(docs)))
+    cpu = cpu_seconds() - before
+    keep[precision] = [doc.tensor for doc in done]
+    tokens = sum(map(len, sentences))
+    return {"seconds": seconds, "tokens_per_s": tokens / seconds, "cpu_seconds": cpu, "tokens_per_cpu_s": tokens / cpu}
 
 
 def markdown(r: Dict[str, Any]) -> str:
