@@ -388,3 +388,22 @@ def test_the_reference_harness_writes_every_sentence_in_order(folder, tmp_path):
     speed = next(line for line in out.stdout.splitlines() if line.startswith("ref "))
     fields = dict(item.split("=") for item in speed.split()[1:])
     assert fields["sentences"] == str(len(SENTENCES)) and fields["tokens"] == str(sum(map(len, SENTENCES))) and float(fields["tokens_per_s"]) > 0
+
+
+def test_float32_inference_reads_the_char_cnn_by_tables_to_float_rounding(model):
+    """At float32 inference their char CNN runs as table lookups (kernels/char_table.py) where a
+    compiler is there; the outputs are the convolutions' to float rounding."""
+    from spacy_elmo.kernels import native
+
+    sentences = [s for s in SENTENCES if s]
+    with_tables = model.embed_sentences(sentences)
+    encoder = model.token_encoder
+    if native.library() is not None:  # the tables were made, so read
+        assert encoder.char_tables.conversions >= 1 and encoder.char_tables.weights(encoder).get("tables") is not None
+    encoder.table_pooled = lambda ids: None
+    try:
+        convolved = model.embed_sentences(sentences)
+    finally:
+        del encoder.table_pooled
+    for a, b in zip(with_tables, convolved):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

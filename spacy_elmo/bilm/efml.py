@@ -144,8 +144,11 @@ class EfmlTokenEncoder(CharCnnEncoder):
 
     def _encode(self, ids: torch.Tensor) -> torch.Tensor:
         act = _ACTIVATIONS[self.activation]
-        x = self.char_embedding(ids[:, 1:]).transpose(1, 2)  # [N, char_dim, positions]
-        h = act(torch.cat([conv(x).amax(dim=-1) for conv in self.convs], dim=-1))
+        by_tables = self.table_pooled(ids[:, 1:])  # float32 inference, a character table small enough
+        if by_tables is None:
+            x = self.char_embedding(ids[:, 1:]).transpose(1, 2)  # [N, char_dim, positions]
+            by_tables = torch.cat([conv(x).amax(dim=-1) for conv in self.convs], dim=-1)
+        h = act(by_tables)
         for layer in self.highways:
             assert isinstance(layer, nn.Linear)  # a ModuleList types its items as Module
             nonlinear, gate = F.linear(h, layer.weight, layer.bias).chunk(2, dim=-1)
