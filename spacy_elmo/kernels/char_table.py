@@ -10,8 +10,9 @@ the window's characters in order): a token's value does not depend on the batch,
 the thread count. They differ from a convolution's only by float rounding (the products are
 summed in another order).
 
-Used by :meth:`~..bilm.token_encoder.CharCnnEncoder.pooled` at float32 inference (and so by int8's
-encoder); training, autograd and the bfloat16 path keep the convolutions.
+Used at inference by :meth:`~..bilm.token_encoder.CharCnnEncoder.pooled` (float32, and so int8's
+encoder), by the bfloat16 encoder's pooling and by ELMoForManyLangs' encoder; training (autograd)
+keeps the convolutions.
 """
 
 from __future__ import annotations
