@@ -35,7 +35,7 @@ from torch.nn import functional as F
 from ..kernels import char_trim
 from .characters import BOS_TOKEN, EOS_TOKEN, TokenBatch, distinct_tokens
 from .model import BiLM, BiLMConfig, OptionsError
-from .token_encoder import _ACTIVATIONS, CharCnnEncoder
+from .token_encoder import CharCnnEncoder
 
 EFML_KEY = "efml"
 #: the boundary tokens ELMoForManyLangs wraps every sentence in
@@ -143,12 +143,7 @@ class EfmlTokenEncoder(CharCnnEncoder):
         return self._encode(ids)
 
     def _encode(self, ids: torch.Tensor) -> torch.Tensor:
-        act = _ACTIVATIONS[self.activation]
-        by_tables = self.table_pooled(ids[:, 1:])  # float32 inference, a character table small enough
-        if by_tables is None:
-            x = self.char_embedding(ids[:, 1:]).transpose(1, 2)  # [N, char_dim, positions]
-            by_tables = torch.cat([conv(x).amax(dim=-1) for conv in self.convs], dim=-1)
-        h = act(by_tables)
+        h = self.pooled(ids[:, 1:])  # the char CNN's pooled activation (by tables where they apply)
         for layer in self.highways:
             assert isinstance(layer, nn.Linear)  # a ModuleList types its items as Module
             nonlinear, gate = F.linear(h, layer.weight, layer.bias).chunk(2, dim=-1)
