@@ -50,6 +50,48 @@ def test_head_vectors_look_words_up_exactly_then_by_case(bilm):
     assert np.allclose(vector, embedder.word_vectors(["muddy", "river"]).mean(0), atol=1e-6)
 
 
+def test_context_words_are_weighted_by_smooth_inverse_frequency(bilm):
+    """With the training counts, each context word weighs a / (a + p(w)): a frequent word less than a rare one."""
+    plain = topic_head(bilm.config.projection_dim)
+    counts = np.ones(len(plain.vocab), np.int64)
+    counts[plain.vocab.index("river")] = 9_000  # 9,000 of 9,000 + V - 1 tokens: p(river) ~ 1, p(muddy) ~ 1e-4
+    head = LMHead.from_arrays(plain.vocab, plain.weight, plain.bias, "counted", counts=counts)
+    p = counts / counts.sum()
+    occurrence = Occurrence("the bank of the muddy river", 4, 8)
+    for a in (1e-3, 0.5):
+        embedder = ContextEmbedder.from_head(head, smoothing=a)
+        w = a / (a + p[[plain.vocab.index("muddy"), plain.vocab.index("river")]])
+        expected = (w[:, None] * embedder.word_vectors(["muddy", "river"])).sum(0) / w.sum()
+        assert np.allclose(embedder.embed([occurrence])[0], expected, atol=1e-6)
+        assert np.allclose(embedder.word_weights(["River", "unheard"]), [w[1], 1.0])  # by the row the vector came from
+    rare_first = ContextEmbedder.from_head(head, smoothing=1e-3).embed([occurrence])[0]
+    muddy, river = ContextEmbedder.from_head(head).word_vectors(["muddy", "river"])
+    assert rare_first @ muddy > 0.99 * np.linalg.norm(rare_first) and rare_first @ river < rare_first @ muddy
+    uniform = ContextEmbedder.from_head(head).embed([occurrence])[0]
+    assert np.allclose(uniform, (muddy + river) / 2, atol=1e-6)  # smoothing 0, the default: every word alike
+    assert InductionSettings().context_smoothing == 0
+    assert np.allclose(ContextEmbedder.from_head(plain).embed([occurrence])[0], uniform, atol=1e-6)  # no counts: alike
+    with pytest.raises(ValueError, match="smoothing"):
+        ContextEmbedder.from_head(head, smoothing=-1)
+    with pytest.raises(ValueError, match="context_smoothing"):
+        InductionSettings(context_smoothing=-0.1)
+
+
+def test_a_head_reads_its_counts_from_the_vocabulary_file(tmp_path):
+    import torch
+
+    from spacy_elmo.induction.substitutes import HeadError, native_head
+
+    (tmp_path / "vocab.txt").write_text("<S>\t5\n</S>\t5\n<UNK>\t1\nriver\t30\nmoney\t9\n", encoding="utf-8")
+    torch.save({"weight": torch.randn(5, 4), "bias": torch.zeros(5)}, tmp_path / "softmax.pt")
+    head = native_head(tmp_path)
+    assert head.counts.tolist() == [5, 5, 1, 30, 9] and np.isclose(head.frequencies().sum(), 1.0)
+    (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nriver\nmoney\n", encoding="utf-8")
+    assert native_head(tmp_path).counts is None and native_head(tmp_path).frequencies() is None  # no counts: unknown
+    with pytest.raises(HeadError, match="one count >= 0 per vocabulary word"):
+        LMHead.from_arrays(["a", "b"], np.zeros((2, 3)), np.zeros(2), counts=[1, 2, 3])
+
+
 def test_a_model_without_a_head_reads_its_char_cnn_vectors(bilm):
     embedder = ContextEmbedder.from_bilm(bilm)
     a = embedder.word_vectors(["river", "money", "river"])

@@ -2,7 +2,12 @@
 
 Schuetze (1998)'s second-order context vectors: the mean of the unit word vectors of the content
 words within ``window`` words of the target (stop words, non-words and the target's own forms
-left out). The word vectors are the biLM's: the rows of its LM head's output embeddings (a
+left out), every word alike or, with ``smoothing=a > 0``, each weighted by ``a / (a + p(w))``,
+``p(w)`` its share of the model's training text (Arora et al. 2017's smooth inverse frequency;
+alike where the counts are unknown): a frequent, topic-neutral word ("year", "people") then counts
+for less than a telling one ("mound", "ointment"). At ``a = 1e-3`` that separates the labelled
+sets' senses better when the number of senses is given, but not through ``induce``'s defaults, so
+it is off by default (docs/senses.md, "Context words"). The word vectors are the biLM's: the rows of its LM head's output embeddings (a
 language model's output embeddings group words by topic and meaning, Press & Wolf 2017), or, for
 a model without a head (the published ELMo files), its context-free char-CNN token vectors.
 
@@ -29,6 +34,7 @@ from .naming import window_words
 from .substitutes import LMHead
 
 DEFAULT_WINDOW = 10
+SMOOTHING = 0.0  # ``a`` of the weights a / (a + p(w)); 0 = every word alike (1e-3, Arora et al.'s, measured in docs/senses.md)
 
 
 def context_tokens(
@@ -56,22 +62,52 @@ class ContextEmbedder:
     """
 
     def __init__(self, source: str, dim: int, lookup: Optional[Dict[str, int]] = None, matrix: Optional[np.ndarray] = None,
-                 bilm: Optional[BiLM] = None) -> None:  # fmt: skip
+                 bilm: Optional[BiLM] = None, row_weights: Optional[np.ndarray] = None) -> None:  # fmt: skip
         if (matrix is None) == (bilm is None):
             raise ValueError("a ContextEmbedder reads either a word-vector matrix or a biLM's token encoder")
+        if row_weights is not None and (matrix is None or row_weights.shape != (matrix.shape[0],)):
+            raise ValueError("row_weights give one weight per row of the word-vector matrix")
         self.source, self.dim = source, dim
         self._lookup, self._matrix, self._bilm = lookup or {}, matrix, bilm
+        self._row_weights = row_weights
         self._cache: Dict[str, np.ndarray] = {}
 
     @classmethod
-    def from_head(cls, head: LMHead) -> "ContextEmbedder":
-        """The output embeddings of ``head`` (centred on their mean, unit rows)."""
+    def from_head(cls, head: LMHead, smoothing: float = SMOOTHING) -> "ContextEmbedder":
+        """The output embeddings of ``head`` (centred on their mean, unit rows); with ``smoothing > 0``
+        each word weighted by ``smoothing / (smoothing + p(w))`` where the head knows its training
+        counts (``smoothing=0``, the default, or no counts: every word alike)."""
+        if smoothing < 0:
+            raise ValueError(f"smoothing is the a of the weights a / (a + p(w)), >= 0, got {smoothing}")
         weight = head.weight.detach().float().cpu().numpy()
         matrix = unit_rows(weight - weight.mean(0, keepdims=True))
         lookup: Dict[str, int] = {}
         for i, word in enumerate(head.vocab):
             lookup.setdefault(word, i)
-        return cls("the LM head's output embeddings", matrix.shape[1], lookup=lookup, matrix=matrix)
+        frequencies = head.frequencies() if smoothing > 0 else None
+        row_weights = None if frequencies is None else (smoothing / (smoothing + frequencies)).astype(np.float32)
+        source = "the LM head's output embeddings" + (", weighted by smooth inverse frequency" if row_weights is not None else "")
+        return cls(source, matrix.shape[1], lookup=lookup, matrix=matrix, row_weights=row_weights)
+
+    def _rows(self, words: Sequence[str]) -> List[Optional[int]]:
+        """Each word's row of the matrix: exact, else lower case, else capitalised; ``None`` if unknown."""
+        found: List[Optional[int]] = []
+        for word in words:
+            i = self._lookup.get(word)
+            if i is None:
+                i = self._lookup.get(word.lower(), self._lookup.get(word.capitalize()))
+            found.append(i)
+        return found
+
+    def word_weights(self, words: Sequence[str]) -> np.ndarray:
+        """float32 ``[len(words)]``: each word's weight in a context vector (1 where no frequencies are
+        known, or for a word the vectors do not know, which adds a zero row anyway)."""
+        out = np.ones(len(words), dtype=np.float32)
+        if self._row_weights is not None:
+            for j, i in enumerate(self._rows(words)):
+                if i is not None:
+                    out[j] = self._row_weights[i]
+        return out
 
     @classmethod
     def from_bilm(cls, bilm: BiLM) -> "ContextEmbedder":
@@ -82,10 +118,7 @@ class ContextEmbedder:
         """float32 ``[len(words), dim]`` unit vectors; a word the vectors do not know gets a zero row."""
         out = np.zeros((len(words), self.dim), dtype=np.float32)
         if self._matrix is not None:
-            for j, word in enumerate(words):
-                i = self._lookup.get(word)
-                if i is None:
-                    i = self._lookup.get(word.lower(), self._lookup.get(word.capitalize()))
+            for j, i in enumerate(self._rows(words)):
                 if i is not None:
                     out[j] = self._matrix[i]
             return out
@@ -105,14 +138,17 @@ class ContextEmbedder:
     def embed(
         self, occurrences: Sequence[Occurrence], window: int = DEFAULT_WINDOW, exclude: Collection[str] = (), lang: str = "en"
     ) -> np.ndarray:
-        """float32 ``[n, dim]``: each occurrence's context vector (the mean of its context words' unit
-        vectors, the words read in language ``lang``; a zero row when no context word is known)."""
+        """float32 ``[n, dim]``: each occurrence's context vector (the weighted mean of its known context
+        words' unit vectors, :meth:`word_weights`, the words read in language ``lang``; a zero row when
+        no context word is known)."""
         contexts = [context_tokens(o.text, o.start, o.end, window, exclude, lang) for o in occurrences]
         vocabulary = sorted({w for ctx in contexts for w in ctx})
         table = dict(zip(vocabulary, self.word_vectors(vocabulary))) if vocabulary else {}
+        weight = dict(zip(vocabulary, self.word_weights(vocabulary).tolist())) if vocabulary else {}
         out = np.zeros((len(occurrences), self.dim), dtype=np.float32)
         for j, ctx in enumerate(contexts):
-            rows = [table[w] for w in ctx if table[w].any()]
-            if rows:
-                out[j] = np.mean(rows, axis=0)
+            known = [w for w in ctx if table[w].any()]
+            if known:
+                w = np.array([weight[k] for k in known], dtype=np.float64)
+                out[j] = (w[:, None] * np.stack([table[k] for k in known])).sum(0) / w.sum()
         return out

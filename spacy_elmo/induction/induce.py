@@ -42,7 +42,7 @@ from ..lang import language
 from ..senses.inventory import SenseInventory
 from . import DEFAULT_REPRESENTATION, SIGNIFICANCE
 from .clustering import cosine_distances, cut_senses, embed_distances, remove_form, split_score, substitute_bags, tfidf, unit_rows
-from .context import DEFAULT_WINDOW, ContextEmbedder
+from .context import DEFAULT_WINDOW, SMOOTHING, ContextEmbedder
 from .corpus import Corpus, _is_paths, corpus_files, read_sentences
 from .forms import join_runs, target_forms
 from .induced import Occurrence, Sense, WordSenses, load_word_senses, save_word_senses, word_senses_files
@@ -108,6 +108,9 @@ class InductionSettings:
     mix: the layer weights of the vectors (default ``None``: the average of every layer above the token
         layer, the LSTM's two or a transformer's six: :func:`contextual_average`).
     context_window: words on each side that the ``context`` representation reads.
+    context_smoothing: ``a > 0`` weighs each context word by ``a / (a + p(w))``, ``p(w)`` its share
+        of the model's training text (smooth inverse frequency, where the vocabulary carries counts);
+        0, the default, weighs every word alike: :mod:`.context`.
     lang: the spaCy language code of the corpus: its tokenizer, stop words and word forms
         (:mod:`..lang`); the commands' ``--lang``.
     """
@@ -132,6 +135,7 @@ class InductionSettings:
     seed: int = 0
     max_batch_tokens: int = 4000
     context_window: int = DEFAULT_WINDOW
+    context_smoothing: float = SMOOTHING
     lang: str = "en"
 
     def __post_init__(self) -> None:
@@ -150,6 +154,8 @@ class InductionSettings:
             raise ValueError(f"test_axes is a number of principal axes, >= 1 (or None for all), got {self.test_axes}")
         if self.context_window < 1:
             raise ValueError(f"context_window is a number of words on each side, >= 1, got {self.context_window}")
+        if not self.context_smoothing >= 0:
+            raise ValueError(f"context_smoothing is the a of the context words' weights a / (a + p(w)), >= 0, got {self.context_smoothing}")
         if self.top_k < 1 or self.temperature <= 0 or self.max_occurrences < 1:
             raise ValueError("top_k and max_occurrences must be >= 1 and temperature > 0")
         if not 0 <= self.prior_weight <= 2:
@@ -422,7 +428,11 @@ class Inducer:
         """float32 ``[n, dim]``: the occurrences' context vectors (:mod:`.context`), read with the LM head's
         output embeddings when there is a head, else with the biLM's char-CNN token vectors."""
         if self._context is None:
-            self._context = ContextEmbedder.from_head(self.head) if self.head is not None else ContextEmbedder.from_bilm(self.bilm)
+            self._context = (
+                ContextEmbedder.from_head(self.head, self.settings.context_smoothing)
+                if self.head is not None
+                else ContextEmbedder.from_bilm(self.bilm)
+            )
         return self._context.embed(occurrences, self.settings.context_window, {f.lower() for f in forms}, self.settings.lang)
 
     def _substitutes(self, store: _Store) -> List[Tuple[np.ndarray, np.ndarray]]:

@@ -50,10 +50,14 @@ class LMHead:
     weight: torch.Tensor
     bias: torch.Tensor
     source: str = ""
+    counts: Optional[np.ndarray] = None  # int64 ``[V]``: each word's count in the training text (vocab.txt), where known
 
     @classmethod
-    def from_arrays(cls, vocab: Sequence[str], weight: object, bias: object, source: str = "") -> "LMHead":
-        """A head from any ``(vocab, W [V, dim], b [V])`` triple (numpy arrays or tensors)."""
+    def from_arrays(
+        cls, vocab: Sequence[str], weight: object, bias: object, source: str = "", counts: Optional[Sequence[int]] = None
+    ) -> "LMHead":
+        """A head from any ``(vocab, W [V, dim], b [V])`` triple (numpy arrays or tensors), with the
+        words' training counts where known (``None``, or all zero: unknown)."""
         w = torch.as_tensor(np.asarray(weight, dtype=np.float32) if not isinstance(weight, torch.Tensor) else weight).float()
         b = torch.as_tensor(np.asarray(bias, dtype=np.float32) if not isinstance(bias, torch.Tensor) else bias).float()
         vocab = list(vocab)
@@ -67,7 +71,17 @@ class LMHead:
             )
         if not torch.isfinite(w).all() or not torch.isfinite(b).all():
             raise HeadError(f"{what}: the softmax holds NaN or infinite values")
-        return cls(vocab, w.contiguous(), b.contiguous(), source)
+        known = None
+        if counts is not None:
+            known = np.asarray(counts, dtype=np.int64)
+            if known.shape != (len(vocab),) or (known < 0).any():
+                raise HeadError(f"{what}: expected one count >= 0 per vocabulary word ({len(vocab)}), got shape {known.shape}")
+            known = known if known.any() else None
+        return cls(vocab, w.contiguous(), b.contiguous(), source, known)
+
+    def frequencies(self) -> Optional[np.ndarray]:
+        """float64 ``[V]``: each word's share of the training text's tokens (``None`` where the counts are unknown)."""
+        return None if self.counts is None else self.counts / float(self.counts.sum())
 
     @property
     def dim(self) -> int:
@@ -157,10 +171,10 @@ def native_head(folder: Union[str, Path]) -> LMHead:
     if not isinstance(state, dict) or not {"weight", "bias"} <= set(state):
         raise HeadError(f"{softmax}: expected a state dict with 'weight' and 'bias'")
     try:
-        vocab = read_vocabulary(vocab_file).tokens
+        vocabulary = read_vocabulary(vocab_file)
     except VocabularyError as error:
         raise HeadError(str(error)) from None
-    return LMHead.from_arrays(vocab, state["weight"], state["bias"], source=str(softmax))
+    return LMHead.from_arrays(vocabulary.tokens, state["weight"], state["bias"], source=str(softmax), counts=vocabulary.counts)
 
 
 # ---------------------------------------------------------------------------------------------- states
