@@ -55,10 +55,31 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import reference  # bench/reference.py: AllenNLP's side
-from bench_common import RESULTS, WORK, Clock, book_sentences, command, elmo_nlp, gemm_gflops, interleaved, machine, median_run, peak_rss_mb
-from bench_common import random_weights, rss_mb, sentence_doc, serve_worker, synthetic, timed, token_cosines, ud_path, ud_sentences, use_threads
+from bench_common import (
+    RESULTS,
+    WORK,
+    Clock,
+    book_sentences,
+    command,
+    elmo_nlp,
+    gemm_gflops,
+    interleaved,
+    machine,
+    median_run,
+    peak_rss_mb,
+    random_weights,
+    rss_mb,
+    sentence_doc,
+    serve_worker,
+    synthetic,
+    timed,
+    token_cosines,
+    ud_path,
+    ud_sentences,
+    use_threads,
+    write_results,
+)
 from bench_common import run_worker as run_script_worker
-from bench_common import write_results
 
 # --shapes names -> what `random-weights` takes
 SHAPES = {"small": "elmo-small", "medium": "elmo-medium", "original": "elmo-original"}

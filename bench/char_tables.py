@@ -24,7 +24,19 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 import numpy as np
-from bench_common import WORK, add_threads, command, cpu_seconds, interleaved, machine, median_run, text_sentences, timed, use_threads, write_results
+from bench_common import (
+    WORK,
+    add_threads,
+    command,
+    cpu_seconds,
+    interleaved,
+    machine,
+    median_run,
+    text_sentences,
+    timed,
+    use_threads,
+    write_results,
+)
 from int8 import PRECISIONS, model_path, run
 
 ARMS = ("convolutions", "tables")

@@ -119,7 +119,6 @@ def trf(args: argparse.Namespace) -> Dict[str, Any]:
     ``--input``: each batch indexed by their ``ELMoTokenCharactersIndexer`` and embedded (their default
     mix, boundaries removed); ``--out``: key ``str(i)`` holds line i's ``[n_tokens, 2 * width]``."""
     _stand_in_torchvision()
-    import numpy as np
     import torch
     from allennlp.data import Token, Vocabulary
     from allennlp.data.token_indexers import ELMoTokenCharactersIndexer
