@@ -7,8 +7,8 @@ left out), every word alike or, with ``smoothing=a > 0``, each weighted by ``a /
 alike where the counts are unknown): a frequent, topic-neutral word ("year", "people") then counts
 for less than a telling one ("mound", "ointment"). At ``a = 1e-3`` that separates the labelled
 sets' senses better when the number of senses is given, but not through ``induce``'s defaults, so
-it is off by default (docs/senses.md, "Context words"). The word vectors are the biLM's: the rows of its LM head's output embeddings (a
-language model's output embeddings group words by topic and meaning, Press & Wolf 2017), or, for
+it is off by default (docs/senses.md, "Context words"). The word vectors are the biLM's: the rows
+of its LM head's output embeddings (a language model's output embeddings group words by topic and meaning, Press & Wolf 2017), or, for
 a model without a head (the published ELMo files), its context-free char-CNN token vectors.
 
 Why: the small biLMs trained on a CPU carry the topic of a sentence into the *output* word
@@ -144,11 +144,15 @@ class ContextEmbedder:
         contexts = [context_tokens(o.text, o.start, o.end, window, exclude, lang) for o in occurrences]
         vocabulary = sorted({w for ctx in contexts for w in ctx})
         table = dict(zip(vocabulary, self.word_vectors(vocabulary))) if vocabulary else {}
-        weight = dict(zip(vocabulary, self.word_weights(vocabulary).tolist())) if vocabulary else {}
+        weight = dict(zip(vocabulary, self.word_weights(vocabulary).tolist())) if vocabulary and self._row_weights is not None else None
         out = np.zeros((len(occurrences), self.dim), dtype=np.float32)
         for j, ctx in enumerate(contexts):
             known = [w for w in ctx if table[w].any()]
-            if known:
+            if not known:
+                continue
+            if weight is None:  # every word alike: the plain mean
+                out[j] = np.mean([table[k] for k in known], axis=0)
+            else:
                 w = np.array([weight[k] for k in known], dtype=np.float64)
-                out[j] = (w[:, None] * np.stack([table[k] for k in known])).sum(0) / w.sum()
+                out[j] = w @ np.stack([table[k] for k in known]) / w.sum()
         return out
