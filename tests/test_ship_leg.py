@@ -217,3 +217,19 @@ def test_the_precision_a_leg_ran_in_is_named_as_the_config_names_it(tmp_path):
     for logged, named in (("bfloat16", "bf16"), ("float32-fused", "fp32-fused"), ("float32", "fp32-fused")):
         (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 20, "loss": 9.0, "precision": logged}) + "\n")
         assert ran_precision(tmp_path) == named
+
+
+def test_a_refit_of_the_output_vectors_too_is_named_and_its_reads_kept():
+    from ship_leg import refit_summary, refit_words
+
+    record: Dict[str, Any] = {
+        "data": "corpus/mixed-v2",
+        "contexts": 10,
+        "settings": {"sentences": 4000, "row_sentences": 12000},
+        "history": [],
+        "rows": {"contexts": 20, "valid_contexts": 5, "reads": [{"step": 0, "contexts": 0, "valid_ppl": 9.0}]},
+    }
+    assert refit_words(record) == "output bias refit on 4,000 training sentences, output vectors on 12,000"
+    assert refit_summary(record)["rows"] == record["rows"] and refit_summary(record)["data"] == "mixed-v2"
+    bias_only = {k: v for k, v in record.items() if k != "rows"}
+    assert refit_words(bias_only) == "output bias refit on 4,000 training sentences" and "rows" not in refit_summary(bias_only)

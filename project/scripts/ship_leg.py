@@ -120,12 +120,14 @@ def same_softmax(a: Path, b: Path) -> bool:
 
 
 def refit_summary(record: Dict[str, Any]) -> Dict[str, Any]:
-    """What the snapshot keeps of a refit: its corpus folder's name, contexts, settings and each step's distance."""
+    """What the snapshot keeps of a refit: its corpus folder's name, contexts, settings, each step's
+    distance and, where the output vectors were fitted too, each validation read."""
     return {
         "data": Path(record["data"]).name,
         "contexts": record["contexts"],
         "settings": record["settings"],
         "history": record["history"],
+        **({"rows": record["rows"]} if "rows" in record else {}),
     }
 
 
@@ -147,7 +149,10 @@ def leg_description(leg: Dict[str, Any], config: Dict[str, Any], kept: List[Dict
 
 def refit_words(record: Dict[str, Any]) -> str:
     """The refit as the model's description says it."""
-    return f"output bias refit on {record['settings']['sentences']:,} training sentences"
+    words = f"output bias refit on {record['settings']['sentences']:,} training sentences"
+    if "rows" in record:
+        words += f", output vectors on {record['settings']['row_sentences']:,}"
+    return words
 
 
 def default_describe(

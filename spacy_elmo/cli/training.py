@@ -433,18 +433,25 @@ def refit_bias_cli(
     out: Path = Opt(..., "--out", "-o", help="Model folder to write: MODEL's files with the refit softmax bias, for `evaluate` and `ship`"),
     sentences: int = Opt(4000, "--sentences", help="Training sentences whose states the bias is fitted over"),
     iterations: int = Opt(4, "--iterations", help="Damped scaling steps"),
+    rows: bool = Opt(
+        False, "--rows", help="Then fit the output vectors too (full softmax, the best read of the valid split kept). Default: off"
+    ),
+    row_sentences: int = Opt(12000, "--row-sentences", help="With --rows: training sentences the output vectors are fitted over"),
+    row_epochs: float = Opt(0.5, "--row-epochs", help="With --rows: passes over their contexts"),
     threads: int = Opt(DEFAULT_THREADS, "--threads", "-t", help="CPU threads (0 = one per core)"),
     force: bool = Opt(False, "--force", help="Overwrite a non-empty OUT. Default: off"),
     # fmt: on
 ) -> None:
-    """Refit the softmax bias to the full softmax's likelihood condition (each word's predicted mass = its count); the biLM unchanged."""
+    """Refit the softmax bias to the full softmax's likelihood condition (each word's predicted mass = its count), and with --rows
+    the output vectors to the full softmax; the biLM unchanged."""
     from ..training.bias_refit import RefitSettings, refit_model
 
     prepared_dir(data_dir)
     refuse_overwrite(out, force)
     apply_threads(threads)
     try:
-        record = refit_model(model, data_dir, out, RefitSettings(sentences=sentences, iterations=iterations), progress=True)
+        settings = RefitSettings(sentences=sentences, iterations=iterations, rows=rows, row_sentences=row_sentences, row_epochs=row_epochs)
+        record = refit_model(model, data_dir, out, settings, progress=True)
     except (FileNotFoundError, ValueError) as err:
         raise UserError(str(err)) from None
     first, last = record["history"][0], record["history"][-1]
@@ -452,6 +459,13 @@ def refit_bias_cli(
         f"wrote {out}: bias refit over {record['contexts']:,} contexts; mean |log(count / predicted)| of the 1,000 most frequent "
         f"{first['top1000_mean_abs_log_ratio']:.3f} before the first step, {last['top1000_mean_abs_log_ratio']:.3f} before the last"
     )
+    if "rows" in record:
+        reads = record["rows"]["reads"]
+        best = min(reads, key=lambda r: r["valid_ppl"])
+        msg.good(
+            f"output vectors fitted over {record['rows']['contexts']:,} contexts: validation perplexity {reads[0]['valid_ppl']:.2f} "
+            f"after the bias refit, {best['valid_ppl']:.2f} at the step kept ({best['step']} of {reads[-1]['step']})"
+        )
 
 
 @app.command("widen")
