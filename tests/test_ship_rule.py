@@ -42,8 +42,14 @@ def test_better_by_the_margin_on_either_gate_ships():
 
 def test_better_by_less_than_the_margin_does_not_ship():
     for candidate in (report(modern=147.6 * 0.985), report(context=0.18 + 0.029)):
-        ships, failing, _ = ship_rule(candidate, BASE)
+        ships, failing, passing = ship_rule(candidate, BASE)
         assert not ships and len(failing) == 1 and "by the margin" in failing[0]
+        assert sum(row.endswith("short of it)") for row in passing) == 2  # each margin row says it was not met
+    # a gain that rounds to the margin at one decimal is printed to two, and said to be short
+    row = next(r for r in ship_rule(report(modern=147.6 * 0.9804), BASE)[2] if r.startswith("modern"))
+    assert "1.96% lower; needs 2%, short of it" in row
+    met = next(r for r in ship_rule(report(modern=147.6 * 0.98), BASE)[2] if r.startswith("modern"))
+    assert "2.00% lower; needs 2%)" in met
 
 
 def test_a_lucky_draw_of_the_shipped_default_is_no_bar():

@@ -305,8 +305,8 @@ def ship_rule(candidate: Dict[str, Any], baseline: Dict[str, Any]) -> Tuple[bool
         better.append(gain >= BETTER_BY["modern_common"] - 1e-9)
         row(
             True,
-            f"modern perplexity over common events: {c['modern_common']:.1f} (shipped {b['modern_common']:.1f}, "
-            f"{100 * gain:.1f}% lower; needs {100 * BETTER_BY['modern_common']:g}%)",
+            f"modern perplexity over common events: {c['modern_common']:.2f} (shipped {b['modern_common']:.2f}, "
+            f"{100 * gain:.2f}% lower; needs {100 * BETTER_BY['modern_common']:g}%{'' if better[-1] else ', short of it'})",
         )
     if c["context_ari"] is not None and b["context_ari"] is not None:
         gain = c["context_ari"] - b["context_ari"]
@@ -316,7 +316,7 @@ def ship_rule(candidate: Dict[str, Any], baseline: Dict[str, Any]) -> Tuple[bool
         row(
             True,
             f"labelled set from context vectors, ARI: {c['context_ari']:.3f} (shipped {b['context_ari']:.3f}, "
-            f"{gain:+.3f}; needs +{BETTER_BY['context_ari']:g}{interval})",
+            f"{gain:+.3f}; needs +{BETTER_BY['context_ari']:g}{interval}{'' if better[-1] else ', short of it'})",
         )
     row(
         any(better),
