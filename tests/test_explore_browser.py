@@ -59,9 +59,40 @@ def browser():
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
     driver.execute_cdp_cmd("Network.enable", {})
-    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    driver.execute_cdp_cmd(
+        "Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+    )
     yield driver
     driver.quit()
+
+
+def network_is_off(driver) -> bool:
+    """Whether the browser's network emulation really blocks requests: a page served on loopback
+    (which the emulation, not this machine, must refuse) fails to load with Chromium's own error."""
+    import http.server
+    import threading
+
+    from selenium.common.exceptions import WebDriverException
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"reachable")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        driver.get(f"http://127.0.0.1:{server.server_address[1]}/")
+        return "reachable" not in driver.find_element("tag name", "body").text
+    except WebDriverException as err:
+        return "ERR_INTERNET_DISCONNECTED" in str(err)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def open_page(driver, path):
@@ -136,8 +167,8 @@ def test_page_loads_offline_without_errors(browser, page):
     assert problems(log) == []
     requests = [entry["message"] for entry in browser.get_log("performance") if '"Network.requestWillBeSent"' in entry["message"]]
     assert requests and all('"url":"file://' in message or '"url":"data:' in message for message in requests)
-    assert browser.execute_script("return navigator.onLine") is False  # the network really was off
     assert browser.execute_script("return typeof Plotly.newPlot") == "function"
+    assert network_is_off(browser)  # the network really was off (navigator.onLine does not say so in every Chromium)
 
 
 def test_one_point_per_occurrence_in_its_sense(browser, page):
@@ -161,7 +192,9 @@ def test_hover_shows_the_sentence(browser, page):
     open_page(browser, path)
     for target in (5, 17, 1):  # 1: a sentence with markup and quotes in it
         mouse(browser, target)
-        hovered = wait_for(browser, "const el = document.getElementById('hovered'); return el.dataset.occurrence == arguments[0] && el", str(target))
+        hovered = wait_for(
+            browser, "const el = document.getElementById('hovered'); return el.dataset.occurrence == arguments[0] && el", str(target)
+        )
         assert hovered, f"hovering occurrence {target} did not show it"
         text = browser.execute_script("return document.getElementById('hovered').textContent")
         assert ws.occurrences[target].text in text and ws.senses[ws.labels[target]].name in text
@@ -217,7 +250,9 @@ def test_click_lists_the_nearest_occurrences(browser, page):
     browser.execute_script("document.querySelector('#neighbours li').click()")
     first = indices[20][0]
     assert wait_for(browser, "return document.getElementById('selected').dataset.occurrence === arguments[0]", str(first))
-    listed = browser.execute_script("return Array.from(document.querySelectorAll('#neighbours li')).map(li => Number(li.dataset.occurrence))")
+    listed = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#neighbours li')).map(li => Number(li.dataset.occurrence))"
+    )
     assert listed == indices[first].tolist()
 
 
@@ -269,7 +304,9 @@ def test_two_corpora_coloured_by_corpus_with_shares_per_sense(browser, tmp_path)
         assert shape == explore.SENSE_GLYPHS[sense.id] and row[0] == sense.name
         assert row[1] == f"{share_a:.0%}" and row[2] == f"{share_b:.0%}" and row[3] == f"{share_b - share_a:+.0%}"
     assert rows[0][5] == "12 / 0" and rows[2][5] == "0 / 8"
-    assert browser.execute_script("return document.querySelector('#shares thead').textContent").count("1850s <i>") == 2  # escaped, shown as text
+    assert (
+        browser.execute_script("return document.querySelector('#shares thead').textContent").count("1850s <i>") == 2
+    )  # escaped, shown as text
     mouse(browser, 20)
     assert wait_for(browser, "return document.getElementById('hovered').dataset.occurrence === '20'")
     assert browser.execute_script("return document.querySelector('#hovered .source').textContent").startswith("2000s · ")
@@ -323,7 +360,10 @@ def test_the_change_page_shows_rank_measures_call_and_statuses(browser, tmp_path
     assert f"rank {record['rank']} of 2 by MAHAL" in summary
     assert f"binary call: {'changed' if record['changed'] else 'no change'}" in summary and "in samples of 18" in summary
     tested = "the energy distance between the occurrences as their senses were induced from them"  # the default --test energy
-    assert record["p_value"] is None or f"a permutation test of {tested}, in samples of 18 from old and from new: p = {record['p_value']:.3g}" in summary
+    assert (
+        record["p_value"] is None
+        or f"a permutation test of {tested}, in samples of 18 from old and from new: p = {record['p_value']:.3g}" in summary
+    )
     rows = browser.execute_script(
         "return Array.from(document.querySelectorAll('#measures tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))"
     )
@@ -349,3 +389,14 @@ def test_the_change_page_shows_rank_measures_call_and_statuses(browser, tmp_path
     assert all(np.linalg.norm(lab(s) - lab(c)) >= AVOID_DISTANCE for s in as_hex for c in corpus_colours), (as_hex, corpus_colours)
     browser.save_screenshot(str(tmp_path / "change-page.png"))
     assert (tmp_path / "change-page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_network_check_sees_a_network_that_is_on(browser):
+    """``network_is_off`` can say no: with the emulation lifted the loopback page loads."""
+    conditions = {"latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+    browser.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": False, **conditions})
+    try:
+        assert not network_is_off(browser)
+    finally:
+        browser.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, **conditions})
+    assert network_is_off(browser)
