@@ -40,6 +40,9 @@ def _missing() -> str:
     return ""
 
 
+UNTHROTTLED = {"latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}  # the emulation's other conditions: none
+
+
 @pytest.fixture(scope="module")
 def browser():
     reason = _missing()
@@ -59,9 +62,7 @@ def browser():
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
     driver.execute_cdp_cmd("Network.enable", {})
-    driver.execute_cdp_cmd(
-        "Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
-    )
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, **UNTHROTTLED})
     yield driver
     driver.quit()
 
@@ -393,10 +394,9 @@ def test_the_change_page_shows_rank_measures_call_and_statuses(browser, tmp_path
 
 def test_the_network_check_sees_a_network_that_is_on(browser):
     """``network_is_off`` can say no: with the emulation lifted the loopback page loads."""
-    conditions = {"latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
-    browser.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": False, **conditions})
+    browser.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": False, **UNTHROTTLED})
     try:
         assert not network_is_off(browser)
     finally:
-        browser.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, **conditions})
+        browser.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, **UNTHROTTLED})
     assert network_is_off(browser)
